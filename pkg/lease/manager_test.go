@@ -1,0 +1,552 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
+	"github.com/minkhq/mink/pkg/pgschema"
+	"github.com/minkhq/mink/pkg/pgtest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Shutdown()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left running:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+const ttl = 1500 * time.Millisecond
+
+func newDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	db, _ := pgtest.DB(t)
+	if err := pgschema.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// event is one worker's life under one lease.
+type event struct {
+	node      string
+	lease     lease.Lease
+	cause     error
+	beforeExp bool // stopped while Postgres still had the lease unexpired (database clock)
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *recorder) all() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]event(nil), r.events...)
+}
+
+type node struct {
+	id     string
+	m      *lease.Manager
+	db     *leasetest.CuttableDB
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startNode runs a member with workers that record when they stop and whether Postgres
+// still had their lease then.
+func startNode(t *testing.T, db *pgxpool.Pool, rec *recorder, id string, max int, roles ...lease.Role) *node {
+	t.Helper()
+	cdb := &leasetest.CuttableDB{DB: db}
+	m, err := lease.NewManager(cdb, lease.Config{
+		NodeID: id, Roles: roles, GRPCAddr: id + ":7070", TTL: ttl, MaxPartitions: max,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := func(ctx context.Context, l lease.Lease) {
+		<-ctx.Done()
+		var before bool
+		qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := db.QueryRow(qctx, `SELECT coalesce(expires_at > now(), false) FROM mink_leases
+			WHERE kind = $1 AND table_id = $2 AND partition = $3 AND holder = $4 AND epoch = $5`,
+			string(l.Kind), l.Table, l.Partition, l.Holder, l.Epoch).Scan(&before)
+		if errors.Is(err, pgx.ErrNoRows) {
+			before = true // released or taken: certainly not acting past expiry
+		}
+		rec.mu.Lock()
+		rec.events = append(rec.events, event{node: id, lease: l, cause: context.Cause(ctx), beforeExp: before})
+		rec.mu.Unlock()
+	}
+	m.OnLease(lease.KindPartition, work)
+	m.OnLease(lease.KindWriter, work)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{id: id, m: m, db: cdb, cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- m.Run(ctx) }()
+	t.Cleanup(func() { n.stop(t) })
+	return n
+}
+
+func (n *node) stop(t *testing.T) {
+	if n.cancel == nil {
+		return
+	}
+	n.cancel()
+	if err := <-n.done; err != nil && !errors.Is(err, lease.ErrReplaced) {
+		t.Errorf("node %s: Run: %v", n.id, err)
+	}
+	n.cancel = nil
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+func holders(t *testing.T, db *pgxpool.Pool, table int64) map[lease.Scope]lease.Info {
+	t.Helper()
+	ls, err := lease.ListLeases(context.Background(), db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[lease.Scope]lease.Info{}
+	for _, l := range ls {
+		out[l.Scope] = l
+	}
+	return out
+}
+
+func countHeld(t *testing.T, db *pgxpool.Pool, table int64) map[string]int {
+	out := map[string]int{}
+	for s, l := range holders(t, db, table) {
+		if s.Kind == lease.KindPartition && l.Holder != "" {
+			out[l.Holder]++
+		}
+	}
+	return out
+}
+
+func TestShareJoinAndWriter(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 6)
+	rec := &recorder{}
+	startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
+	startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer)
+	w := startNode(t, db, rec, "wr-a", 0, lease.RoleWriter)
+	startNode(t, db, rec, "fs-a", 0, lease.RoleFileServer)
+
+	leasetest.Eventually(t, 10*time.Second, "6 partitions shared 3/3 and the writer lease held", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 3 && c["idx-b"] == 3 && holders(t, db, tbl)[lease.WriterScope(tbl)].Holder == "wr-a"
+	})
+	if got := len(w.m.Held()); got != 1 {
+		t.Fatalf("writer node acts under %d leases, want 1", got)
+	}
+	members, err := lease.ListMembers(context.Background(), db)
+	if err != nil || len(members) != 4 {
+		t.Fatalf("members: %v %v", members, err)
+	}
+
+	// A third indexer joins: every share drops to 2; the others hand partitions back.
+	startNode(t, db, rec, "idx-c", 0, lease.RoleIndexer)
+	leasetest.Eventually(t, 15*time.Second, "6 partitions shared 2/2/2", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2 && c["idx-c"] == 2
+	})
+	for _, e := range rec.all() {
+		if e.lease.Kind == lease.KindPartition && !errors.Is(e.cause, context.Canceled) {
+			t.Errorf("%s stopped %s for %v during a join, want a clean release", e.node, e.lease.Scope, e.cause)
+		}
+	}
+}
+
+func TestCleanLeaveFreesAtOnce(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 4)
+	rec := &recorder{}
+	a := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer, lease.RoleWriter)
+	b := startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer, lease.RoleWriter)
+	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2
+	})
+	a.stop(t)
+	// Right after Run returns: nothing of a's is held, and its row is gone.
+	for s, l := range holders(t, db, tbl) {
+		if l.Holder == "idx-a" {
+			t.Fatalf("%s still held by idx-a after a clean stop", s)
+		}
+	}
+	if _, err := lease.LookupMember(context.Background(), db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
+		t.Fatalf("member row of idx-a after a clean stop: %v", err)
+	}
+	// b takes everything within a couple of rounds, far sooner than lease_ttl would allow
+	// after a crash.
+	start := time.Now()
+	leasetest.Eventually(t, ttl, "idx-b takes all 4 partitions and the writer lease", func() bool {
+		h := holders(t, db, tbl)
+		return countHeld(t, db, tbl)["idx-b"] == 4 && h[lease.WriterScope(tbl)].Holder == "idx-b"
+	})
+	t.Logf("taken over %v after a clean leave", time.Since(start))
+	_ = b
+}
+
+// A node cut from Postgres (a crash, as Postgres sees it): its leases stay its own until
+// they expire, by the database clock, and no sooner; it stops acting before that; then the
+// other node takes them under higher epochs, and a fenced write under the old epoch
+// changes nothing.
+func TestCrashLeasesExpireThenMove(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 4)
+	if _, err := db.Exec(context.Background(), `CREATE TABLE ranges (p int, note text)`); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	a := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
+	startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer)
+	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2
+	})
+	before := holders(t, db, tbl)
+	stale := a.m.Held()
+	if len(stale) != 2 {
+		t.Fatalf("idx-a acts under %d leases, want 2", len(stale))
+	}
+	a.db.Cut(true)
+
+	// Until its leases expire in Postgres, nobody else holds them: each is taken, if at
+	// all, at a database time no earlier than the last expiry idx-a renewed it to.
+	lastExpiry := map[lease.Scope]time.Time{}
+	for taken := 0; taken < len(stale); {
+		taken = 0
+		for _, l := range stale {
+			var holder string
+			var epoch int64
+			var exp, acquired time.Time
+			if err := db.QueryRow(context.Background(), `SELECT coalesce(holder, ''), epoch, coalesce(expires_at, now()), acquired_at
+				FROM mink_leases WHERE kind = 'partition' AND table_id = $1 AND partition = $2`, tbl, l.Partition).Scan(&holder, &epoch, &exp, &acquired); err != nil {
+				t.Fatal(err)
+			}
+			if holder == "idx-a" && epoch == l.Epoch {
+				lastExpiry[l.Scope] = exp
+				continue
+			}
+			taken++
+			if acquired.Before(lastExpiry[l.Scope]) {
+				t.Fatalf("%s taken by %s at %v, before idx-a's lease expired at %v", l.Scope, holder, acquired, lastExpiry[l.Scope])
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	leasetest.Eventually(t, 5*time.Second, "idx-b takes all 4", func() bool { return countHeld(t, db, tbl)["idx-b"] == 4 })
+
+	// idx-a stopped acting before Postgres could give its leases away.
+	leasetest.Eventually(t, 5*time.Second, "idx-a's workers stopped", func() bool { return len(a.m.Held()) == 0 })
+	stopped := 0
+	for _, e := range rec.all() {
+		if e.node == "idx-a" {
+			stopped++
+			if !e.beforeExp {
+				t.Errorf("idx-a acted under %s until after it expired", e.lease.Scope)
+			}
+			if !errors.Is(e.cause, lease.ErrLocalDeadline) {
+				t.Errorf("idx-a stopped %s for %v, want the local deadline", e.lease.Scope, e.cause)
+			}
+		}
+	}
+	if stopped != 2 {
+		t.Errorf("%d idx-a workers stopped, want 2", stopped)
+	}
+	after := holders(t, db, tbl)
+	for _, l := range stale {
+		if after[l.Scope].Epoch <= before[l.Scope].Epoch {
+			t.Errorf("%s epoch %d after handoff, was %d: must grow", l.Scope, after[l.Scope].Epoch, before[l.Scope].Epoch)
+		}
+		// The stale holder's fenced write changes zero rows.
+		err := lease.Fenced(context.Background(), db, l, func(tx pgx.Tx) error {
+			_, err := tx.Exec(context.Background(), `INSERT INTO ranges VALUES ($1, 'stale')`, l.Partition)
+			return err
+		})
+		if !errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("stale fenced write under %s epoch %d: %v, want ErrLeaseLost", l.Scope, l.Epoch, err)
+		}
+	}
+	var n int
+	db.QueryRow(context.Background(), `SELECT count(*) FROM ranges`).Scan(&n)
+	if n != 0 {
+		t.Fatalf("stale holder wrote %d rows", n)
+	}
+	// The new holder's fenced write goes through.
+	for _, l := range holders(t, db, tbl) {
+		if l.Kind == lease.KindPartition {
+			cur := lease.Lease{Scope: l.Scope, Holder: l.Holder, Epoch: l.Epoch}
+			if err := lease.Fenced(context.Background(), db, cur, func(tx pgx.Tx) error {
+				_, err := tx.Exec(context.Background(), `INSERT INTO ranges VALUES ($1, 'current')`, l.Partition)
+				return err
+			}); err != nil {
+				t.Errorf("current holder's fenced write: %v", err)
+			}
+		}
+	}
+	// a's connection comes back: it renews nothing of what it lost, rejoins, and takes its
+	// share again under new epochs, without a restart.
+	a.db.Cut(false)
+	leasetest.Eventually(t, 10*time.Second, "shared 2/2 again", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2
+	})
+}
+
+// The fence holds the lease row for the whole transaction: a takeover waits for a write
+// in flight, and once the write commits the taker sees it and has a new epoch.
+func TestFenceBlocksTakeoverDuringWrite(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 1)
+	ctx := context.Background()
+	var l lease.Lease
+	if err := db.QueryRow(ctx, `UPDATE mink_leases SET holder = 'old', epoch = epoch + 1, expires_at = now() + interval '300 milliseconds'
+		WHERE table_id = $1 AND kind = 'partition' RETURNING epoch`, tbl).Scan(&l.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	l.Scope, l.Holder = lease.PartitionScope(tbl, 0), "old"
+	inside := make(chan struct{})
+	finish := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
+			close(inside)
+			<-finish
+			return nil
+		})
+	}()
+	<-inside
+	took := make(chan time.Time, 1)
+	go func() {
+		// A taker that waits until the lease expires and then tries, as a round would.
+		for {
+			tag, err := db.Exec(ctx, `UPDATE mink_leases SET holder = 'new', epoch = epoch + 1, expires_at = now() + interval '1 minute'
+				WHERE table_id = $1 AND kind = 'partition' AND expires_at <= now()`, tbl)
+			if err == nil && tag.RowsAffected() == 1 {
+				took <- time.Now()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	time.Sleep(600 * time.Millisecond) // past expiry: the taker is blocked on the row lock
+	select {
+	case <-took:
+		t.Fatal("lease taken while a fenced write held it")
+	default:
+	}
+	released := time.Now()
+	close(finish)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if at := <-took; at.Before(released) {
+		t.Fatal("takeover finished before the fenced write did")
+	}
+}
+
+func TestWriterLeaseGoesToMostPreferring(t *testing.T) {
+	db := newDB(t)
+	var tables []int64
+	for i := 0; i < 6; i++ {
+		tables = append(tables, leasetest.Table(t, db, fmt.Sprintf("t%d", i), 1))
+	}
+	rec := &recorder{}
+	ids := []string{"w-1", "w-2", "w-3"}
+	for _, id := range ids {
+		startNode(t, db, rec, id, 0, lease.RoleWriter)
+	}
+	leasetest.Eventually(t, 10*time.Second, "each writer lease with the node that prefers it most", func() bool {
+		for _, tbl := range tables {
+			s := lease.WriterScope(tbl)
+			best, bestP := "", uint64(0)
+			for _, id := range ids {
+				if p := lease.Preference(id, s); best == "" || p > bestP {
+					best, bestP = id, p
+				}
+			}
+			if holders(t, db, tbl)[s].Holder != best {
+				return false
+			}
+		}
+		return true
+	})
+	// Writers never take partition leases.
+	for _, tbl := range tables {
+		if c := countHeld(t, db, tbl); len(c) != 0 {
+			t.Fatalf("writer-only nodes hold partition leases: %v", c)
+		}
+	}
+}
+
+// Epochs grow at every change of hands, and the holder's view matches Postgres.
+func TestEpochsGrowOnEveryHandoff(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 2)
+	rec := &recorder{}
+	seen := map[lease.Scope]int64{}
+	check := func() {
+		for s, l := range holders(t, db, tbl) {
+			if l.Holder == "" {
+				continue
+			}
+			if l.Epoch < seen[s] {
+				t.Fatalf("%s epoch went back from %d to %d", s, seen[s], l.Epoch)
+			}
+			seen[s] = l.Epoch
+		}
+	}
+	for round := 0; round < 3; round++ {
+		n := startNode(t, db, rec, fmt.Sprintf("n-%d", round), 0, lease.RoleIndexer, lease.RoleWriter)
+		leasetest.Eventually(t, 10*time.Second, "node holds everything", func() bool {
+			check()
+			return countHeld(t, db, tbl)[n.id] == 2 && holders(t, db, tbl)[lease.WriterScope(tbl)].Holder == n.id
+		})
+		for _, l := range n.m.Held() {
+			if want := int64(round + 1); l.Epoch != want {
+				t.Errorf("%s held under epoch %d after %d handoffs, want %d", l.Scope, l.Epoch, round, want)
+			}
+		}
+		n.stop(t)
+	}
+}
+
+// A process restarted with the same node id takes the member row over and adopts the
+// leases under new epochs; the older process, still running, is fenced and told so.
+func TestRestartSameNodeIDFencesOldProcess(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 2)
+	rec := &recorder{}
+	old := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
+	leasetest.Eventually(t, 10*time.Second, "old holds both", func() bool { return countHeld(t, db, tbl)["idx-a"] == 2 })
+	stale := old.m.Held()
+	fresh := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
+	leasetest.Eventually(t, 10*time.Second, "new process acts under both", func() bool { return len(fresh.m.Held()) == 2 })
+	for _, l := range fresh.m.Held() {
+		for _, s := range stale {
+			if s.Scope == l.Scope && l.Epoch <= s.Epoch {
+				t.Fatalf("%s adopted under epoch %d, not above the old %d", l.Scope, l.Epoch, s.Epoch)
+			}
+		}
+	}
+	select {
+	case err := <-old.done:
+		if !errors.Is(err, lease.ErrReplaced) {
+			t.Fatalf("old process Run: %v, want ErrReplaced", err)
+		}
+		old.cancel()
+		old.cancel = nil
+	case <-time.After(5 * time.Second):
+		t.Fatal("old process kept running after being replaced")
+	}
+	for _, l := range stale {
+		if err := lease.Fenced(context.Background(), db, l, func(pgx.Tx) error { return nil }); !errors.Is(err, lease.ErrLeaseLost) {
+			t.Fatalf("old process's fenced write under %s: %v", l.Scope, err)
+		}
+	}
+}
+
+// max_partitions caps one node; the rest stays free until another node has room.
+func TestMaxPartitions(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 5)
+	rec := &recorder{}
+	startNode(t, db, rec, "idx-a", 2, lease.RoleIndexer)
+	leasetest.Eventually(t, 10*time.Second, "idx-a holds its cap", func() bool { return countHeld(t, db, tbl)["idx-a"] == 2 })
+	startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer)
+	leasetest.Eventually(t, 10*time.Second, "idx-b holds 3 (share), idx-a 2 (cap)", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 3
+	})
+}
+
+func TestDrain(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 4)
+	rec := &recorder{}
+	a := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
+	startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer)
+	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2
+	})
+	a.m.SetDraining(true)
+	leasetest.Eventually(t, 5*time.Second, "idx-b holds all 4 while idx-a drains", func() bool { return countHeld(t, db, tbl)["idx-b"] == 4 })
+	m, err := lease.LookupMember(context.Background(), db, "idx-a")
+	if err != nil || !m.Draining {
+		t.Fatalf("drained member: %+v %v", m, err)
+	}
+	a.m.SetDraining(false)
+	leasetest.Eventually(t, 10*time.Second, "shared 2/2 after undrain", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2
+	})
+}
+
+// Postgres itself stops: every node stops acting before its leases can have expired;
+// Postgres comes back and every node takes its share again, with no restart.
+func TestPostgresStopAndRestart(t *testing.T) {
+	pg := pgtest.Start(t)
+	ctx := context.Background()
+	url, err := pg.CreateDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := pgschema.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	tbl := leasetest.Table(t, db, "events", 4)
+	rec := &recorder{}
+	a := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer, lease.RoleWriter)
+	b := startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer, lease.RoleWriter)
+	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2
+	})
+	stopped := time.Now()
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.Eventually(t, 2*ttl, "every worker stopped", func() bool { return len(a.m.Held())+len(b.m.Held()) == 0 })
+	if d := time.Since(stopped); d > ttl {
+		t.Fatalf("nodes acted %v after Postgres stopped, past lease_ttl %v", d, ttl)
+	}
+	if a.m.Acting() || b.m.Acting() {
+		t.Fatal("nodes report acting with Postgres down")
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.Eventually(t, 20*time.Second, "shared 2/2 again, with no restart", func() bool {
+		c := countHeld(t, db, tbl)
+		w := holders(t, db, tbl)[lease.WriterScope(tbl)].Holder
+		return c["idx-a"] == 2 && c["idx-b"] == 2 && w != "" && len(a.m.Held())+len(b.m.Held()) == 5
+	})
+}
