@@ -151,7 +151,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	interval := m.cfg.TTL / 3
 	// Register, retrying while Postgres is unreachable: a node may start before it.
 	for {
-		err := m.register(ctx)
+		err := m.Register(ctx)
 		if err == nil {
 			break
 		}
@@ -175,7 +175,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return m.leave()
+			return m.Leave()
 		case <-ticker.C:
 		case <-m.kick:
 		}
@@ -209,10 +209,11 @@ func (m *Manager) memberArgs() []any {
 	return []any{m.cfg.NodeID, m.incarnation, roles, m.cfg.GRPCAddr, m.cfg.Addrs, m.cfg.Version, draining, m.cfg.TTL.Milliseconds()}
 }
 
-// register inserts the member row, taking it over from any earlier process with the same
+// Register inserts the member row, taking it over from any earlier process with the same
 // node id, and adopts that process's unexpired leases under new epochs, so that the older
 // process, should it still run (paused, partitioned), is fenced out of every one of them.
-func (m *Manager) register(ctx context.Context) error {
+// Run calls it; simulations that drive rounds themselves call Register, Round and Leave.
+func (m *Manager) Register(ctx context.Context) error {
 	start := time.Now()
 	var leases []Lease
 	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
@@ -498,9 +499,9 @@ func (m *Manager) stopAll(cause error) {
 	}
 }
 
-// leave stops every worker, releases every lease and deletes the member row, at once, so
+// Leave stops every worker, releases every lease and deletes the member row, at once, so
 // other nodes can take the work in their next round.
-func (m *Manager) leave() error {
+func (m *Manager) Leave() error {
 	m.stopAll(context.Canceled)
 	m.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TTL/3)
