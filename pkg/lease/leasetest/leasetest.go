@@ -104,4 +104,4 @@ func (errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, 
 func (errBatch) Query() (pgx.Rows, error)         { return nil, ErrCut }
 func (errBatch) QueryRow() pgx.Row                { return errRow{} }
 func (errBatch) Close() error                     { return nil }
-func (errBatch) Tx() pgx.Tx { return nil }
+func (errBatch) Tx() pgx.Tx                       { return nil }
