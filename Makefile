@@ -61,8 +61,9 @@ lint: $(BIN)/buf ## gofmt, go vet, buf lint.
 	buf lint
 
 .PHONY: build
-build: ## Build the role binaries and minkctl into .tmp/bin.
-	$(GO) build -o $(BIN)/ ./services/... ./cmd/...
+build: ## Build the role binaries (mink-indexer, mink-writer, mink-fileserver) and minkctl into .tmp/bin.
+	$(GO) build -o $(BIN)/ ./cmd/...
+	for r in indexer writer fileserver; do $(GO) build -o $(BIN)/mink-$$r ./services/$$r || exit 1; done
 
 .PHONY: test
 test: postgres $(BIN)/grpcurl ## Run every test (real Postgres, real processes, kfake).

@@ -216,6 +216,7 @@ func (m *Manager) memberArgs() []any {
 func (m *Manager) Register(ctx context.Context) error {
 	start := time.Now()
 	var leases []Lease
+	var startedAt time.Time
 	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
 		m.count(2)
 		var started time.Time
@@ -233,15 +234,14 @@ func (m *Manager) Register(ctx context.Context) error {
 			return err
 		}
 		leases, err = scanLeases(rows, m.cfg.NodeID)
-		m.mu.Lock()
-		m.startedAt = started
-		m.mu.Unlock()
+		startedAt = started
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("lease: register %s: %w", m.cfg.NodeID, err)
 	}
 	m.mu.Lock()
+	m.startedAt = startedAt
 	m.registered = true
 	m.lastRenew = start
 	m.mu.Unlock()
@@ -508,12 +508,14 @@ func (m *Manager) Leave() error {
 	defer cancel()
 	m.count(2)
 	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE mink_leases SET holder = NULL, expires_at = NULL
+		tag, err := tx.Exec(ctx, `UPDATE mink_leases SET holder = NULL, expires_at = NULL
 			WHERE holder = $1 AND EXISTS (SELECT 1 FROM mink_members WHERE node_id = $1 AND incarnation = $2)`,
-			m.cfg.NodeID, m.incarnation); err != nil {
+			m.cfg.NodeID, m.incarnation)
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2`, m.cfg.NodeID, m.incarnation)
+		m.released.Add(tag.RowsAffected())
+		_, err = tx.Exec(ctx, `DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2`, m.cfg.NodeID, m.incarnation)
 		return err
 	})
 	if err != nil {
@@ -535,7 +537,16 @@ func (m *Manager) Held() []Lease {
 			out = append(out, h.Lease)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Scope.String() < out[j].Scope.String() })
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Scope, out[j].Scope
+		if a.Table != b.Table {
+			return a.Table < b.Table
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Partition < b.Partition
+	})
 	return out
 }
 

@@ -95,7 +95,7 @@ func ListLeases(ctx context.Context, db DB, table int64) ([]Info, error) {
 			CASE WHEN l.expires_at > now() THEN l.holder END, l.epoch,
 			CASE WHEN l.expires_at > now() THEN l.expires_at END
 		FROM mink_leases l JOIN mink_tables t ON t.id = l.table_id
-		WHERE $1 = 0 OR l.table_id = $1
+		WHERE $1::bigint = 0 OR l.table_id = $1::bigint
 		ORDER BY l.table_id, l.kind DESC, l.partition`, table)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,304 @@
+// Command minkctl administers a Mink cluster over mink.admin.v1.AdminService: it dials any
+// node (--addr) and names the node that must answer (--node), which the dialed node
+// forwards to.
+//
+//	minkctl [flags] status | nodes | leases | drain NODE | undrain NODE
+//	minkctl [flags] table create NAME --topic T --column id:long:required ... | drop NAME |
+//	                      list | describe NAME
+//
+// Every flag has a MINK_* environment twin (MINK_ADDR for --addr). Output is aligned
+// columns, or protojson with -o json.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/flagenv"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)) }
+
+const usage = `usage: minkctl [--addr HOST:PORT] [--node NAME] [-o table|json] COMMAND [ARGS]
+
+commands:
+  status                 status of the dialed node, or of --node
+  nodes                  live members of the cluster
+  leases [--table ID]    leases (of one table)
+  drain NODE             NODE releases its leases and takes none until undrained
+  undrain NODE           NODE takes its share of leases again
+  table create NAME --topic TOPIC [--format json|raw] [--column NAME:TYPE[:required][:JSON_PATH]]...
+                         [--property KEY=VALUE]...   (or --spec FILE|-: a CreateTableRequest in JSON)
+  table drop NAME
+  table list [--namespace NS]
+  table describe NAME
+NAME is "name" (namespace "default") or "namespace.name".
+
+flags (each also read from MINK_<FLAG>, e.g. MINK_ADDR):
+`
+
+// exit codes
+const (
+	exitOK    = 0
+	exitRPC   = 1 // the call failed; the message says why
+	exitUsage = 2
+)
+
+type cli struct {
+	addr    string
+	node    string
+	output  string
+	timeout time.Duration
+	stdout  io.Writer
+	stderr  io.Writer
+	client  adminv1.AdminServiceClient
+}
+
+// globalFlags are accepted before or after the command.
+func (c *cli) globalFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", "localhost:7070", "gRPC address of the node to dial")
+	fs.StringVar(&c.node, "node", "", "node that must answer (forwarded by the dialed node); default: the dialed node")
+	fs.StringVar(&c.output, "o", "table", "output: table or json")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of each call")
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	err := c.dispatch(args, lookup)
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "minkctl: %s\n(minkctl --help for usage)\n", ue.msg)
+		return exitUsage
+	}
+	if st, ok := status.FromError(err); ok {
+		fmt.Fprintf(stderr, "minkctl: %s: %s\n", st.Code(), st.Message())
+	} else {
+		fmt.Fprintf(stderr, "minkctl: %v\n", err)
+	}
+	return exitRPC
+}
+
+func (c *cli) dispatch(args []string, lookup func(string) (string, bool)) error {
+	cmd, err := findCommand(args)
+	if err != nil {
+		return err
+	}
+	sub := commands[cmd]
+	switch {
+	case cmd == "help":
+		fs := flag.NewFlagSet("minkctl", flag.ContinueOnError)
+		c.globalFlags(fs)
+		fs.SetOutput(c.stdout)
+		fmt.Fprint(c.stdout, usage)
+		fs.PrintDefaults()
+		return flag.ErrHelp
+	case cmd == "":
+		return usageError{"no command"}
+	case cmd == "table":
+		return usageError{"table: want create, drop, list or describe"}
+	case sub.run == nil:
+		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	}
+	fs := flag.NewFlagSet("minkctl "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.globalFlags(fs)
+	var cmdFlags any
+	if sub.flags != nil {
+		cmdFlags = sub.flags(fs)
+	}
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(c.stdout, strings.Join(strings.Fields("usage: minkctl "+cmd+" "+sub.argsHelp+" [flags]"), " "))
+		fs.SetOutput(c.stdout)
+		fs.PrintDefaults()
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	pos = pos[len(strings.Fields(cmd)):]
+	if _, err := flagenv.SetFromEnv(fs, lookup); err != nil {
+		return usageError{err.Error()}
+	}
+	if c.output != "table" && c.output != "json" {
+		return usageError{fmt.Sprintf("-o: want table or json, got %q", c.output)}
+	}
+	if len(pos) != sub.args {
+		return usageError{fmt.Sprintf("%s: want %d argument(s) (%s), got %d", cmd, sub.args, dash(sub.argsHelp), len(pos))}
+	}
+	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return usageError{fmt.Sprintf("--addr %q: %v", c.addr, err)}
+	}
+	defer conn.Close()
+	c.client = adminv1.NewAdminServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	return sub.run(c, ctx, pos, cmdFlags)
+}
+
+// findCommand finds the command words ("status", "table create") past the global flags
+// that may stand before them; the command's own flags can only be parsed once it is known.
+func findCommand(args []string) (string, error) {
+	globals := flag.NewFlagSet("", flag.ContinueOnError)
+	(&cli{}).globalFlags(globals)
+	var words []string
+	for i := 0; i < len(args) && len(words) < 2; i++ {
+		a := args[i]
+		if len(words) == 1 && words[0] != "table" {
+			break
+		}
+		if a == "--" {
+			words = append(words, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			words = append(words, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "h" || name == "help" {
+			return "help", nil
+		}
+		if len(words) > 0 {
+			continue // a subcommand's flag between "table" and its verb; parsed later
+		}
+		if globals.Lookup(name) == nil {
+			return "", usageError{fmt.Sprintf("flag %s before the command is not a global flag", a)}
+		}
+		if !hasValue {
+			i++ // every global flag takes a value
+		}
+	}
+	if len(words) > 2 {
+		words = words[:2]
+	}
+	return strings.Join(words, " "), nil
+}
+
+// parseInterleaved parses flags wherever they stand among the positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil // everything after "--" is positional
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+type command struct {
+	args     int
+	argsHelp string
+	flags    func(fs *flag.FlagSet) any
+	run      func(c *cli, ctx context.Context, args []string, flags any) error
+}
+
+var commands = map[string]command{
+	"status":         {run: (*cli).status},
+	"nodes":          {run: (*cli).nodes},
+	"leases":         {flags: leasesFlags, run: (*cli).leases},
+	"drain":          {args: 1, argsHelp: "NODE", run: (*cli).drain},
+	"undrain":        {args: 1, argsHelp: "NODE", run: (*cli).undrain},
+	"table create":   {args: 1, argsHelp: "NAME", flags: createFlags, run: (*cli).tableCreate},
+	"table drop":     {args: 1, argsHelp: "NAME", run: (*cli).tableDrop},
+	"table list":     {flags: listFlags, run: (*cli).tableList},
+	"table describe": {args: 1, argsHelp: "NAME", run: (*cli).tableDescribe},
+}
+
+func (c *cli) status(ctx context.Context, _ []string, _ any) error {
+	resp, err := c.client.GetStatus(ctx, &adminv1.GetStatusRequest{Node: c.node})
+	if err != nil {
+		return err
+	}
+	return c.print(resp, func(w io.Writer) { printStatus(w, resp) })
+}
+
+func (c *cli) nodes(ctx context.Context, _ []string, _ any) error {
+	resp, err := c.client.ListNodes(ctx, &adminv1.ListNodesRequest{Node: c.node})
+	if err != nil {
+		return err
+	}
+	return c.print(resp, func(w io.Writer) { printNodes(w, resp.GetNodes()) })
+}
+
+func leasesFlags(fs *flag.FlagSet) any {
+	return fs.Int64("table", 0, "only this table's leases (table id)")
+}
+
+func (c *cli) leases(ctx context.Context, _ []string, f any) error {
+	resp, err := c.client.ListLeases(ctx, &adminv1.ListLeasesRequest{Node: c.node, TableId: *f.(*int64)})
+	if err != nil {
+		return err
+	}
+	return c.print(resp, func(w io.Writer) { printLeases(w, resp.GetLeases(), true) })
+}
+
+// target is the node a drain or undrain is for: the argument, which --node may repeat.
+func (c *cli) target(arg string) (string, error) {
+	if c.node != "" && c.node != arg {
+		return "", usageError{fmt.Sprintf("--node %q differs from the node to drain %q", c.node, arg)}
+	}
+	return arg, nil
+}
+
+func (c *cli) drain(ctx context.Context, args []string, _ any) error {
+	node, err := c.target(args[0])
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.DrainNode(ctx, &adminv1.DrainNodeRequest{Node: node})
+	if err != nil {
+		return err
+	}
+	return c.print(resp, func(w io.Writer) {
+		if len(resp.GetLeases()) == 0 {
+			fmt.Fprintf(w, "%s is draining and holds no lease\n", resp.GetNodeId())
+			return
+		}
+		fmt.Fprintf(w, "%s is draining; still holding %d lease(s):\n", resp.GetNodeId(), len(resp.GetLeases()))
+		printLeases(w, resp.GetLeases(), false)
+	})
+}
+
+func (c *cli) undrain(ctx context.Context, args []string, _ any) error {
+	node, err := c.target(args[0])
+	if err != nil {
+		return err
+	}
+	resp, err := c.client.UndrainNode(ctx, &adminv1.UndrainNodeRequest{Node: node})
+	if err != nil {
+		return err
+	}
+	return c.print(resp, func(w io.Writer) { fmt.Fprintf(w, "%s is taking its share of leases again\n", resp.GetNodeId()) })
+}

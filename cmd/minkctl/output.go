@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+)
+
+// print writes msg as protojson (-o json) or through table, aligned in columns.
+func (c *cli) print(msg proto.Message, table func(w io.Writer)) error {
+	if c.output == "json" {
+		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.stdout, "%s\n", b)
+		return err
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// ts shows a database timestamp as UTC to the millisecond; times are never compared with
+// this machine's clock, which may differ from the database's.
+func ts(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "-"
+	}
+	return t.AsTime().UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func roles(rs []adminv1.Role) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, strings.ToLower(strings.TrimPrefix(r.String(), "ROLE_")))
+	}
+	return dash(strings.Join(out, ","))
+}
+
+func kind(k adminv1.LeaseKind) string {
+	return strings.ToLower(strings.TrimPrefix(k.String(), "LEASE_KIND_"))
+}
+
+func format(f adminv1.RecordFormat) string {
+	return strings.ToLower(strings.TrimPrefix(f.String(), "RECORD_FORMAT_"))
+}
+
+// kv shows a map as sorted key=value pairs.
+func kv(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, k+"="+m[k])
+	}
+	return dash(strings.Join(out, " "))
+}
+
+func partition(p int32) string {
+	if p < 0 {
+		return "-"
+	}
+	return strconv.Itoa(int(p))
+}
+
+func printStatus(w io.Writer, s *adminv1.GetStatusResponse) {
+	st := s.GetLeaseStats()
+	rows := [][2]string{
+		{"NODE", s.GetNodeId()},
+		{"ROLES", roles(s.GetRoles())},
+		{"VERSION", dash(s.GetVersion())},
+		{"STARTED", ts(s.GetStartedAt())},
+		{"GRPC", s.GetGrpcAddr()},
+		{"ADDRS", kv(s.GetAddrs())},
+		{"DRAINING", strconv.FormatBool(s.GetDraining())},
+		{"ACTING", strconv.FormatBool(s.GetActing())},
+		{"LEASE TTL", s.GetLeaseTtl().AsDuration().String()},
+		{"ROUNDS", fmt.Sprintf("%d ok, %d failed, %d statements", st.GetRounds(), st.GetFailedRounds(), st.GetStatements())},
+		{"LEASE CHANGES", fmt.Sprintf("%d acquired, %d released, %d lost", st.GetAcquired(), st.GetReleased(), st.GetLost())},
+		{"LAST ERROR", dash(s.GetLastError())},
+		{"FIGURES", kv(s.GetFigures())},
+		{"LEASES", strconv.Itoa(len(s.GetLeases()))},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\n", r[0], r[1])
+	}
+	if len(s.GetLeases()) > 0 {
+		fmt.Fprintln(w)
+		printLeases(w, s.GetLeases(), false)
+	}
+}
+
+func printNodes(w io.Writer, nodes []*adminv1.Node) {
+	fmt.Fprintln(w, "NODE\tROLES\tGRPC\tVERSION\tDRAINING\tSTARTED\tRENEWED\tADDRS")
+	for _, n := range nodes {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", n.GetNodeId(), roles(n.GetRoles()), n.GetGrpcAddr(),
+			dash(n.GetVersion()), n.GetDraining(), ts(n.GetStartedAt()), ts(n.GetRenewedAt()), kv(n.GetAddrs()))
+	}
+}
+
+func printLeases(w io.Writer, leases []*adminv1.Lease, holder bool) {
+	if holder {
+		fmt.Fprintln(w, "TABLE_ID\tTABLE\tKIND\tPARTITION\tHOLDER\tEPOCH\tEXPIRES")
+	} else {
+		fmt.Fprintln(w, "TABLE_ID\tTABLE\tKIND\tPARTITION\tEPOCH\tEXPIRES")
+	}
+	for _, l := range leases {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t", l.GetTableId(), l.GetTableName(), kind(l.GetKind()), partition(l.GetPartition()))
+		if holder {
+			fmt.Fprintf(w, "%s\t", dash(l.GetHolder()))
+		}
+		fmt.Fprintf(w, "%d\t%s\n", l.GetEpoch(), ts(l.GetExpiresAt()))
+	}
+}
+
+func printTables(w io.Writer, tables []*adminv1.Table) {
+	fmt.Fprintln(w, "ID\tNAMESPACE\tNAME\tTOPIC\tFORMAT\tPARTITIONS\tCOLUMNS\tCREATED")
+	for _, t := range tables {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", t.GetId(), t.GetNamespace(), t.GetName(), t.GetTopic(),
+			format(t.GetFormat()), t.GetPartitions(), len(t.GetColumns()), ts(t.GetCreatedAt()))
+	}
+}
+
+func printDescribe(w io.Writer, d *adminv1.DescribeTableResponse) {
+	t := d.GetTable()
+	fmt.Fprintf(w, "TABLE\t%s.%s (id %d)\n", t.GetNamespace(), t.GetName(), t.GetId())
+	fmt.Fprintf(w, "TOPIC\t%s (%d partitions)\n", t.GetTopic(), t.GetPartitions())
+	fmt.Fprintf(w, "FORMAT\t%s\n", format(t.GetFormat()))
+	fmt.Fprintf(w, "PROPERTIES\t%s\n", kv(t.GetProperties()))
+	fmt.Fprintln(w, "\nCOLUMN\tTYPE\tREQUIRED\tJSON PATH")
+	for _, c := range t.GetColumns() {
+		fmt.Fprintf(w, "%s\t%s\t%t\t%s\n", c.GetName(), c.GetType(), c.GetRequired(), dash(c.GetJsonPath()))
+	}
+	fmt.Fprintln(w, "\nPARTITION\tINDEXED END\tHIGH WATERMARK\tLAG\tRANGES\tLAST RANGE\tHOLDER\tEPOCH")
+	var lag int64
+	for _, p := range d.GetPartitions() {
+		lag += p.GetLagRecords()
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n", p.GetPartition(), p.GetIndexedEndOffset(), p.GetHighWatermark(),
+			p.GetLagRecords(), p.GetRangeCount(), ts(p.GetLastRangeTime()), dash(p.GetHolder()), p.GetEpoch())
+	}
+	fmt.Fprintf(w, "TOTAL LAG\t%d records\n", lag)
+}

@@ -1,0 +1,302 @@
+// Package admin serves mink.admin.v1.AdminService on every node: this node's status, the
+// cluster's members and leases, draining, and table administration through Tables. A
+// request whose `node` names another node is forwarded to it (see forward.go); handlers
+// here only translate between proto and the lease library and return domain errors, which
+// apierr maps to gRPC codes.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+// Tables is table administration, implemented by the tables package (issue 4). It gets
+// requests meant for this node (forwarding is done) and returns domain errors.
+type Tables interface {
+	CreateTable(context.Context, *adminv1.CreateTableRequest) (*adminv1.CreateTableResponse, error)
+	DropTable(context.Context, *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error)
+	ListTables(context.Context, *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error)
+	DescribeTable(context.Context, *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error)
+}
+
+// Options builds a Server.
+type Options struct {
+	Leases *lease.Manager // this node's membership and leases
+	DB     lease.DB       // the cluster's Postgres
+	Tables Tables         // nil: table RPCs answer Unimplemented
+	// Figures are the role-specific figures GetStatus reports (nil: none).
+	Figures func() map[string]string
+	// DialOptions are added to every forwarding connection (telemetry handlers, ...);
+	// connections are plaintext, as between the nodes of one cluster network.
+	DialOptions []grpc.DialOption
+	// ForwardTimeout bounds a forwarded call whose caller set no deadline (default 30s).
+	ForwardTimeout time.Duration
+	Meter          metric.Meter // nil: no metrics
+	Logger         *slog.Logger
+}
+
+// Server is the AdminService of one node.
+type Server struct {
+	adminv1.UnimplementedAdminServiceServer
+	self    string
+	leases  *lease.Manager
+	db      lease.DB
+	tables  Tables
+	figures func() map[string]string
+	log     *slog.Logger
+	peers   *peers
+
+	forwardTimeout time.Duration
+	forwarded      metric.Int64Counter
+}
+
+// New builds the server. Close it after the gRPC server has stopped, to close the
+// forwarding connections.
+func New(o Options) (*Server, error) {
+	if o.Leases == nil || o.DB == nil {
+		return nil, errors.New("admin: Leases and DB are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Meter == nil {
+		o.Meter = noop.NewMeterProvider().Meter("")
+	}
+	if o.ForwardTimeout <= 0 {
+		o.ForwardTimeout = 30 * time.Second
+	}
+	fwd, err := o.Meter.Int64Counter("mink.admin.forwarded",
+		metric.WithDescription("Admin requests forwarded to the node they name, by method, target node and result code."),
+		metric.WithUnit("{request}"))
+	if err != nil {
+		return nil, fmt.Errorf("admin: metrics: %w", err)
+	}
+	self := o.Leases.Config().NodeID
+	return &Server{
+		self:           self,
+		leases:         o.Leases,
+		db:             o.DB,
+		tables:         o.Tables,
+		figures:        o.Figures,
+		log:            o.Logger,
+		peers:          newPeers(o.DialOptions),
+		forwardTimeout: o.ForwardTimeout,
+		forwarded:      fwd,
+	}, nil
+}
+
+// Register adds the service to g.
+func (s *Server) Register(g grpc.ServiceRegistrar) { adminv1.RegisterAdminServiceServer(g, s) }
+
+// Close closes the connections used to forward requests.
+func (s *Server) Close() error { return s.peers.close() }
+
+func (s *Server) GetStatus(ctx context.Context, req *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_GetStatus_FullMethodName, req, s.getStatus)
+}
+
+func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_ListNodes_FullMethodName, req, s.listNodes)
+}
+
+func (s *Server) ListLeases(ctx context.Context, req *adminv1.ListLeasesRequest) (*adminv1.ListLeasesResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_ListLeases_FullMethodName, req, s.listLeases)
+}
+
+func (s *Server) DrainNode(ctx context.Context, req *adminv1.DrainNodeRequest) (*adminv1.DrainNodeResponse, error) {
+	if req.GetNode() == "" {
+		return nil, apierr.GRPC(apierr.Invalid("node", "required: name the node to drain"))
+	}
+	return serve(s, ctx, adminv1.AdminService_DrainNode_FullMethodName, req, s.drainNode)
+}
+
+func (s *Server) UndrainNode(ctx context.Context, req *adminv1.UndrainNodeRequest) (*adminv1.UndrainNodeResponse, error) {
+	if req.GetNode() == "" {
+		return nil, apierr.GRPC(apierr.Invalid("node", "required: name the node to undrain"))
+	}
+	return serve(s, ctx, adminv1.AdminService_UndrainNode_FullMethodName, req, s.undrainNode)
+}
+
+func (s *Server) CreateTable(ctx context.Context, req *adminv1.CreateTableRequest) (*adminv1.CreateTableResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_CreateTable_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.CreateTableRequest) (*adminv1.CreateTableResponse, error) {
+			if s.tables == nil {
+				return nil, errNoTables
+			}
+			return s.tables.CreateTable(ctx, req)
+		})
+}
+
+func (s *Server) DropTable(ctx context.Context, req *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_DropTable_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error) {
+			if s.tables == nil {
+				return nil, errNoTables
+			}
+			return s.tables.DropTable(ctx, req)
+		})
+}
+
+func (s *Server) ListTables(ctx context.Context, req *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_ListTables_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
+			if s.tables == nil {
+				return nil, errNoTables
+			}
+			return s.tables.ListTables(ctx, req)
+		})
+}
+
+func (s *Server) DescribeTable(ctx context.Context, req *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_DescribeTable_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error) {
+			if s.tables == nil {
+				return nil, errNoTables
+			}
+			return s.tables.DescribeTable(ctx, req)
+		})
+}
+
+var errNoTables = apierr.New(apierr.Unimplemented,
+	"table administration is not served yet: tables land with issue 4 (tables over Kafka topics)")
+
+func (s *Server) getStatus(_ context.Context, _ *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
+	m := s.leases
+	cfg := m.Config()
+	st := m.Stats()
+	resp := &adminv1.GetStatusResponse{
+		NodeId:    cfg.NodeID,
+		Roles:     rolesPB(cfg.Roles),
+		Version:   cfg.Version,
+		StartedAt: timePB(m.StartedAt()),
+		GrpcAddr:  cfg.GRPCAddr,
+		Addrs:     cfg.Addrs,
+		Draining:  m.Draining(),
+		Acting:    m.Acting(),
+		LeaseTtl:  durationpb.New(cfg.TTL),
+		LeaseStats: &adminv1.LeaseStats{
+			Rounds: st.Rounds, FailedRounds: st.Failed, Statements: st.Statements,
+			Acquired: st.Acquired, Released: st.Released, Lost: st.Lost,
+		},
+	}
+	if err := m.LastError(); err != nil {
+		resp.LastError = err.Error()
+	}
+	for _, l := range m.Held() {
+		resp.Leases = append(resp.Leases, leasePB(l.Scope, l.TableName, l.Holder, l.Epoch, l.Expires))
+	}
+	if s.figures != nil {
+		resp.Figures = s.figures()
+	}
+	return resp, nil
+}
+
+func (s *Server) listNodes(ctx context.Context, _ *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
+	members, err := lease.ListMembers(ctx, s.db)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	resp := &adminv1.ListNodesResponse{}
+	for _, m := range members {
+		resp.Nodes = append(resp.Nodes, nodePB(m))
+	}
+	return resp, nil
+}
+
+func (s *Server) listLeases(ctx context.Context, req *adminv1.ListLeasesRequest) (*adminv1.ListLeasesResponse, error) {
+	if req.GetTableId() < 0 {
+		return nil, apierr.Invalid("table_id", "must be a table id, or 0 for every table (got %d)", req.GetTableId())
+	}
+	infos, err := lease.ListLeases(ctx, s.db, req.GetTableId())
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	resp := &adminv1.ListLeasesResponse{}
+	for _, i := range infos {
+		resp.Leases = append(resp.Leases, leasePB(i.Scope, i.TableName, i.Holder, i.Epoch, i.Expires))
+	}
+	return resp, nil
+}
+
+// drainNode drains this node and waits, within the call's deadline and one lease_ttl,
+// until it holds no lease, so an operator can start maintenance when it returns empty.
+func (s *Server) drainNode(ctx context.Context, _ *adminv1.DrainNodeRequest) (*adminv1.DrainNodeResponse, error) {
+	s.leases.SetDraining(true)
+	s.log.InfoContext(ctx, "draining: releasing every lease and taking none")
+	ctx, cancel := context.WithTimeout(ctx, s.leases.Config().TTL)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for len(s.leases.Held()) > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	resp := &adminv1.DrainNodeResponse{NodeId: s.self, Draining: s.leases.Draining()}
+	for _, l := range s.leases.Held() {
+		resp.Leases = append(resp.Leases, leasePB(l.Scope, l.TableName, l.Holder, l.Epoch, l.Expires))
+	}
+	return resp, nil
+}
+
+func (s *Server) undrainNode(ctx context.Context, _ *adminv1.UndrainNodeRequest) (*adminv1.UndrainNodeResponse, error) {
+	s.leases.SetDraining(false)
+	s.log.InfoContext(ctx, "undrained: taking a share of leases again")
+	return &adminv1.UndrainNodeResponse{NodeId: s.self, Draining: s.leases.Draining()}, nil
+}
+
+// --- proto conversions ---
+
+var rolePB = map[lease.Role]adminv1.Role{
+	lease.RoleIndexer: adminv1.Role_ROLE_INDEXER, lease.RoleWriter: adminv1.Role_ROLE_WRITER,
+	lease.RoleFileServer: adminv1.Role_ROLE_FILESERVER,
+}
+
+func rolesPB(rs []lease.Role) []adminv1.Role {
+	out := make([]adminv1.Role, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, rolePB[r]) // an unknown role shows as ROLE_UNSPECIFIED
+	}
+	return out
+}
+
+var kindPB = map[lease.Kind]adminv1.LeaseKind{
+	lease.KindPartition: adminv1.LeaseKind_LEASE_KIND_PARTITION, lease.KindWriter: adminv1.LeaseKind_LEASE_KIND_WRITER,
+}
+
+func leasePB(s lease.Scope, table, holder string, epoch int64, expires time.Time) *adminv1.Lease {
+	return &adminv1.Lease{
+		Kind: kindPB[s.Kind], TableId: s.Table, TableName: table, Partition: s.Partition,
+		Holder: holder, Epoch: epoch, ExpiresAt: timePB(expires),
+	}
+}
+
+func nodePB(m lease.Member) *adminv1.Node {
+	return &adminv1.Node{
+		NodeId: m.NodeID, Roles: rolesPB(m.Roles), GrpcAddr: m.GRPCAddr, Addrs: m.Addrs,
+		Version: m.Version, Draining: m.Draining, StartedAt: timePB(m.StartedAt),
+		RenewedAt: timePB(m.RenewedAt), ExpiresAt: timePB(m.ExpiresAt),
+	}
+}
+
+// timePB leaves a zero time unset, so "never" is not shown as 1970 or year 1.
+func timePB(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}

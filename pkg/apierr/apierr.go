@@ -1,0 +1,264 @@
+// Package apierr is the one place that turns errors into what a client sees. Code anywhere
+// in Mink returns plain Go errors: its own sentinels (lease.ErrNoSuchMember, ...), driver
+// errors (Postgres, network) or the constructors below. Classify sorts any of them into a
+// transport-neutral Kind, and each transport maps a Kind once: gRPC status codes here; the
+// HTTP status of the Iceberg REST catalog and the S3 API (with their error bodies) belong
+// here too, beside GRPC, so no handler decides codes on its own and nothing leaks out as
+// Unknown or a bare 500.
+package apierr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+// Kind is what went wrong, as a client needs to know it.
+type Kind int
+
+const (
+	Internal           Kind = iota // a bug or an unclassified failure: never the client's fault
+	InvalidArgument                // the request is wrong; Error.Field names the part at fault
+	NotFound                       // what the request names does not exist
+	AlreadyExists                  // what the request creates exists already
+	FailedPrecondition             // the request is valid but the system is not in a state to do it
+	Aborted                        // lost a race (a lease changed hands); retrying may succeed
+	Unavailable                    // a dependency (Postgres, Kafka, another node) cannot be reached
+	Unimplemented                  // not built (yet)
+	DeadlineExceeded
+	Canceled
+	ResourceExhausted
+)
+
+var kindNames = [...]string{"internal", "invalid argument", "not found", "already exists",
+	"failed precondition", "aborted", "unavailable", "unimplemented", "deadline exceeded",
+	"canceled", "resource exhausted"}
+
+func (k Kind) String() string {
+	if k >= 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Error is an error that knows its Kind. Build one with the constructors.
+type Error struct {
+	Kind  Kind
+	Field string // InvalidArgument: the request field at fault, in proto naming ("table_id")
+	Msg   string
+	Err   error // cause, if any
+}
+
+func (e *Error) Error() string {
+	msg := e.Msg
+	if e.Field != "" {
+		msg = e.Field + ": " + msg
+	}
+	if e.Err != nil {
+		if msg == "" {
+			return e.Err.Error()
+		}
+		return msg + ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Invalid is an InvalidArgument error naming the request field at fault.
+func Invalid(field, format string, args ...any) error {
+	return &Error{Kind: InvalidArgument, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// New is an error of kind k.
+func New(k Kind, format string, args ...any) error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Wrap gives err the kind k, with a message saying what was being done.
+func Wrap(k Kind, err error, format string, args ...any) error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// UnavailableErr says a dependency ("postgres", "kafka", "node b1") cannot be reached.
+func UnavailableErr(dependency string, err error) error {
+	return &Error{Kind: Unavailable, Msg: dependency + " is unavailable", Err: err}
+}
+
+// Classify sorts any error into a Kind. Explicit kinds (Error, a gRPC status) win over
+// what the chain wraps; then Mink's sentinels; then drivers' errors.
+func Classify(err error) Kind {
+	if err == nil {
+		return Internal
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return fromCode(st.Code())
+	}
+	// A failed dial is Unavailable even when it ended with the dial's own timeout.
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return Unavailable
+	}
+	switch {
+	case errors.Is(err, lease.ErrNoSuchMember):
+		return NotFound
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrReplaced):
+		return Aborted
+	case errors.Is(err, pgx.ErrNoRows):
+		return NotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		return DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return Canceled
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgKind(pgErr.Code)
+	}
+	if unreachable(err) {
+		return Unavailable
+	}
+	return Internal
+}
+
+// pgKind classifies a Postgres SQLSTATE.
+func pgKind(code string) Kind {
+	switch {
+	case code == "23505": // unique_violation
+		return AlreadyExists
+	case code == "23503": // foreign_key_violation: what it refers to is gone
+		return FailedPrecondition
+	case strings.HasPrefix(code, "22"), strings.HasPrefix(code, "23"): // data exception, integrity
+		return InvalidArgument
+	case code == "40001", code == "40P01": // serialization failure, deadlock
+		return Aborted
+	case strings.HasPrefix(code, "08"), code == "57P01", code == "57P02", code == "57P03", strings.HasPrefix(code, "53"):
+		// connection exception, shutdown, cannot connect now, insufficient resources
+		return Unavailable
+	case code == "57014": // query_canceled (statement timeout)
+		return DeadlineExceeded
+	}
+	return Internal
+}
+
+// unreachable reports whether err says a dependency could not be reached at all, as the
+// Postgres driver, a Kafka client or a dialer say it.
+func unreachable(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &oe), errors.As(err, &ne):
+		return true
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	}
+	// A closed pool, or a connection lost mid-statement, as pgx words it.
+	msg := err.Error()
+	return strings.Contains(msg, "closed pool") || strings.Contains(msg, "conn closed") ||
+		strings.Contains(msg, "failed to connect") || strings.Contains(msg, "unexpected EOF")
+}
+
+var toCode = map[Kind]codes.Code{
+	Internal: codes.Internal, InvalidArgument: codes.InvalidArgument, NotFound: codes.NotFound,
+	AlreadyExists: codes.AlreadyExists, FailedPrecondition: codes.FailedPrecondition,
+	Aborted: codes.Aborted, Unavailable: codes.Unavailable, Unimplemented: codes.Unimplemented,
+	DeadlineExceeded: codes.DeadlineExceeded, Canceled: codes.Canceled,
+	ResourceExhausted: codes.ResourceExhausted,
+}
+
+func fromCode(c codes.Code) Kind {
+	for k, code := range toCode {
+		if code == c {
+			return k
+		}
+	}
+	return Internal
+}
+
+// Code is the gRPC code of err.
+func Code(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	return toCode[Classify(err)]
+}
+
+// GRPC turns err into the status error a gRPC handler returns. A status error (an answer
+// forwarded from another node) passes through unchanged; an InvalidArgument carries a
+// BadRequest detail naming the field, for clients that read details.
+func GRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		return st.Err()
+	}
+	k := Classify(err)
+	st := status.New(toCode[k], err.Error())
+	var e *Error
+	if k == InvalidArgument && errors.As(err, &e) && e.Field != "" {
+		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: e.Field, Description: e.Msg},
+		}}
+		if d, derr := st.WithDetails(br); derr == nil {
+			st = d
+		}
+	}
+	return st.Err()
+}
+
+var toHTTP = map[Kind]int{
+	Internal: http.StatusInternalServerError, InvalidArgument: http.StatusBadRequest,
+	NotFound: http.StatusNotFound, AlreadyExists: http.StatusConflict,
+	FailedPrecondition: http.StatusConflict, Aborted: http.StatusConflict,
+	Unavailable: http.StatusServiceUnavailable, Unimplemented: http.StatusNotImplemented,
+	DeadlineExceeded: http.StatusGatewayTimeout, Canceled: 499, // client closed request
+	ResourceExhausted: http.StatusTooManyRequests,
+}
+
+// HTTPStatus is the HTTP status of err for the HTTP APIs (Iceberg REST, S3); their error
+// bodies are built from it and the Kind beside this function.
+func HTTPStatus(err error) int {
+	if err == nil {
+		return http.StatusOK
+	}
+	return toHTTP[Classify(err)]
+}
+
+// UnaryServerInterceptor maps every error a unary handler returns through GRPC, so no
+// handler's error leaves as Unknown whatever it forgot.
+func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		if err != nil {
+			return nil, GRPC(err)
+		}
+		return resp, nil
+	}
+}
+
+// StreamServerInterceptor is UnaryServerInterceptor for streams.
+func StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return GRPC(h(srv, ss))
+	}
+}

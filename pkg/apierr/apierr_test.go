@@ -1,0 +1,93 @@
+package apierr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+func TestCodes(t *testing.T) {
+	// A real failed dial to Postgres: nothing listens on the port.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, dialErr := pgx.Connect(ctx, "postgres://u@"+addr+"/db?connect_timeout=2")
+	if dialErr == nil {
+		t.Fatal("connected to a closed port")
+	}
+	remote := status.Error(codes.PermissionDenied, "from another node")
+
+	cases := []struct {
+		name string
+		err  error
+		code codes.Code
+		http int
+	}{
+		{"invalid", apierr.Invalid("table_id", "must be >= 0"), codes.InvalidArgument, 400},
+		{"wrapped invalid", fmt.Errorf("create: %w", apierr.Invalid("name", "required")), codes.InvalidArgument, 400},
+		{"not found", apierr.New(apierr.NotFound, "table x"), codes.NotFound, 404},
+		{"no such member", fmt.Errorf("look up: %w", lease.ErrNoSuchMember), codes.NotFound, 404},
+		{"lease lost", fmt.Errorf("store: %w", lease.ErrLeaseLost), codes.Aborted, 409},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, codes.AlreadyExists, 409},
+		{"check violation", &pgconn.PgError{Code: "23514"}, codes.InvalidArgument, 400},
+		{"postgres shutting down", &pgconn.PgError{Code: "57P01"}, codes.Unavailable, 503},
+		{"postgres unreachable", fmt.Errorf("list nodes: %w", dialErr), codes.Unavailable, 503},
+		{"kafka unreachable", apierr.UnavailableErr("kafka", errors.New("no broker")), codes.Unavailable, 503},
+		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded, 504},
+		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), codes.Unimplemented, 501},
+		{"status passes through", remote, codes.PermissionDenied, 500},
+		{"unclassified", errors.New("boom"), codes.Internal, 500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := apierr.GRPC(c.err)
+			if status.Code(got) != c.code {
+				t.Errorf("GRPC code %v, want %v (%v)", status.Code(got), c.code, got)
+			}
+			if status.Code(got) == codes.Unknown {
+				t.Error("leaked as Unknown")
+			}
+			if h := apierr.HTTPStatus(c.err); h != c.http {
+				t.Errorf("HTTP status %d, want %d", h, c.http)
+			}
+		})
+	}
+	if got := apierr.GRPC(remote); got.Error() != remote.Error() {
+		t.Errorf("a status error changed on its way through: %v", got)
+	}
+	if apierr.GRPC(nil) != nil || apierr.HTTPStatus(nil) != http.StatusOK {
+		t.Error("nil is not OK")
+	}
+}
+
+func TestInvalidNamesTheField(t *testing.T) {
+	err := apierr.GRPC(fmt.Errorf("list leases: %w", apierr.Invalid("table_id", "must be >= 0 (got %d)", -1)))
+	st := status.Convert(err)
+	if st.Message() != "list leases: table_id: must be >= 0 (got -1)" {
+		t.Errorf("message %q", st.Message())
+	}
+	var field string
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			field = br.GetFieldViolations()[0].GetField()
+		}
+	}
+	if field != "table_id" {
+		t.Errorf("BadRequest field %q, want table_id", field)
+	}
+}

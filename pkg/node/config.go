@@ -1,0 +1,156 @@
+package node
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/minkhq/mink/pkg/admin"
+	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+// Config is one role process's configuration. Every field with a flag has an environment
+// twin (flagenv): --lease-ttl and MINK_LEASE_TTL.
+type Config struct {
+	Role    lease.Role // set by the role's main before RegisterFlags
+	Version string     // set by the role's main
+
+	NodeID          string
+	PostgresURL     string
+	KafkaBrokers    flagenv.List
+	GRPCAddr        string
+	AdvertiseAddr   string
+	LeaseTTL        time.Duration
+	MetricsAddr     string
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+
+	MaxPartitions int // indexer
+
+	CatalogAddr string        // file server: Iceberg REST catalog
+	S3Addr      string        // file server: S3 API
+	CacheDir    string        // file server: data file cache
+	CacheBytes  flagenv.Bytes // file server: cache size
+
+	// Not flags: set by code.
+	Logger  *slog.Logger                // nil: JSON on stderr at LogLevel
+	Tables  admin.Tables                // table administration; nil until the tables package serves it
+	Workers map[lease.Kind]lease.Worker // the role's work under each kind of lease it holds
+}
+
+// DefaultGRPCAddr is where a node serves gRPC unless told otherwise.
+const DefaultGRPCAddr = ":7070"
+
+// RegisterFlags adds the role's flags to fs, with their defaults. Role must be set.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.NodeID, "node-id", "", "this node's id, unique in the cluster (default <hostname>-<grpc port>)")
+	fs.StringVar(&c.PostgresURL, "postgres-url", "", "Postgres connection URL of the cluster's database (required)")
+	fs.Var(&c.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers, host:port (required)")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", DefaultGRPCAddr, "address to serve gRPC (admin, health, reflection) on")
+	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "gRPC address other nodes reach this one at (default <hostname>:<grpc port>, or --grpc-addr when it names a host)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", lease.DefaultTTL, "lease_ttl: a crashed node's leases are taken after this; rounds run every lease_ttl/3")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "address to serve Prometheus /metrics on (empty: off)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run on after a stop signal")
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	switch c.Role {
+	case lease.RoleIndexer:
+		fs.IntVar(&c.MaxPartitions, "max-partitions", 0, "most partition leases this node holds (0: no cap)")
+	case lease.RoleFileServer:
+		fs.StringVar(&c.CatalogAddr, "catalog-addr", ":8181", "address to serve the Iceberg REST catalog on")
+		fs.StringVar(&c.S3Addr, "s3-addr", ":9000", "address to serve the S3 API on")
+		fs.StringVar(&c.CacheDir, "cache-dir", "", "folder of the data file cache (default <temp dir>/mink-cache/<node id>)")
+		c.CacheBytes = 10 << 30
+		fs.Var(&c.CacheBytes, "cache-bytes", "size of the data file cache: 10GiB, 512MiB, ...")
+	}
+}
+
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// Validate checks every value and reports each bad one naming its flag.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, flagenv.Errorf(flagName, format, args...))
+	}
+	if _, err := lease.ParseRole(string(c.Role)); err != nil {
+		errs = append(errs, fmt.Errorf("node: %w", err))
+	}
+	if c.NodeID != "" && !nodeIDPattern.MatchString(c.NodeID) {
+		bad("node-id", "%q is not a node id (letters, digits, '.', '_', ':', '-'; at most 128)", c.NodeID)
+	}
+	if c.PostgresURL == "" {
+		bad("postgres-url", "required (postgres://user@host:5432/db)")
+	} else if _, err := pgxpool.ParseConfig(c.PostgresURL); err != nil {
+		bad("postgres-url", "%v", err)
+	}
+	if len(c.KafkaBrokers) == 0 {
+		bad("kafka-brokers", "required (host:port,host:port)")
+	}
+	for _, b := range c.KafkaBrokers {
+		if err := checkAddr(b, false); err != nil {
+			bad("kafka-brokers", "%q: %v", b, err)
+		}
+	}
+	if err := checkAddr(c.GRPCAddr, true); err != nil {
+		bad("grpc-addr", "%q: %v", c.GRPCAddr, err)
+	}
+	if c.AdvertiseAddr != "" {
+		if err := checkAddr(c.AdvertiseAddr, false); err != nil {
+			bad("advertise-addr", "%q: %v", c.AdvertiseAddr, err)
+		}
+	}
+	if c.LeaseTTL < 300*time.Millisecond || c.LeaseTTL > time.Hour {
+		bad("lease-ttl", "%v is out of range (300ms to 1h)", c.LeaseTTL)
+	}
+	if c.MetricsAddr != "" {
+		if err := checkAddr(c.MetricsAddr, true); err != nil {
+			bad("metrics-addr", "%q: %v", c.MetricsAddr, err)
+		}
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout", "%v must be positive", c.ShutdownTimeout)
+	}
+	if c.MaxPartitions < 0 {
+		bad("max-partitions", "%d is negative (0 means no cap)", c.MaxPartitions)
+	}
+	if c.Role == lease.RoleFileServer {
+		if err := checkAddr(c.CatalogAddr, true); err != nil {
+			bad("catalog-addr", "%q: %v", c.CatalogAddr, err)
+		}
+		if err := checkAddr(c.S3Addr, true); err != nil {
+			bad("s3-addr", "%q: %v", c.S3Addr, err)
+		}
+		if c.CacheDir != "" && !filepath.IsAbs(c.CacheDir) {
+			bad("cache-dir", "%q is not an absolute path", c.CacheDir)
+		}
+		if c.CacheBytes <= 0 {
+			bad("cache-bytes", "must be positive")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkAddr checks a host:port; a listen address may omit the host and use port 0.
+func checkAddr(addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 || (!listen && p == 0) {
+		return fmt.Errorf("bad port %q", port)
+	}
+	if !listen && host == "" {
+		return errors.New("want host:port with a host")
+	}
+	return nil
+}

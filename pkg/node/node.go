@@ -1,0 +1,425 @@
+// Package node is what every role process shares: its configuration, its membership and
+// leases, its gRPC server (admin, health, reflection) and its telemetry, run as one
+// lifecycle. A role's main builds a Config, calls New and runs it until a signal.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/minkhq/mink/pkg/admin"
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pgschema"
+)
+
+// Node is one role process, with its listeners bound.
+type Node struct {
+	cfg        Config
+	log        *slog.Logger
+	id         string
+	advertise  string
+	grpcLis    net.Listener
+	metricsLis net.Listener // nil when metrics are off
+}
+
+// New validates cfg and binds the listeners, so a taken port fails at start and ":0"
+// resolves to the port other nodes are told. Run must follow, to close them.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Version == "" {
+		cfg.Version = Version()
+	}
+	n := &Node{cfg: cfg}
+	var err error
+	if n.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return nil, &flagenv.FlagError{Flag: "grpc-addr", Err: err}
+	}
+	if cfg.MetricsAddr != "" {
+		if n.metricsLis, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			n.grpcLis.Close()
+			return nil, &flagenv.FlagError{Flag: "metrics-addr", Err: err}
+		}
+	}
+	port := n.grpcLis.Addr().(*net.TCPAddr).Port
+	n.id = cfg.NodeID
+	if n.id == "" {
+		n.id = sanitizeID(hostname()) + "-" + strconv.Itoa(port)
+	}
+	n.advertise = cfg.AdvertiseAddr
+	if n.advertise == "" {
+		n.advertise = advertised(n.grpcLis.Addr())
+	}
+	if n.cfg.Role == lease.RoleFileServer && n.cfg.CacheDir == "" {
+		n.cfg.CacheDir = filepath.Join(os.TempDir(), "mink-cache", n.id)
+	}
+	n.log = cfg.Logger
+	if n.log == nil {
+		n.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	}
+	n.log = n.log.With("role", string(cfg.Role))
+	return n, nil
+}
+
+// ID is the node's id; GRPCAddr and MetricsAddr are the bound listen addresses
+// (MetricsAddr is nil when metrics are off).
+func (n *Node) ID() string            { return n.id }
+func (n *Node) GRPCAddr() net.Addr    { return n.grpcLis.Addr() }
+func (n *Node) AdvertiseAddr() string { return n.advertise }
+func (n *Node) MetricsAddr() net.Addr {
+	if n.metricsLis == nil {
+		return nil
+	}
+	return n.metricsLis.Addr()
+}
+
+// Run serves until ctx ends, then shuts down in order: health NOT_SERVING, leases
+// released and the member row deleted, in-flight requests finished within
+// --shutdown-timeout, then everything closed. Each listener and loop is one actor: if one
+// fails, all stop, and Run returns the first error. Nothing it started outlives it.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.grpcLis.Close()
+	if n.metricsLis != nil {
+		defer n.metricsLis.Close()
+	}
+	log := n.log.With("node", n.id)
+	cfg := n.cfg
+
+	// Telemetry: a private registry and providers, so several nodes can share a process
+	// (tests) without mixing their figures.
+	res := resource.NewSchemaless(
+		attribute.String("service.name", "mink-"+string(cfg.Role)),
+		attribute.String("service.instance.id", n.id),
+		attribute.String("service.version", cfg.Version))
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return fmt.Errorf("node: metrics exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	defer mp.Shutdown(context.WithoutCancel(ctx))
+	// Spans are made and propagated (a forwarded request is one trace across two nodes);
+	// an exporter is added when the cluster has somewhere to send them.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
+	defer tp.Shutdown(context.WithoutCancel(ctx))
+	otelOpts := []otelgrpc.Option{
+		otelgrpc.WithMeterProvider(mp), otelgrpc.WithTracerProvider(tp),
+		otelgrpc.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
+	}
+	meter := mp.Meter("github.com/minkhq/mink/pkg/node")
+
+	// pgxpool connects lazily: a node may start before Postgres and wait for it.
+	pool, err := pgxpool.New(ctx, cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("node: --postgres-url: %w", err)
+	}
+	defer pool.Close()
+
+	addrs := map[string]string{}
+	if n.metricsLis != nil {
+		addrs["metrics"] = advertised(n.metricsLis.Addr())
+	}
+	mgr, err := lease.NewManager(pool, lease.Config{
+		NodeID: n.id, Roles: []lease.Role{cfg.Role}, GRPCAddr: n.advertise, Addrs: addrs,
+		Version: cfg.Version, TTL: cfg.LeaseTTL, MaxPartitions: cfg.MaxPartitions, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	for kind, w := range cfg.Workers {
+		mgr.OnLease(kind, w)
+	}
+	if err := leaseMetrics(meter, mgr); err != nil {
+		return fmt.Errorf("node: metrics: %w", err)
+	}
+	adm, err := admin.New(admin.Options{
+		Leases: mgr, DB: pool, Tables: cfg.Tables, Figures: n.figures(mgr), Meter: meter, Logger: log,
+		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))},
+	})
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+
+	hs := health.NewServer()
+	// NewServer starts SERVING; a node is not ready until it has registered.
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	gs := grpc.NewServer(
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
+		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor()),
+	)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	adm.Register(gs)
+
+	var metricsSrv *http.Server
+	if n.metricsLis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+
+	log.Info("starting", "grpc_addr", n.grpcLis.Addr().String(), "advertise_addr", n.advertise,
+		"metrics_addr", addrs["metrics"], "lease_ttl", cfg.LeaseTTL.String(), "version", cfg.Version)
+
+	g, gctx := errgroup.WithContext(ctx)
+	// The lease actor has its own context: shutdown ends it only after health has gone
+	// NOT_SERVING, and waits for it to release every lease before stopping gRPC.
+	leaseCtx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLeases()
+	leasesDone := make(chan struct{})
+	g.Go(func() error {
+		defer close(leasesDone)
+		return n.runLeases(leaseCtx, log, pool, mgr)
+	})
+	g.Go(func() error {
+		if err := gs.Serve(n.grpcLis); err != nil {
+			return fmt.Errorf("node: serve gRPC: %w", err)
+		}
+		return nil
+	})
+	if metricsSrv != nil {
+		g.Go(func() error {
+			if err := metricsSrv.Serve(n.metricsLis); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("node: serve metrics: %w", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		// Ready once registered: the node is a member and takes its share of leases.
+		// (Acting, not StartedAt: the lease library sets StartedAt before its
+		// registration commits.)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !mgr.Acting() {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-tick.C:
+			}
+		}
+		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) // a no-op after Shutdown
+		log.Info("registered; serving")
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("stopping: health NOT_SERVING, releasing leases, then draining requests")
+		hs.Shutdown()
+		stopLeases()
+		<-leasesDone
+		stopped := make(chan struct{})
+		go func() { gs.GracefulStop(); close(stopped) }()
+		t := time.NewTimer(cfg.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-stopped:
+		case <-t.C:
+			log.Warn("in-flight requests outlived --shutdown-timeout; stopping them", "shutdown_timeout", cfg.ShutdownTimeout.String())
+			gs.Stop()
+			<-stopped
+		}
+		if metricsSrv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if err := metricsSrv.Shutdown(sctx); err != nil {
+				metricsSrv.Close()
+			}
+		}
+		return nil
+	})
+	err = g.Wait()
+	if err != nil {
+		log.Error("stopped", "error", err)
+	} else {
+		log.Info("stopped")
+	}
+	return err
+}
+
+// runLeases applies the schema, then runs the node's membership and lease rounds until
+// ctx ends. Postgres being unreachable at start is waited out, as the seed asks of an
+// outage; any other migration failure (a newer schema, no permission) stops the node.
+func (n *Node) runLeases(ctx context.Context, log *slog.Logger, pool *pgxpool.Pool, mgr *lease.Manager) error {
+	for {
+		err := pgschema.Migrate(ctx, pool)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if apierr.Classify(err) != apierr.Unavailable {
+			return fmt.Errorf("node: %w", err)
+		}
+		log.Warn("postgres unavailable; retrying the schema migration", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(n.cfg.LeaseTTL / 3):
+		}
+	}
+	if err := mgr.Run(ctx); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	return nil
+}
+
+// figures are the role-specific figures of GetStatus.
+func (n *Node) figures(mgr *lease.Manager) func() map[string]string {
+	return func() map[string]string {
+		count := map[lease.Kind]int{}
+		for _, l := range mgr.Held() {
+			count[l.Kind]++
+		}
+		switch n.cfg.Role {
+		case lease.RoleIndexer:
+			limit := "none"
+			if n.cfg.MaxPartitions > 0 {
+				limit = strconv.Itoa(n.cfg.MaxPartitions)
+			}
+			return map[string]string{"partition_leases": strconv.Itoa(count[lease.KindPartition]), "max_partitions": limit}
+		case lease.RoleWriter:
+			return map[string]string{"writer_leases": strconv.Itoa(count[lease.KindWriter])}
+		case lease.RoleFileServer:
+			return map[string]string{"cache_dir": n.cfg.CacheDir, "cache_bytes_limit": n.cfg.CacheBytes.String()}
+		}
+		return nil
+	}
+}
+
+// leaseMetrics exports the lease manager's counters, read when /metrics is scraped.
+func leaseMetrics(meter metric.Meter, mgr *lease.Manager) error {
+	rounds, err1 := meter.Int64ObservableCounter("mink.lease.rounds",
+		metric.WithDescription("Lease rounds run, by result (ok, failed)."), metric.WithUnit("{round}"))
+	stmts, err2 := meter.Int64ObservableCounter("mink.lease.statements",
+		metric.WithDescription("SQL statements sent for membership and leases."), metric.WithUnit("{statement}"))
+	changes, err3 := meter.Int64ObservableCounter("mink.lease.changes",
+		metric.WithDescription("Leases acquired, released and lost, by change."), metric.WithUnit("{lease}"))
+	held, err4 := meter.Int64ObservableGauge("mink.lease.held",
+		metric.WithDescription("Leases held and acted under now, by kind."), metric.WithUnit("{lease}"))
+	acting, err5 := meter.Int64ObservableGauge("mink.node.acting",
+		metric.WithDescription("1 while the node renewed recently enough to act under its leases."))
+	draining, err6 := meter.Int64ObservableGauge("mink.node.draining",
+		metric.WithDescription("1 while the node is draining."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+		return err
+	}
+	b := func(v bool) int64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := mgr.Stats()
+		o.ObserveInt64(rounds, st.Rounds, metric.WithAttributes(attribute.String("result", "ok")))
+		o.ObserveInt64(rounds, st.Failed, metric.WithAttributes(attribute.String("result", "failed")))
+		o.ObserveInt64(stmts, st.Statements)
+		o.ObserveInt64(changes, st.Acquired, metric.WithAttributes(attribute.String("change", "acquired")))
+		o.ObserveInt64(changes, st.Released, metric.WithAttributes(attribute.String("change", "released")))
+		o.ObserveInt64(changes, st.Lost, metric.WithAttributes(attribute.String("change", "lost")))
+		count := map[lease.Kind]int64{lease.KindPartition: 0, lease.KindWriter: 0}
+		for _, l := range mgr.Held() {
+			count[l.Kind]++
+		}
+		for k, c := range count {
+			o.ObserveInt64(held, c, metric.WithAttributes(attribute.String("kind", string(k))))
+		}
+		o.ObserveInt64(acting, b(mgr.Acting()))
+		o.ObserveInt64(draining, b(mgr.Draining()))
+		return nil
+	}, rounds, stmts, changes, held, acting, draining)
+	return err
+}
+
+// advertised is how other nodes reach a listener: its own address, or this host's name
+// with its port when it listens on every interface.
+func advertised(a net.Addr) string {
+	ta := a.(*net.TCPAddr)
+	if ta.IP == nil || ta.IP.IsUnspecified() {
+		return net.JoinHostPort(hostname(), strconv.Itoa(ta.Port))
+	}
+	return ta.String()
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}
+
+var notIDChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func sanitizeID(s string) string {
+	s = notIDChars.ReplaceAllString(s, "-")
+	if len(s) > 100 {
+		s = s[:100]
+	}
+	return s
+}
+
+// Version is the binary's version from its build info: the module version of a release
+// build, else the VCS revision, else "dev".
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}

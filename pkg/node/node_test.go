@@ -1,0 +1,331 @@
+package node_test
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/node"
+	"github.com/minkhq/mink/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Shutdown()
+	os.Exit(code)
+}
+
+// parse builds a Config of role from a command line and an environment, as a main does.
+func parse(t *testing.T, role lease.Role, args []string, env map[string]string) (node.Config, error) {
+	t.Helper()
+	cfg := node.Config{Role: role}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.RegisterFlags(fs)
+	src, err := flagenv.ParseEnv(fs, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil {
+		err = cfg.Validate()
+	}
+	return cfg, src.Explain(err)
+}
+
+func TestConfigNamesTheBadFlag(t *testing.T) {
+	ok := []string{"--postgres-url", "postgres://u@127.0.0.1:5432/db", "--kafka-brokers", "k1:9092,k2:9092"}
+	cases := []struct {
+		name string
+		role lease.Role
+		args []string
+		env  map[string]string
+		want []string // all in the error
+	}{
+		{"ttl too short", lease.RoleIndexer, append([]string{"--lease-ttl", "10ms"}, ok...), nil, []string{"--lease-ttl", "10ms"}},
+		{"ttl not a duration", lease.RoleWriter, append([]string{"--lease-ttl", "soon"}, ok...), nil, []string{"-lease-ttl", "soon"}},
+		{"ttl from env", lease.RoleWriter, ok, map[string]string{"MINK_LEASE_TTL": "soon"}, []string{"--lease-ttl", "MINK_LEASE_TTL", "soon"}},
+		{"short ttl from env", lease.RoleWriter, ok, map[string]string{"MINK_LEASE_TTL": "1ms"}, []string{"--lease-ttl", "MINK_LEASE_TTL", "1ms"}},
+		{"bad postgres url", lease.RoleIndexer, []string{"--postgres-url", "postgres://u@host:notaport/db", "--kafka-brokers", "k:9092"}, nil, []string{"--postgres-url"}},
+		{"no postgres url", lease.RoleIndexer, []string{"--kafka-brokers", "k:9092"}, nil, []string{"--postgres-url", "required"}},
+		{"postgres url from env", lease.RoleIndexer, []string{"--kafka-brokers", "k:9092"}, map[string]string{"MINK_POSTGRES_URL": "mysql://x"}, []string{"--postgres-url", "MINK_POSTGRES_URL"}},
+		{"no kafka", lease.RoleIndexer, []string{"--postgres-url", "postgres://u@h/db"}, nil, []string{"--kafka-brokers", "required"}},
+		{"bad broker", lease.RoleIndexer, []string{"--postgres-url", "postgres://u@h/db", "--kafka-brokers", "k1:9092,k2"}, nil, []string{"--kafka-brokers", `"k2"`}},
+		{"bad node id", lease.RoleIndexer, append([]string{"--node-id", "a b"}, ok...), nil, []string{"--node-id"}},
+		{"bad grpc addr", lease.RoleIndexer, append([]string{"--grpc-addr", "7070"}, ok...), nil, []string{"--grpc-addr"}},
+		{"advertise without port", lease.RoleIndexer, append([]string{"--advertise-addr", "host"}, ok...), nil, []string{"--advertise-addr"}},
+		{"negative max partitions", lease.RoleIndexer, append([]string{"--max-partitions", "-1"}, ok...), nil, []string{"--max-partitions"}},
+		{"indexer flag on a writer", lease.RoleWriter, append([]string{"--max-partitions", "3"}, ok...), nil, []string{"max-partitions"}},
+		{"bad cache bytes", lease.RoleFileServer, append([]string{"--cache-bytes", "12XB"}, ok...), nil, []string{"-cache-bytes"}},
+		{"relative cache dir", lease.RoleFileServer, ok, map[string]string{"MINK_CACHE_DIR": "cache"}, []string{"--cache-dir", "MINK_CACHE_DIR"}},
+		{"bad log level", lease.RoleFileServer, append([]string{"--log-level", "loud"}, ok...), nil, []string{"-log-level"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parse(t, c.role, c.args, c.env)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+
+	t.Run("defaults and env twins", func(t *testing.T) {
+		cfg, err := parse(t, lease.RoleFileServer, []string{"--lease-ttl", "2s"},
+			map[string]string{"MINK_POSTGRES_URL": "postgres://u@h/db", "MINK_KAFKA_BROKERS": "a:1, b:2", "MINK_LEASE_TTL": "9s", "MINK_CACHE_BYTES": "1GiB"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.LeaseTTL != 2*time.Second { // the command line wins over the environment
+			t.Errorf("lease ttl %v, want 2s", cfg.LeaseTTL)
+		}
+		if len(cfg.KafkaBrokers) != 2 || cfg.KafkaBrokers[1] != "b:2" {
+			t.Errorf("brokers %q", cfg.KafkaBrokers)
+		}
+		if cfg.GRPCAddr != ":7070" || cfg.CatalogAddr != ":8181" || cfg.S3Addr != ":9000" || cfg.CacheBytes != 1<<30 {
+			t.Errorf("defaults: %+v", cfg)
+		}
+	})
+}
+
+// TestRunLifecycle runs one node in process: it registers, goes SERVING, takes leases,
+// exports metrics, drains, and on cancel leaves the cluster and stops every goroutine.
+func TestRunLifecycle(t *testing.T) {
+	db, url := pgtest.DB(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	cfg, err := parse(t, lease.RoleIndexer, []string{"--node-id", "n1", "--postgres-url", url, "--kafka-brokers", "127.0.0.1:9",
+		"--grpc-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--lease-ttl", "1500ms"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+
+	conn, err := grpc.NewClient(n.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+	admin := adminv1.NewAdminServiceClient(conn)
+
+	table := addTable(t, db, "events", 4)
+	st := waitFor(t, 10*time.Second, "n1 to hold the 4 partition leases", func() (*adminv1.GetStatusResponse, bool) {
+		st, err := admin.GetStatus(ctx, &adminv1.GetStatusRequest{})
+		return st, err == nil && countKind(st.GetLeases(), adminv1.LeaseKind_LEASE_KIND_PARTITION) == 4
+	})
+	if st.GetNodeId() != "n1" || !st.GetActing() || st.GetRoles()[0] != adminv1.Role_ROLE_INDEXER || st.GetFigures()["partition_leases"] != "4" {
+		t.Errorf("status: %v", st)
+	}
+	if st.GetGrpcAddr() != n.GRPCAddr().String() || st.GetAddrs()["metrics"] != n.MetricsAddr().String() {
+		t.Errorf("addresses: %v", st)
+	}
+
+	// Metrics, scraped as Prometheus would; no keep-alive so no client goroutine lingers.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Get("http://" + n.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"mink_lease_rounds_total", "mink_lease_statements_total", `mink_lease_held{kind="partition"`, "mink_node_acting", "rpc_server_"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics has no %s", m)
+		}
+	}
+
+	// Drain: every lease released before the call returns; undrain takes them back.
+	dr, err := admin.DrainNode(ctx, &adminv1.DrainNodeRequest{Node: "n1"})
+	if err != nil || !dr.GetDraining() || len(dr.GetLeases()) != 0 {
+		t.Fatalf("drain: %v %v", dr, err)
+	}
+	if held := heldBy(t, db, table, "n1"); held != 0 {
+		t.Errorf("after drain n1 holds %d leases in Postgres", held)
+	}
+	if _, err := admin.UndrainNode(ctx, &adminv1.UndrainNodeRequest{Node: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "n1 to take its leases back", func() (int, bool) {
+		h := heldBy(t, db, table, "n1")
+		return h, h == 4
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	conn.Close()
+	var members int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mink_members`).Scan(&members); err != nil || members != 0 {
+		t.Errorf("member rows after stop: %d %v", members, err)
+	}
+	if held := heldBy(t, db, table, "n1"); held != 0 {
+		t.Errorf("after stop n1 holds %d leases", held)
+	}
+}
+
+// TestRunReplaced: a second process with the same node id takes the member row over; the
+// first one's Run fails with lease.ErrReplaced and stops cleanly.
+func TestRunReplaced(t *testing.T) {
+	_, url := pgtest.DB(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	start := func() (*node.Node, context.CancelFunc, chan error) {
+		cfg, err := parse(t, lease.RoleWriter, []string{"--node-id", "same", "--postgres-url", url, "--kafka-brokers", "127.0.0.1:9",
+			"--grpc-addr", "127.0.0.1:0", "--lease-ttl", "900ms"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		n, err := node.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(ctx) }()
+		return n, cancel, done
+	}
+	n1, cancel1, done1 := start()
+	defer cancel1()
+	conn, err := grpc.NewClient(n1.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, conn)
+	conn.Close()
+	_, cancel2, done2 := start()
+	select {
+	case err := <-done1:
+		if err == nil || !strings.Contains(err.Error(), lease.ErrReplaced.Error()) {
+			t.Errorf("first Run: %v, want %v", err, lease.ErrReplaced)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replaced node did not stop")
+	}
+	cancel2()
+	if err := <-done2; err != nil {
+		t.Errorf("second Run: %v", err)
+	}
+}
+
+func TestNewNamesTakenPort(t *testing.T) {
+	cfg, err := parse(t, lease.RoleWriter, []string{"--postgres-url", "postgres://u@h/db", "--kafka-brokers", "k:1", "--grpc-addr", "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Run(canceled()) // closes the listener
+	cfg.GRPCAddr = n.GRPCAddr().String()
+	if _, err := node.New(cfg); err == nil || !strings.Contains(err.Error(), "--grpc-addr") {
+		t.Errorf("second bind of %s: %v", cfg.GRPCAddr, err)
+	}
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// --- helpers ---
+
+func waitServing(t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := w.Recv()
+		if err != nil {
+			t.Fatalf("health watch: %v", err)
+		}
+		if r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+	}
+}
+
+// waitFor polls cond until it holds; the last value is returned, or shown on timeout.
+func waitFor[T any](t *testing.T, timeout time.Duration, what string, cond func() (T, bool)) T {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		v, ok := cond()
+		if ok {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s; last: %v", timeout, what, v)
+		}
+		<-tick.C
+	}
+}
+
+func addTable(t *testing.T, db *pgxpool.Pool, name string, partitions int32) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var id int64
+	if err := db.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions) VALUES ('default', $1, $1, 0) RETURNING id`, name).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.AddScopes(ctx, db, id, partitions); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func heldBy(t *testing.T, db *pgxpool.Pool, table int64, holder string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mink_leases WHERE table_id = $1 AND holder = $2 AND expires_at > now()`, table, holder).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func countKind(ls []*adminv1.Lease, k adminv1.LeaseKind) int {
+	n := 0
+	for _, l := range ls {
+		if l.GetKind() == k {
+			n++
+		}
+	}
+	return n
+}
