@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,9 +13,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
 
 	"github.com/minkhq/mink/pkg/admin"
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 )
 
@@ -43,8 +47,32 @@ type Config struct {
 
 	// Not flags: set by code.
 	Logger  *slog.Logger                // nil: JSON on stderr at LogLevel
-	Tables  admin.Tables                // table administration; nil until the tables package serves it
+	Tables  admin.Tables                // table administration; nil: the default over Postgres and Kafka
 	Workers map[lease.Kind]lease.Worker // the role's work under each kind of lease it holds
+	// Setup builds the role's own work once Run has made what it needs (nil: none).
+	Setup func(Deps) (Parts, error)
+}
+
+// Deps are what Run makes and a role's work may use.
+type Deps struct {
+	NodeID        string
+	AdvertiseAddr string
+	DB            *pgxpool.Pool
+	Kafka         *kafkasrc.Client
+	Meter         metric.Meter
+	Logger        *slog.Logger
+	// DialOptions carry telemetry to node-to-node calls, so a forwarded request is one
+	// trace across both nodes.
+	DialOptions []grpc.DialOption
+}
+
+// Parts are what a role adds to its node.
+type Parts struct {
+	Workers  map[lease.Kind]lease.Worker
+	Register func(*grpc.Server)            // extra gRPC services
+	Actors   []func(context.Context) error // loops and listeners; each ends when its ctx ends
+	Addrs    map[string]string             // advertised addresses for the member row ("catalog", "s3")
+	Figures  func() map[string]string      // role figures for GetStatus
 }
 
 // DefaultGRPCAddr is where a node serves gRPC unless told otherwise.

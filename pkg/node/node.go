@@ -37,8 +37,10 @@ import (
 	"github.com/minkhq/mink/pkg/admin"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pgschema"
+	"github.com/minkhq/mink/pkg/tableadmin"
 )
 
 // Node is one role process, with its listeners bound.
@@ -145,7 +147,25 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	defer pool.Close()
 
+	// The Kafka client connects lazily too: roles wait out an unreachable Kafka.
+	kc, err := kafkasrc.New(cfg.KafkaBrokers)
+	if err != nil {
+		return &flagenv.FlagError{Flag: "kafka-brokers", Err: err}
+	}
+	defer kc.Close()
+	dialOpts := []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))}
+	var parts Parts
+	if cfg.Setup != nil {
+		if parts, err = cfg.Setup(Deps{NodeID: n.id, AdvertiseAddr: n.advertise, DB: pool, Kafka: kc,
+			Meter: mp.Meter("github.com/minkhq/mink/" + string(cfg.Role)), Logger: log, DialOptions: dialOpts}); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
+
 	addrs := map[string]string{}
+	for k, v := range parts.Addrs {
+		addrs[k] = v
+	}
 	if n.metricsLis != nil {
 		addrs["metrics"] = advertised(n.metricsLis.Addr())
 	}
@@ -159,12 +179,19 @@ func (n *Node) Run(ctx context.Context) error {
 	for kind, w := range cfg.Workers {
 		mgr.OnLease(kind, w)
 	}
+	for kind, w := range parts.Workers {
+		mgr.OnLease(kind, w)
+	}
+	tablesSvc := cfg.Tables
+	if tablesSvc == nil {
+		tablesSvc = &tableadmin.Service{DB: pool, Kafka: kc}
+	}
 	if err := leaseMetrics(meter, mgr); err != nil {
 		return fmt.Errorf("node: metrics: %w", err)
 	}
 	adm, err := admin.New(admin.Options{
-		Leases: mgr, DB: pool, Tables: cfg.Tables, Figures: n.figures(mgr), Meter: meter, Logger: log,
-		DialOptions: []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))},
+		Leases: mgr, DB: pool, Tables: tablesSvc, Figures: n.figures(mgr, parts.Figures), Meter: meter, Logger: log,
+		DialOptions: dialOpts,
 	})
 	if err != nil {
 		return err
@@ -182,6 +209,9 @@ func (n *Node) Run(ctx context.Context) error {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	adm.Register(gs)
+	if parts.Register != nil {
+		parts.Register(gs)
+	}
 
 	var metricsSrv *http.Server
 	if n.metricsLis != nil {
@@ -203,6 +233,19 @@ func (n *Node) Run(ctx context.Context) error {
 		defer close(leasesDone)
 		return n.runLeases(leaseCtx, log, pool, mgr)
 	})
+	// Role actors (the file server's HTTP listeners, say) stop after the leases are
+	// released and before gRPC drains.
+	actorCtx, stopActors := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopActors()
+	for _, run := range parts.Actors {
+		g.Go(func() error {
+			err := run(actorCtx)
+			if err == nil && gctx.Err() == nil && actorCtx.Err() == nil {
+				err = errors.New("node: a role actor stopped early")
+			}
+			return err
+		})
+	}
 	g.Go(func() error {
 		if err := gs.Serve(n.grpcLis); err != nil {
 			return fmt.Errorf("node: serve gRPC: %w", err)
@@ -240,6 +283,7 @@ func (n *Node) Run(ctx context.Context) error {
 		hs.Shutdown()
 		stopLeases()
 		<-leasesDone
+		stopActors()
 		stopped := make(chan struct{})
 		go func() { gs.GracefulStop(); close(stopped) }()
 		t := time.NewTimer(cfg.ShutdownTimeout)
@@ -298,26 +342,39 @@ func (n *Node) runLeases(ctx context.Context, log *slog.Logger, pool *pgxpool.Po
 }
 
 // figures are the role-specific figures of GetStatus.
-func (n *Node) figures(mgr *lease.Manager) func() map[string]string {
+func (n *Node) figures(mgr *lease.Manager, role func() map[string]string) func() map[string]string {
 	return func() map[string]string {
-		count := map[lease.Kind]int{}
-		for _, l := range mgr.Held() {
-			count[l.Kind]++
-		}
-		switch n.cfg.Role {
-		case lease.RoleIndexer:
-			limit := "none"
-			if n.cfg.MaxPartitions > 0 {
-				limit = strconv.Itoa(n.cfg.MaxPartitions)
+		out := n.leaseFigures(mgr)
+		if role != nil {
+			for k, v := range role() {
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[k] = v
 			}
-			return map[string]string{"partition_leases": strconv.Itoa(count[lease.KindPartition]), "max_partitions": limit}
-		case lease.RoleWriter:
-			return map[string]string{"writer_leases": strconv.Itoa(count[lease.KindWriter])}
-		case lease.RoleFileServer:
-			return map[string]string{"cache_dir": n.cfg.CacheDir, "cache_bytes_limit": n.cfg.CacheBytes.String()}
 		}
-		return nil
+		return out
 	}
+}
+
+func (n *Node) leaseFigures(mgr *lease.Manager) map[string]string {
+	count := map[lease.Kind]int{}
+	for _, l := range mgr.Held() {
+		count[l.Kind]++
+	}
+	switch n.cfg.Role {
+	case lease.RoleIndexer:
+		limit := "none"
+		if n.cfg.MaxPartitions > 0 {
+			limit = strconv.Itoa(n.cfg.MaxPartitions)
+		}
+		return map[string]string{"partition_leases": strconv.Itoa(count[lease.KindPartition]), "max_partitions": limit}
+	case lease.RoleWriter:
+		return map[string]string{"writer_leases": strconv.Itoa(count[lease.KindWriter])}
+	case lease.RoleFileServer:
+		return map[string]string{"cache_dir": n.cfg.CacheDir, "cache_bytes_limit": n.cfg.CacheBytes.String()}
+	}
+	return nil
 }
 
 // leaseMetrics exports the lease manager's counters, read when /metrics is scraped.

@@ -1,6 +1,5 @@
 // Command mink-indexer runs an indexer node: it takes its share of the partition leases of every table
-// (the seed's sharing rules) and indexes each partition it holds (the indexing lands with
-// issue 4; until then it holds the leases and does no work under them).
+// (the seed's sharing rules) and indexes each partition it holds into offset ranges.
 package main
 
 import (
@@ -17,12 +16,19 @@ import (
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
+	"github.com/minkhq/mink/services/indexer/internal/indexer"
 )
 
 const name = "mink-indexer"
 
 func main() {
-	cfg := node.Config{Role: lease.RoleIndexer}
+	cfg := node.Config{Role: lease.RoleIndexer, Setup: func(d node.Deps) (node.Parts, error) {
+		ix, err := indexer.New(d.DB, d.Kafka, d.Meter, d.Logger)
+		if err != nil {
+			return node.Parts{}, err
+		}
+		return node.Parts{Workers: map[lease.Kind]lease.Worker{lease.KindPartition: ix.Work}}, nil
+	}}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, below
 	cfg.RegisterFlags(fs)

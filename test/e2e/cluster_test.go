@@ -308,7 +308,10 @@ func grpcurlChecks(t *testing.T, c *cluster) {
 		{"drain without node", "DrainNode", `{}`, "InvalidArgument", []string{"node"}},
 		{"unknown node", "GetStatus", `{"node":"nope"}`, "NotFound", []string{`"nope"`}},
 		{"unknown field", "GetStatus", `{"nod":"x"}`, "", nil}, // rejected by grpcurl itself
-		{"tables not yet", "ListTables", `{}`, "Unimplemented", []string{"issue 4"}},
+		{"unknown topic", "CreateTable", `{"name":"t","topic":"nope","format":"RECORD_FORMAT_RAW"}`, "InvalidArgument", []string{"topic", `"nope"`}},
+		{"bad column type", "CreateTable", `{"name":"t","format":"RECORD_FORMAT_JSON","columns":[{"name":"id","type":"lon"}]}`, "InvalidArgument", []string{"columns[0]"}},
+		{"no format", "CreateTable", `{"name":"t"}`, "InvalidArgument", []string{"format"}},
+		{"describe unknown table", "DescribeTable", `{"name":"nope"}`, "NotFound", []string{"nope"}},
 	}
 	for _, tc := range cases {
 		_, code, msg := runGrpcurl(t, "-plaintext", "-d", tc.body, a, "mink.admin.v1.AdminService/"+tc.method)

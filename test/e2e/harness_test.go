@@ -21,9 +21,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 var (
@@ -162,6 +165,7 @@ type cluster struct {
 	t     *testing.T
 	db    *pgxpool.Pool
 	url   string
+	kafka *kafkatest.Cluster
 	procs map[string]*proc
 	conns map[string]*grpc.ClientConn
 }
@@ -172,7 +176,7 @@ func newCluster(t *testing.T) *cluster {
 	if err := pgschema.Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, db: db, url: url, procs: map[string]*proc{}, conns: map[string]*grpc.ClientConn{}}
+	c := &cluster{t: t, db: db, url: url, kafka: kafkatest.New(t, kafkatest.Brokers(1)), procs: map[string]*proc{}, conns: map[string]*grpc.ClientConn{}}
 	t.Cleanup(func() {
 		for _, conn := range c.conns {
 			conn.Close()
@@ -186,7 +190,7 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) start(role, id string, ttl time.Duration, extra ...string) *proc {
 	t := c.t
 	t.Helper()
-	args := append([]string{"--node-id", id, "--postgres-url", c.url, "--kafka-brokers", "127.0.0.1:9",
+	args := append([]string{"--node-id", id, "--postgres-url", c.url, "--kafka-brokers", strings.Join(c.kafka.Addrs(), ","),
 		"--grpc-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--lease-ttl", ttl.String(),
 		"--shutdown-timeout", "5s"}, extra...)
 	p := &proc{id: id, out: &syncBuffer{}, done: make(chan struct{})}
@@ -246,20 +250,15 @@ func (c *cluster) client(id string) adminv1.AdminServiceClient {
 	return adminv1.NewAdminServiceClient(conn)
 }
 
-// addTable registers a table directly in Postgres with its lease rows, as the tables
-// package will.
+// addTable creates a topic and registers it as a table, with its index and lease rows.
 func (c *cluster) addTable(name string, partitions int32) int64 {
 	c.t.Helper()
-	ctx := context.Background()
-	var id int64
-	if err := c.db.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions)
-		VALUES ('default', $1, $1, 0) RETURNING id`, name).Scan(&id); err != nil {
+	c.kafka.CreateTopic(name, partitions, nil)
+	t, err := tables.Create(context.Background(), c.db, tables.Table{Name: name, Spec: tableschema.Spec{Format: tableschema.FormatRaw}}, partitions)
+	if err != nil {
 		c.t.Fatal(err)
 	}
-	if err := lease.AddScopes(ctx, c.db, id, partitions); err != nil {
-		c.t.Fatal(err)
-	}
-	return id
+	return t.ID
 }
 
 // dbNow is the database's clock, the only one lease times are measured with.

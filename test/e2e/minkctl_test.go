@@ -104,8 +104,8 @@ func TestMinkctl(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--addr", a, "table", "list"}, 1, "Unimplemented"},
-		{[]string{"--addr", a, "table", "create", "events", "--column", "id:long:required"}, 1, "issue 4"},
+		{[]string{"--addr", a, "table", "create", "nosuchtopic", "--column", "id:long:required"}, 1, "does not exist"},
+		{[]string{"--addr", a, "table", "describe", "nosuchtable"}, 1, "NotFound"},
 		{[]string{"--addr", a, "leases", "--table", "-1"}, 1, "table_id"},
 		{[]string{"--addr", a, "status", "--node", "nope"}, 1, "NotFound"},
 		{[]string{"--addr", a, "drain"}, 2, "NODE"},

@@ -1,0 +1,55 @@
+// Package rangefile rebuilds the Parquet file of an indexed range from Kafka: the same
+// committed records, the same spec, the same recorded settings, hence the same bytes. A
+// rebuild whose size or checksum differs from what indexing recorded is refused, so wrong
+// bytes are never served (invariant 3).
+package rangefile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tables"
+)
+
+// ErrMismatch: Kafka no longer yields the bytes the index recorded for the range (the
+// topic was compacted after indexing, say). The file must be replaced, never served.
+var ErrMismatch = errors.New("rebuilt file differs from the indexed one")
+
+// Build writes the Parquet file of range r of table t to w, reading the range from Kafka,
+// and checks its size and SHA-256 against the index. On ErrMismatch (or any error) what
+// was written to w must be discarded.
+func Build(ctx context.Context, kc *kafkasrc.Client, t tables.Table, r ranges.Range, w io.Writer) (parquetbuild.FileStats, error) {
+	var s parquetbuild.Settings
+	if err := json.Unmarshal(r.Settings, &s); err != nil {
+		return parquetbuild.FileStats{}, fmt.Errorf("range [%d, %d) of %s/%d: bad recorded settings: %w", r.Start, r.End, t.FullName(), r.Partition, err)
+	}
+	fs, err := BuildOffsets(ctx, kc, t, s, r.Partition, r.Start, r.End, w)
+	if err != nil {
+		return fs, err
+	}
+	if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
+		return fs, fmt.Errorf("%w: range [%d, %d) of %s partition %d: rebuilt %d bytes sha256 %s, indexed %d bytes sha256 %s",
+			ErrMismatch, r.Start, r.End, t.FullName(), r.Partition, fs.Size, fs.SHA256, r.Size, r.SHA256)
+	}
+	return fs, nil
+}
+
+// BuildOffsets writes the Parquet file of offsets [start, end) of one partition with the
+// given settings: what indexing measures, assembly merges, and the file server serves.
+func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, error) {
+	b, err := parquetbuild.NewBuilder(w, t.Spec, s)
+	if err != nil {
+		return parquetbuild.FileStats{}, err
+	}
+	if err := kc.ReadRange(ctx, t.Topic, partition, start, end, func(r record.Record) error { return b.Add(r) }); err != nil {
+		return parquetbuild.FileStats{}, err
+	}
+	return b.Close()
+}

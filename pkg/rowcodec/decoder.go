@@ -1,0 +1,354 @@
+// Package rowcodec decodes Kafka records into table rows: one row per record, always.
+// A record that does not fit the table's schema is still one row, with every user column
+// null and the _mink_error column saying why; nothing is skipped and no input panics.
+//
+// Decoding must be deterministic: rows feed Parquet files that are rebuilt byte for byte
+// by other processes, so every error text here is made only from the input and constant
+// strings, never from library error messages that could change between versions.
+package rowcodec
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/apache/iceberg-go"
+
+	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tableschema"
+)
+
+// Value is one column value of a row. Which field holds it depends on the column's
+// Iceberg type:
+//
+//   - Int: boolean (0 or 1), int, long, date (days since 1970-01-01), time (µs since
+//     midnight), timestamp and timestamptz (µs since 1970-01-01 UTC), and decimals of
+//     precision ≤ 18 (the unscaled value).
+//   - Float: float and double.
+//   - Bytes: string (valid UTF-8), binary, uuid (16 bytes), and decimals of precision > 18
+//     (the unscaled value, big-endian two's complement, tableschema.DecimalBytes(P) long).
+//   - Elems: a list's elements, or a struct's fields in order (a _kafka_headers element
+//     is a struct {key, value}).
+type Value struct {
+	Valid bool // false: the value is null
+	Int   int64
+	Float float64
+	Bytes []byte
+	Elems []Value
+}
+
+// Row is one decoded record: Values[i] is the value of the table's i-th top-level field
+// (tableschema.Spec.Fields order: user columns, then Kafka columns).
+type Row struct {
+	Values []Value
+}
+
+// kind is how a primitive is decoded and held; one per Iceberg primitive we support.
+type kind uint8
+
+const (
+	kBool kind = iota
+	kInt
+	kLong
+	kFloat
+	kDouble
+	kDecimal
+	kDate
+	kTime
+	kTimestamp
+	kTimestampTz
+	kString
+	kUUID
+	kBinary
+)
+
+// column is a user column compiled for decoding.
+type column struct {
+	name     string
+	kind     kind // the element kind for a list
+	list     bool
+	required bool
+	prec     int    // decimal precision
+	scale    int    // decimal scale
+	fixedLen int    // decimal precision > 18: bytes of the fixed-length form; 0 otherwise
+	typeName string // of a value (a list's element), for messages: long, decimal(10,2)
+}
+
+// pathNode is one object level of the JSON key tree built from the columns' paths.
+type pathNode struct {
+	col      int // index of the column read here, or -1 for an object holding columns
+	children map[string]*pathNode
+	keys     []string    // the children's keys, for lookup by scanning when there are few
+	nodes    []*pathNode // keys[i]'s node
+	path     string      // dotted path, for messages
+	firstCol int         // a column below, named when the value here is not an object
+}
+
+// Decoder decodes the records of one table. It is not safe for concurrent use.
+type Decoder struct {
+	spec   tableschema.Spec
+	fields []iceberg.NestedField
+	nUser  int
+	cols   []column
+	root   *pathNode
+
+	scratch []byte // unescaped strings, decoded bytes, error text of the current row
+	seen    []bool // per column: the key was present in the current record
+	errMsg  string // first value error of the current record
+}
+
+// Index of each Kafka column after the user columns.
+const (
+	offPartition = iota
+	offOffset
+	offTimestamp
+	offKey
+	offHeaders
+	offError
+)
+
+// NewDecoder compiles a decoder for spec, which must be valid.
+func NewDecoder(spec tableschema.Spec) (*Decoder, error) {
+	fields, err := spec.Fields()
+	if err != nil {
+		return nil, err
+	}
+	d := &Decoder{spec: spec, fields: fields, nUser: spec.UserColumnCount()}
+	if spec.Format != tableschema.FormatJSON {
+		return d, nil
+	}
+	d.root = &pathNode{col: -1, children: map[string]*pathNode{}}
+	for i, c := range spec.Columns {
+		col, err := compileColumn(c, fields[i])
+		if err != nil {
+			return nil, err
+		}
+		d.cols = append(d.cols, col)
+		n := d.root
+		path := c.Path()
+		for k, key := range path {
+			child := n.children[key]
+			if child == nil {
+				child = &pathNode{col: -1, firstCol: i, path: strings.Join(path[:k+1], ".")}
+				n.children[key] = child
+			}
+			if k == len(path)-1 {
+				child.col = i
+			} else if child.children == nil {
+				child.children = map[string]*pathNode{}
+			}
+			n = child
+		}
+	}
+	d.root.index()
+	d.seen = make([]bool, len(d.cols))
+	return d, nil
+}
+
+// maxScan is the number of keys up to which comparing beats hashing.
+const maxScan = 16
+
+func (n *pathNode) index() {
+	for k, c := range n.children {
+		if len(n.children) <= maxScan {
+			n.keys = append(n.keys, k)
+			n.nodes = append(n.nodes, c)
+		}
+		c.index()
+	}
+}
+
+// child returns the node for key, or nil.
+func (n *pathNode) child(key []byte) *pathNode {
+	if n.keys == nil {
+		return n.children[string(key)]
+	}
+	for i, k := range n.keys {
+		if len(k) == len(key) && k == string(key) {
+			return n.nodes[i]
+		}
+	}
+	return nil
+}
+
+func compileColumn(c tableschema.Column, f iceberg.NestedField) (column, error) {
+	col := column{name: c.Name, required: c.Required}
+	t := f.Type
+	if l, ok := t.(*iceberg.ListType); ok {
+		col.list = true
+		t = l.Element
+	}
+	switch t := t.(type) {
+	case iceberg.BooleanType:
+		col.kind = kBool
+	case iceberg.Int32Type:
+		col.kind = kInt
+	case iceberg.Int64Type:
+		col.kind = kLong
+	case iceberg.Float32Type:
+		col.kind = kFloat
+	case iceberg.Float64Type:
+		col.kind = kDouble
+	case iceberg.DecimalType:
+		col.kind = kDecimal
+		col.prec, col.scale = t.Precision(), t.Scale()
+		col.typeName = fmt.Sprintf("decimal(%d,%d)", col.prec, col.scale)
+		if col.prec > 18 {
+			col.fixedLen = tableschema.DecimalBytes(col.prec)
+		}
+	case iceberg.DateType:
+		col.kind = kDate
+	case iceberg.TimeType:
+		col.kind = kTime
+	case iceberg.TimestampType:
+		col.kind = kTimestamp
+	case iceberg.TimestampTzType:
+		col.kind = kTimestampTz
+	case iceberg.StringType:
+		col.kind = kString
+	case iceberg.UUIDType:
+		col.kind = kUUID
+	case iceberg.BinaryType:
+		col.kind = kBinary
+	default:
+		return column{}, fmt.Errorf("column %q: type %s has no decoder", c.Name, t)
+	}
+	if col.typeName == "" {
+		col.typeName = t.String()
+	}
+	return col, nil
+}
+
+// Fields returns the table's top-level fields, the order of Row.Values. Callers must
+// not modify them.
+func (d *Decoder) Fields() []iceberg.NestedField { return d.fields }
+
+// Decode decodes r into row, reusing row's memory, and reports whether the record fit the
+// schema. Either way row holds exactly one row for r: when it did not fit, every user
+// column is null and _mink_error says why.
+//
+// The row's bytes may alias r's bytes and the decoder's own memory: they stay valid until
+// the next Decode call, as long as r's bytes are not changed.
+func (d *Decoder) Decode(r record.Record, row *Row) (ok bool) {
+	n := len(d.fields)
+	if cap(row.Values) < n {
+		row.Values = make([]Value, n)
+	}
+	row.Values = row.Values[:n]
+	for i := range row.Values {
+		row.Values[i].Valid = false
+	}
+	d.scratch = d.scratch[:0]
+	d.errMsg = ""
+
+	user := row.Values[:d.nUser]
+	reason := ""
+	switch d.spec.Format {
+	case tableschema.FormatRaw:
+		// A raw table has no shape to miss: a tombstone is just a null value.
+		user[0] = Value{Valid: r.Value != nil, Bytes: r.Value}
+	case tableschema.FormatJSON:
+		reason = d.decodeJSON(r.Value, user)
+	default:
+		reason = "format " + string(d.spec.Format) + " has no decoder" // unreachable: spec validated
+	}
+	if reason != "" {
+		for i := range user {
+			user[i].Valid = false
+		}
+	}
+
+	k := row.Values[d.nUser:]
+	k[offPartition] = Value{Valid: true, Int: int64(r.Partition)}
+	k[offOffset] = Value{Valid: true, Int: r.Offset}
+	k[offTimestamp] = Value{Valid: true, Int: r.Timestamp.UnixMicro()}
+	k[offKey] = Value{Valid: r.Key != nil, Bytes: r.Key}
+	d.headers(r.Headers, &k[offHeaders])
+	k[offError] = Value{}
+	if reason != "" {
+		start := len(d.scratch)
+		d.scratch = append(d.scratch, reason...)
+		k[offError] = Value{Valid: true, Bytes: d.scratch[start:]}
+	}
+	return reason == ""
+}
+
+func (d *Decoder) headers(hs []record.Header, v *Value) {
+	// Kafka headers are never null, only empty: an empty list says "no headers".
+	elems := v.Elems[:0]
+	for _, h := range hs {
+		var e Value
+		if len(elems) < cap(elems) {
+			e = elems[:len(elems)+1][len(elems)] // reuse the field slice of an earlier row
+		}
+		key := []byte(nil)
+		if utf8.ValidString(h.Key) {
+			start := len(d.scratch)
+			d.scratch = append(d.scratch, h.Key...)
+			key = d.scratch[start:]
+		} else {
+			// The key column is a string; a non-Java client can send any bytes.
+			key = []byte(strings.ToValidUTF8(h.Key, "\uFFFD"))
+		}
+		fields := e.Elems[:0]
+		fields = append(fields,
+			Value{Valid: true, Bytes: key},
+			Value{Valid: h.Value != nil, Bytes: h.Value})
+		elems = append(elems, Value{Valid: true, Elems: fields})
+	}
+	*v = Value{Valid: true, Elems: elems}
+}
+
+// decodeJSON fills the user columns from one JSON object and returns why it could not,
+// or "".
+func (d *Decoder) decodeJSON(data []byte, user []Value) string {
+	if data == nil {
+		return "null value (tombstone)"
+	}
+	clear(d.seen)
+	s := scanner{buf: data, scratch: &d.scratch}
+	s.ws()
+	if s.pos >= len(s.buf) {
+		return "malformed JSON: empty value"
+	}
+	if c := s.buf[s.pos]; c != '{' {
+		kind := kindName(c)
+		if s.skipValue() {
+			s.end()
+		}
+		if s.err != "" {
+			return s.err
+		}
+		return "not a JSON object (got " + kind + ")"
+	}
+	if d.object(&s, d.root, user) {
+		s.end()
+	}
+	if s.err != "" {
+		return s.err // a syntax error outranks what we made of the part before it
+	}
+	if d.errMsg != "" {
+		return d.errMsg
+	}
+	for i := range d.cols {
+		if d.cols[i].required && !user[i].Valid {
+			if d.seen[i] {
+				return fmt.Sprintf("required column %q is null", d.cols[i].name)
+			}
+			return fmt.Sprintf("missing required column %q", d.cols[i].name)
+		}
+	}
+	return ""
+}
+
+// valueError records the first problem with a value of the current record.
+func (d *Decoder) valueError(c *column, elem int, msg string) {
+	if d.errMsg != "" {
+		return
+	}
+	if elem >= 0 {
+		d.errMsg = fmt.Sprintf("column %q: element %d: %s", c.name, elem, msg)
+	} else {
+		d.errMsg = fmt.Sprintf("column %q: %s", c.name, msg)
+	}
+}

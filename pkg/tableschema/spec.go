@@ -1,0 +1,206 @@
+// Package tableschema holds what a Mink table is made of besides its topic: the record
+// format, the columns the user declared, and the Kafka columns every table has. It turns
+// that into the table's Iceberg schema with stable field ids. Decoding records against a
+// schema lives in pkg/rowcodec; writing Parquet lives in pkg/parquetbuild.
+package tableschema
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Format is how a table's record values are encoded.
+type Format string
+
+const (
+	// FormatJSON: each value is one JSON object; declared columns are read from it.
+	FormatJSON Format = "json"
+	// FormatRaw: the value bytes are the one user column, "value".
+	FormatRaw Format = "raw"
+	// FormatAvro is reserved: Avro through a Schema Registry comes later.
+	FormatAvro Format = "avro"
+	// FormatProtobuf is reserved: Protobuf through a Schema Registry comes later.
+	FormatProtobuf Format = "protobuf"
+)
+
+// Column is one user-declared column of a JSON table.
+type Column struct {
+	// Name is the column's name in the table, [A-Za-z_][A-Za-z0-9_]*, unique ignoring
+	// case (engines such as Spark resolve names case-insensitively).
+	Name string `json:"name"`
+	// Type is an Iceberg primitive type name (boolean, int, long, float, double,
+	// decimal(P,S), date, time, timestamp, timestamptz, string, uuid, binary) or list<T>
+	// of one of them.
+	Type string `json:"type"`
+	// Required makes a record whose value lacks this column (or has it null) a decode
+	// error. The Iceberg column itself is always optional, because a record that fails
+	// to decode is still a row, with every user column null.
+	Required bool `json:"required,omitempty"`
+	// JSONPath, when set, is a dotted path of object keys (user.id) where the value is
+	// found, instead of the top-level key Name. Keys containing dots cannot be addressed.
+	JSONPath string `json:"json_path,omitempty"`
+}
+
+// Path returns the object keys leading to the column's value in a JSON record.
+func (c Column) Path() []string {
+	if c.JSONPath == "" {
+		return []string{c.Name}
+	}
+	return strings.Split(c.JSONPath, ".")
+}
+
+// Spec is a table's record format and declared columns. It is stored as JSON (jsonb in
+// Postgres) and read back identically.
+type Spec struct {
+	Format  Format   `json:"format"`
+	Columns []Column `json:"columns,omitempty"`
+}
+
+// UnmarshalJSON reads a Spec, leaving Columns nil when there are none so that a stored
+// spec reads back equal to the one that was written.
+func (s *Spec) UnmarshalJSON(b []byte) error {
+	type plain Spec // no methods: avoids recursing into this one
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if len(p.Columns) == 0 {
+		p.Columns = nil
+	}
+	*s = Spec(p)
+	return nil
+}
+
+// FieldError is a validation error naming the field at fault, in the form gRPC
+// InvalidArgument messages use: `columns[1] ("msg"): unknown type "strng"`.
+type FieldError struct {
+	Field  string // e.g. `format`, `columns`, `columns[1] ("msg")`
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+const (
+	maxNameLen     = 128
+	maxJSONPathLen = 1024
+)
+
+// Reserved column name prefixes: Mink's own columns use them.
+var reservedPrefixes = []string{"_kafka_", "_mink_"}
+
+// Validate checks the spec and returns the first problem as a *FieldError.
+func (s Spec) Validate() error {
+	switch s.Format {
+	case FormatJSON:
+		if len(s.Columns) == 0 {
+			return &FieldError{"columns", "format json needs at least one column"}
+		}
+	case FormatRaw:
+		if len(s.Columns) > 0 {
+			return &FieldError{"columns", `format raw takes no declared columns (its one user column is "value")`}
+		}
+	case FormatAvro, FormatProtobuf:
+		return &FieldError{"format", fmt.Sprintf("format %s is not supported yet", s.Format)}
+	case "":
+		return &FieldError{"format", "required (json or raw)"}
+	default:
+		return &FieldError{"format", fmt.Sprintf("unknown format %q (want json or raw)", string(s.Format))}
+	}
+
+	byLowerName := make(map[string]int, len(s.Columns))
+	byPath := make(map[string]int, len(s.Columns))
+	for i, c := range s.Columns {
+		field := columnField(i, c)
+		if err := validateName(c.Name); err != nil {
+			return &FieldError{field, err.Error()}
+		}
+		lower := strings.ToLower(c.Name)
+		if j, dup := byLowerName[lower]; dup {
+			return &FieldError{field, fmt.Sprintf("duplicate name: %s has the same name ignoring case", columnField(j, s.Columns[j]))}
+		}
+		byLowerName[lower] = i
+
+		if _, _, err := parseType(c.Type); err != nil {
+			return &FieldError{field, err.Error()}
+		}
+
+		if c.JSONPath != "" {
+			if err := validateJSONPath(c.JSONPath); err != nil {
+				return &FieldError{field, fmt.Sprintf("json_path %q: %v", c.JSONPath, err)}
+			}
+		}
+		// Two columns reading the same key, or one reading inside a key another reads
+		// whole, would make one record decode two ways; reject both.
+		path := c.Path()
+		for k := 1; k <= len(path); k++ {
+			prefix := strings.Join(path[:k], ".")
+			j, taken := byPath[prefix]
+			if !taken {
+				continue
+			}
+			if k == len(path) {
+				return &FieldError{field, fmt.Sprintf("json path %q is already read by %s", prefix, columnField(j, s.Columns[j]))}
+			}
+			return &FieldError{field, fmt.Sprintf("json path %q lies inside %q, which %s reads", strings.Join(path, "."), prefix, columnField(j, s.Columns[j]))}
+		}
+		full := strings.Join(path, ".")
+		for p, j := range byPath {
+			if strings.HasPrefix(p, full+".") {
+				return &FieldError{field, fmt.Sprintf("json path %q contains %q, which %s reads", full, p, columnField(j, s.Columns[j]))}
+			}
+		}
+		byPath[full] = i
+	}
+	return nil
+}
+
+func columnField(i int, c Column) string {
+	if c.Name == "" {
+		return fmt.Sprintf("columns[%d]", i)
+	}
+	return fmt.Sprintf("columns[%d] (%q)", i, c.Name)
+}
+
+func validateName(name string) error {
+	if name == "" {
+		return fmt.Errorf("name is empty")
+	}
+	if len(name) > maxNameLen {
+		return fmt.Errorf("name is longer than %d bytes", maxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || (i > 0 && '0' <= c && c <= '9')
+		if !ok {
+			return fmt.Errorf("name must match [A-Za-z_][A-Za-z0-9_]* (use json_path to read other keys)")
+		}
+	}
+	lower := strings.ToLower(name)
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(lower, p) {
+			return fmt.Errorf("names starting with %s are reserved", p)
+		}
+	}
+	return nil
+}
+
+func validateJSONPath(p string) error {
+	if len(p) > maxJSONPathLen {
+		return fmt.Errorf("longer than %d bytes", maxJSONPathLen)
+	}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("not valid UTF-8")
+	}
+	for _, seg := range strings.Split(p, ".") {
+		if seg == "" {
+			return fmt.Errorf("empty key (want dotted keys such as user.id)")
+		}
+		if strings.IndexFunc(seg, unicode.IsControl) >= 0 {
+			return fmt.Errorf("control character in key %q", seg)
+		}
+	}
+	return nil
+}
