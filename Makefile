@@ -54,11 +54,17 @@ check-generate: generate ## Fail when the committed gen/ differs from what proto
 		git status --porcelain -- gen; echo "gen/ is stale: run 'make generate' and commit" >&2; exit 1; fi
 
 .PHONY: lint
-lint: $(BIN)/buf ## gofmt, go vet, buf lint.
+lint: $(BIN)/buf ## gofmt, go vet, buf lint, and static checks of docker-compose.yaml, deploy/.
 	@bad=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' | grep -v '^gen/')); \
 		if [ -n "$$bad" ]; then echo "gofmt needed: $$bad" >&2; exit 1; fi
 	$(GO) vet ./...
 	buf lint
+	$(GO) test -count=1 ./deploy/...
+	@if command -v docker-compose >/dev/null 2>&1; then docker-compose -f docker-compose.yaml config -q; \
+	elif docker compose version >/dev/null 2>&1; then docker compose -f docker-compose.yaml config -q; \
+	else echo "lint: no docker-compose; skipping 'docker-compose config' (deploy/deploytest still checks the file)"; fi
+	@if command -v kubectl >/dev/null 2>&1; then kubectl kustomize deploy/k8s >/dev/null; \
+	else echo "lint: no kubectl; skipping 'kubectl kustomize deploy/k8s'"; fi
 
 .PHONY: build
 build: ## Build the role binaries (mink-indexer, mink-writer, mink-fileserver) and minkctl into .tmp/bin.

@@ -209,21 +209,32 @@ func (c *Cluster) signal(sig syscall.Signal) error {
 	if c.cmd == nil {
 		return nil
 	}
+	var kids []int
 	if sig == syscall.SIGKILL {
-		// Kill the whole group so backends die with the postmaster.
-		syscall.Kill(-c.cmd.Process.Pid, sig)
-	} else {
-		c.cmd.Process.Signal(sig)
+		// Postgres backends are session leaders (setsid), out of the postmaster's group:
+		// kill each child too, as a crash of the machine would.
+		kids = children(c.cmd.Process.Pid)
+		for _, k := range kids {
+			syscall.Kill(k, sig)
+		}
 	}
+	c.cmd.Process.Signal(sig)
 	select {
 	case <-c.done:
 	case <-time.After(30 * time.Second):
-		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		c.cmd.Process.Kill()
 		<-c.done
 	}
-	if sig == syscall.SIGKILL {
-		// Orphaned backends may linger a moment and hold the port and shared memory.
-		os.Remove(filepath.Join(c.dataDir(), "postmaster.pid"))
+	// Until the last backend is gone it holds the shared memory, and a restart would be
+	// refused.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		alive := false
+		for _, k := range kids {
+			alive = alive || running(k)
+		}
+		if !alive {
+			break
+		}
 	}
 	c.cmd = nil
 	return nil
@@ -271,6 +282,49 @@ func replaceDB(url, from, to string) string {
 		url += "/"
 	}
 	return url + to + q
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		k, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := procStat(k); ok && st.ppid == pid {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+type stat struct {
+	state byte
+	ppid  int
+}
+
+// procStat reads a process's state and parent from /proc/<pid>/stat.
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, false
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces, so read after its last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return stat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return stat{state: f[0][0], ppid: ppid}, true
+}
+
+// running reports whether pid exists and is not a zombie (a zombie holds no memory).
+func running(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
 }
 
 func freePort() (int, error) {

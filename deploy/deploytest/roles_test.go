@@ -1,0 +1,300 @@
+package deploytest
+
+import (
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/node"
+)
+
+// program is one binary the deployment files run: a role or minkctl.
+type program struct {
+	target string     // Dockerfile target and short name: indexer, writer, fileserver, minkctl
+	binary string     // mink-indexer, ..., minkctl
+	pkg    string     // its main package, from the repository root
+	role   lease.Role // empty for minkctl
+}
+
+var programs = []program{
+	{"indexer", "mink-indexer", "services/indexer", lease.RoleIndexer},
+	{"writer", "mink-writer", "services/writer", lease.RoleWriter},
+	{"fileserver", "mink-fileserver", "services/fileserver", lease.RoleFileServer},
+	{"minkctl", "minkctl", "cmd/minkctl", ""},
+}
+
+func programByTarget(target string) (program, bool) {
+	for _, p := range programs {
+		if p.target == target {
+			return p, true
+		}
+	}
+	return program{}, false
+}
+
+// programByImage maps an image reference (minkhq/mink-indexer:dev, ghcr.io/x/minkctl) to
+// the program it runs, by the last path element without its tag.
+func programByImage(image string) (program, bool) {
+	name := image
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if i := strings.IndexAny(name, ":@"); i >= 0 {
+		name = name[:i]
+	}
+	for _, p := range programs {
+		if p.binary == name {
+			return p, true
+		}
+	}
+	return program{}, false
+}
+
+// repoRoot is the repository root, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("repository root not found from %s: %v", root, err)
+	}
+	return root
+}
+
+// envNames are the MINK_* variables a program reads: the environment twins of its flags.
+// A role's flags are what node.Config registers for it plus any its main package adds;
+// minkctl's are found in its sources.
+func envNames(t *testing.T, root string, p program) map[string]string {
+	t.Helper()
+	names := map[string]string{} // MINK_X -> flag name
+	if p.role != "" {
+		fs := flag.NewFlagSet(p.binary, flag.ContinueOnError)
+		cfg := node.Config{Role: p.role}
+		cfg.RegisterFlags(fs)
+		fs.VisitAll(func(f *flag.Flag) { names[flagenv.EnvName(f.Name)] = f.Name })
+	}
+	found, err := flagNamesInDir(filepath.Join(root, p.pkg))
+	if err != nil {
+		t.Fatalf("%s: reading flags: %v", p.pkg, err)
+	}
+	for _, f := range found {
+		names[flagenv.EnvName(f)] = f
+	}
+	if len(names) == 0 {
+		t.Fatalf("%s: found no flags", p.pkg)
+	}
+	return names
+}
+
+// flagArg is, for each flag.FlagSet method, the index of its name argument.
+var flagArg = map[string]int{
+	"Bool": 0, "BoolVar": 1, "BoolFunc": 0, "Duration": 0, "DurationVar": 1, "Float64": 0,
+	"Float64Var": 1, "Func": 0, "Int": 0, "IntVar": 1, "Int64": 0, "Int64Var": 1, "String": 0,
+	"StringVar": 1, "TextVar": 1, "Uint": 0, "UintVar": 1, "Uint64": 0, "Uint64Var": 1, "Var": 1,
+}
+
+var flagName = regexp.MustCompile(`^[a-z][a-z0-9.-]*$`)
+
+// flagNamesInDir finds the flags the non-test Go files of one directory register, by their
+// calls of flag.FlagSet methods with a literal name (fs.StringVar(&x, "addr", ...)).
+func flagNamesInDir(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			i, ok := flagArg[sel.Sel.Name]
+			if !ok || i >= len(call.Args) {
+				return true
+			}
+			lit, ok := call.Args[i].(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			if s, err := strconv.Unquote(lit.Value); err == nil && flagName.MatchString(s) {
+				names = append(names, s)
+			}
+			return true
+		})
+	}
+	return names, nil
+}
+
+// checkEnv checks one program's environment as a deployment file sets it: every MINK_*
+// variable is a flag's twin, and for a role, the values parse and pass Config.Validate
+// with postgres-url and kafka-brokers set. It returns the role's config (zero for minkctl).
+// where names the file and the object ("docker-compose.yaml: services.mink-indexer").
+func checkEnv(t *testing.T, root, where string, p program, env map[string]string) (node.Config, bool) {
+	t.Helper()
+	known := envNames(t, root, p)
+	ok := true
+	for _, k := range sortedKeys(env) {
+		if !strings.HasPrefix(k, flagenv.Prefix) {
+			continue
+		}
+		if _, found := known[k]; !found {
+			t.Errorf("%s: environment %s: %s has no flag --%s (its MINK_* variables: %s)",
+				where, k, p.binary, flagFromEnv(k), strings.Join(sortedKeys(known), ", "))
+			ok = false
+		}
+	}
+	if p.role == "" {
+		return node.Config{}, ok
+	}
+	for _, req := range []string{"postgres-url", "kafka-brokers"} {
+		if env[flagenv.EnvName(req)] == "" {
+			t.Errorf("%s: environment: %s is required by %s (--%s) and is not set",
+				where, flagenv.EnvName(req), p.binary, req)
+			ok = false
+		}
+	}
+	fs := flag.NewFlagSet(p.binary, flag.ContinueOnError)
+	cfg := node.Config{Role: p.role}
+	cfg.RegisterFlags(fs)
+	src, err := flagenv.SetFromEnv(fs, func(k string) (string, bool) { v, found := env[k]; return v, found })
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Errorf("%s: environment: %s rejects it: %v", where, p.binary, src.Explain(err))
+		return cfg, false
+	}
+	return cfg, ok
+}
+
+func flagFromEnv(env string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, flagenv.Prefix), "_", "-"))
+}
+
+// minGrace is how long a node needs between SIGTERM and SIGKILL to stop cleanly: a preStop
+// delay, then leaving the cluster (releasing every lease at once, bounded by lease-ttl/3),
+// then draining requests for --shutdown-timeout, with a margin for the rest.
+func minGrace(cfg node.Config, preStop time.Duration) time.Duration {
+	return preStop + cfg.LeaseTTL/3 + cfg.ShutdownTimeout + 5*time.Second
+}
+
+// listenPorts are the ports a role's node listens on, by name (grpc, metrics, catalog, s3).
+func listenPorts(cfg node.Config) map[string]int {
+	out := map[string]int{}
+	add := func(name, addr string) {
+		if addr == "" {
+			return
+		}
+		if _, p, err := net.SplitHostPort(addr); err == nil {
+			if n, err := strconv.Atoi(p); err == nil && n > 0 {
+				out[name] = n
+			}
+		}
+	}
+	add("grpc", cfg.GRPCAddr)
+	add("metrics", cfg.MetricsAddr)
+	if cfg.Role == lease.RoleFileServer {
+		add("catalog", cfg.CatalogAddr)
+		add("s3", cfg.S3Addr)
+	}
+	return out
+}
+
+func portList(ports map[string]int) string {
+	var s []string
+	for _, k := range sortedKeys(ports) {
+		s = append(s, fmt.Sprintf("%s %d", k, ports[k]))
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// cacheParent is the folder the default --cache-dir lies in: <temp dir>/mink-cache/<node id>
+// inside a container, where the temp dir is /tmp.
+const cacheParent = "/tmp/mink-cache"
+
+// under reports whether path is dir or lies inside it.
+func under(path, dir string) bool {
+	path, dir = filepath.Clean(path), filepath.Clean(dir)
+	return path == dir || strings.HasPrefix(path, dir+"/")
+}
+
+// parseSize reads a byte count written as a Kubernetes quantity (20Gi, 500M) or as flagenv
+// writes one (18GiB).
+func parseSize(s string) (int64, error) {
+	var b flagenv.Bytes
+	if err := b.Set(s); err == nil {
+		return int64(b), nil
+	}
+	units := []struct {
+		suffix string
+		n      int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("size %q: %w", s, err)
+			}
+			return v * u.n, nil
+		}
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func TestFlagDiscovery(t *testing.T) {
+	// The checks below are only as good as the flags they know of: a role knows its
+	// common flags, its own, and minkctl its global ones.
+	root := repoRoot(t)
+	for _, p := range programs {
+		names := envNames(t, root, p)
+		want := []string{"MINK_ADDR"}
+		if p.role != "" {
+			want = []string{"MINK_NODE_ID", "MINK_POSTGRES_URL", "MINK_KAFKA_BROKERS", "MINK_GRPC_ADDR", "MINK_LEASE_TTL"}
+		}
+		if p.role == lease.RoleFileServer {
+			want = append(want, "MINK_CACHE_DIR", "MINK_CATALOG_ADDR", "MINK_S3_ADDR")
+		}
+		for _, w := range want {
+			if _, ok := names[w]; !ok {
+				t.Errorf("%s: flag discovery misses %s (found %s)", p.pkg, w, strings.Join(sortedKeys(names), ", "))
+			}
+		}
+	}
+}
