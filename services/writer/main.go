@@ -1,6 +1,5 @@
 // Command mink-writer runs a writer node: it holds the writer lease of each table it prefers most and
-// does that table's commits, assembly, statistics, expiry and collection (the work lands
-// with later issues; until then it holds the leases and does no work under them).
+// does that table's commits, assembly, statistics, expiry and collection.
 package main
 
 import (
@@ -17,12 +16,19 @@ import (
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
+	"github.com/minkhq/mink/services/writer/internal/writer"
 )
 
 const name = "mink-writer"
 
 func main() {
-	cfg := node.Config{Role: lease.RoleWriter}
+	cfg := node.Config{Role: lease.RoleWriter, Setup: func(d node.Deps) (node.Parts, error) {
+		w, err := writer.New(d.DB, d.Kafka, d.Meter, d.Logger)
+		if err != nil {
+			return node.Parts{}, err
+		}
+		return node.Parts{Workers: map[lease.Kind]lease.Worker{lease.KindWriter: w.Work}}, nil
+	}}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, below
 	cfg.RegisterFlags(fs)

@@ -30,6 +30,9 @@ type Indexer struct {
 	Kafka    *kafkasrc.Client
 	Log      *slog.Logger
 	Settings parquetbuild.Settings // how range files are built; recorded with each range
+	// GrowthCheck is how often the holder of a table's partition 0 asks Kafka whether the
+	// topic has gained partitions.
+	GrowthCheck time.Duration
 
 	metrics metrics
 }
@@ -41,7 +44,7 @@ type metrics struct {
 
 // New prepares an indexer that reports its metrics to m.
 func New(db lease.DB, kc *kafkasrc.Client, m metric.Meter, log *slog.Logger) (*Indexer, error) {
-	ix := &Indexer{DB: db, Kafka: kc, Log: log, Settings: parquetbuild.DefaultSettings()}
+	ix := &Indexer{DB: db, Kafka: kc, Log: log, Settings: parquetbuild.DefaultSettings(), GrowthCheck: 30 * time.Second}
 	var err error
 	counter := func(name, desc, unit string) metric.Int64Counter {
 		c, e := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
@@ -122,16 +125,25 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) e
 		}
 		start = logStart
 	}
-	if l.Partition == 0 {
+	var nextGrowthCheck time.Time
+	checkGrowth := func() {
+		if l.Partition != 0 || time.Now().Before(nextGrowthCheck) {
+			return
+		}
 		// The holder of partition 0 keeps the table's partition count current.
-		if n, err := ix.Kafka.Partitions(ctx, tbl.Topic); err == nil && n > tbl.Partitions {
-			if grew, err := tables.Grow(ctx, ix.DB, tbl.ID, n); err != nil {
-				log.Warn("could not record new partitions", "error", err, "partitions", n)
-			} else if grew {
-				log.Info("topic grew: new partition leases", "partitions", n)
-			}
+		nextGrowthCheck = time.Now().Add(ix.GrowthCheck)
+		n, err := ix.Kafka.Partitions(ctx, tbl.Topic)
+		if err != nil || n <= tbl.Partitions {
+			return
+		}
+		if grew, err := tables.Grow(ctx, ix.DB, tbl.ID, n); err != nil {
+			log.Warn("could not record new partitions", "error", err, "partitions", n)
+		} else if grew {
+			log.Info("topic grew: new partition leases", "partitions", n)
+			tbl.Partitions = n
 		}
 	}
+	checkGrowth()
 	log.Info("indexing", "from", start)
 	tail := kafkasrc.NewTailer(ix.Kafka, tbl.Topic, l.Partition, start)
 	defer tail.Close()
@@ -150,12 +162,21 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) e
 		return err
 	}
 	for {
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		// Poll until the open range is due, or the next growth check (partition 0).
+		var deadline time.Time
 		if !c.opened.IsZero() {
-			pollCtx, cancel = context.WithDeadline(ctx, c.opened.Add(props.RangeMaxAge))
+			deadline = c.opened.Add(props.RangeMaxAge)
+		}
+		if l.Partition == 0 && (deadline.IsZero() || nextGrowthCheck.Before(deadline)) {
+			deadline = nextGrowthCheck
+		}
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if !deadline.IsZero() {
+			pollCtx, cancel = context.WithDeadline(ctx, deadline)
 		}
 		recs, next, err := tail.Poll(pollCtx)
 		cancel()
+		checkGrowth()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -76,6 +76,7 @@ func (e *env) startIndexer(t *testing.T, id string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ix.GrowthCheck = 200 * time.Millisecond
 	m, err := lease.NewManager(e.db, lease.Config{NodeID: id, Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: id, TTL: 1500 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,634 @@
+package icebergmeta
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"github.com/minkhq/mink/pkg/layout"
+)
+
+var (
+	// ErrNoChange: the change would leave the metadata as it is; nothing to commit.
+	ErrNoChange = errors.New("icebergmeta: nothing to commit")
+	// ErrNotLive: a file to remove is not a data file of the current snapshot.
+	ErrNotLive = errors.New("icebergmeta: file is not in the current snapshot")
+)
+
+// Base is the metadata a change applies to: a table's current version.
+type Base struct {
+	Version  int64 // version of the commit pointer that names Key
+	Key      string
+	Metadata table.Metadata
+}
+
+// Result is a new metadata version: the files to store and the metadata they make.
+type Result struct {
+	Version  int64 // Base.Version + 1
+	Key      string
+	Metadata table.Metadata
+	// Files are every new metadata file: manifests, the manifest list, and last the
+	// metadata JSON at Key. None may be named by anything before they are stored.
+	Files    []File
+	Snapshot *table.Snapshot // the new current snapshot; nil when the change made none
+	Expired  []int64         // snapshots removed from the metadata
+}
+
+// Create returns the first metadata of a table: its schema, the identity spec on
+// _kafka_partition, its location and properties, a fresh table UUID, and no snapshot,
+// so the table loads (empty) before anything is committed.
+func Create(t Table) (*Result, error) {
+	b, err := table.NewMetadataBuilder(FormatVersion)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := PartitionSpec(t.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: partition spec: %w", err)
+	}
+	order := table.UnsortedSortOrder
+	steps := []func() error{
+		func() error { return b.SetUUID(uuid.New()) },
+		func() error { return b.AddSchema(t.Schema) },
+		func() error { return b.SetCurrentSchemaID(-1) },
+		func() error { return b.AddSortOrder(&order) },
+		func() error { return b.SetDefaultSortOrderID(-1) },
+		func() error { return b.AddPartitionSpec(&spec, true) },
+		func() error { return b.SetDefaultSpecID(-1) },
+		func() error { return b.SetLoc(t.Location()) },
+		func() error { return b.SetProperties(tableProperties(t)) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("icebergmeta: create metadata of %s.%s: %w", t.Namespace, t.Name, err)
+		}
+	}
+	return finish(t, b, 1, &Result{})
+}
+
+// Change is what one commit does to a table.
+type Change struct {
+	// Operation of the new snapshot: table.OpAppend (new files), table.OpReplace (the
+	// same rows in other files), table.OpDelete (files removed) or table.OpOverwrite
+	// (both). Empty: no new snapshot, only expiry and properties.
+	Operation table.Operation
+	Add       []DataFile
+	Remove    []DataFile // each must be a data file of the current snapshot (by Key)
+	// Coverage of the partitions whose coverage changed; the others keep the current
+	// snapshot's.
+	Coverage map[int32]Coverage
+	Summary  map[string]string // more summary properties ("mink.*")
+	// Now is the database's time: the snapshot's timestamp and the clock of expiry.
+	Now time.Time
+}
+
+// Commit builds the metadata version that applies ch to base: a new snapshot whose
+// manifest list carries the current snapshot's manifests over unchanged, except those
+// naming removed files (rewritten with those entries deleted and the rest existing); a
+// new manifest for the added files; small manifests merged once there are many
+// (commit.manifest.*); snapshots past retention expired (history.expire.*); and t's
+// properties. It reads earlier manifests through r and writes nothing: storing the
+// files and making Key current is the caller's.
+func Commit(ctx context.Context, r *Reader, t Table, base Base, ch Change) (*Result, error) {
+	md := base.Metadata
+	b, err := table.MetadataBuilderFromBase(md, layout.URI(base.Key))
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: %w", err)
+	}
+	res := &Result{}
+	var newID *int64
+	if ch.Operation != "" {
+		snap, files, err := newSnapshot(ctx, r, t, md, ch)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.AddSnapshot(snap); err != nil {
+			return nil, fmt.Errorf("icebergmeta: add snapshot: %w", err)
+		}
+		if err := b.SetSnapshotRef(table.MainBranch, snap.SnapshotID, table.BranchRef); err != nil {
+			return nil, fmt.Errorf("icebergmeta: set main: %w", err)
+		}
+		res.Snapshot, res.Files, newID = snap, files, &snap.SnapshotID
+	}
+	res.Expired = Expirable(md, newID, ch.Now, RetentionOf(t.Properties))
+	if len(res.Expired) > 0 {
+		if err := b.RemoveSnapshots(res.Expired, false); err != nil {
+			return nil, fmt.Errorf("icebergmeta: expire snapshots: %w", err)
+		}
+	}
+	if err := syncProperties(b, md, t); err != nil {
+		return nil, err
+	}
+	if !b.HasChanges() {
+		return nil, ErrNoChange
+	}
+	return finish(t, b, base.Version+1, res)
+}
+
+// finish builds the metadata and its JSON file.
+func finish(t Table, b *table.MetadataBuilder, version int64, res *Result) (*Result, error) {
+	md, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: build metadata: %w", err)
+	}
+	content, err := json.Marshal(md)
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: encode metadata: %w", err)
+	}
+	res.Version = version
+	res.Key = layout.MetadataKey(t.Namespace, t.Name, metadataName(version, uuid.NewString()))
+	res.Metadata = md
+	res.Files = append(res.Files, File{Key: res.Key, Content: content})
+	return res, nil
+}
+
+func syncProperties(b *table.MetadataBuilder, md table.Metadata, t Table) error {
+	want := tableProperties(t)
+	have := md.Properties()
+	set := iceberg.Properties{}
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			set[k] = v
+		}
+	}
+	var drop []string
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			drop = append(drop, k)
+		}
+	}
+	sort.Strings(drop)
+	if err := b.SetProperties(set); err != nil {
+		return fmt.Errorf("icebergmeta: properties: %w", err)
+	}
+	if err := b.RemoveProperties(drop); err != nil {
+		return fmt.Errorf("icebergmeta: properties: %w", err)
+	}
+	return nil
+}
+
+// newSnapshotID picks an unused positive snapshot id.
+func newSnapshotID(md table.Metadata) int64 {
+	for {
+		id := rand.Int64N(1<<62) + 1
+		if md.SnapshotByID(id) == nil {
+			return id
+		}
+	}
+}
+
+// newSnapshot writes the new snapshot's manifests and manifest list.
+func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch Change) (*table.Snapshot, []File, error) {
+	spec := md.PartitionSpec()
+	partField, err := partitionFieldID(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema := md.CurrentSchema()
+	parent := md.CurrentSnapshot()
+	var parentID *int64
+	if parent != nil {
+		id := parent.SnapshotID
+		parentID = &id
+	}
+	w := &manifests{
+		t: t, spec: spec, schema: schema, id: newSnapshotID(md), commit: uuid.NewString(),
+		mergeMin:    propInt(t.Properties, table.ManifestMinMergeCountKey, table.ManifestMinMergeCountDefault),
+		mergeTarget: propInt(t.Properties, table.ManifestTargetSizeBytesKey, table.ManifestTargetSizeBytesDefault),
+		merge:       propBool(t.Properties, table.ManifestMergeEnabledKey, true),
+	}
+	seq := md.LastSequenceNumber() + 1
+
+	var list []iceberg.ManifestFile
+	if len(ch.Add) > 0 {
+		dfs := make([]iceberg.DataFile, 0, len(ch.Add))
+		for _, f := range ch.Add {
+			df, err := f.icebergFile(spec, partField)
+			if err != nil {
+				return nil, nil, err
+			}
+			dfs = append(dfs, df)
+		}
+		id := w.id
+		mf, err := w.write(func(mw *iceberg.ManifestWriter) error {
+			for _, df := range dfs {
+				if err := mw.Add(iceberg.NewManifestEntry(iceberg.EntryStatusADDED, &id, nil, nil, df)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		list = append(list, mf)
+	}
+	carried, err := w.carry(ctx, r, parent, ch.Remove)
+	if err != nil {
+		return nil, nil, err
+	}
+	list = append(list, carried...)
+
+	var buf bytes.Buffer
+	lw, err := iceberg.NewManifestListWriterV2(&buf, w.id, seq, parentID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
+	}
+	if err := lw.AddManifests(list); err != nil {
+		lw.Close()
+		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
+	}
+	if err := lw.Close(); err != nil {
+		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
+	}
+	listKey := layout.MetadataKey(t.Namespace, t.Name, manifestListName(w.id, w.commit))
+	files := append(w.files, File{Key: listKey, Content: buf.Bytes()})
+
+	summary, err := summarize(parent, ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	schemaID := schema.ID
+	snap := &table.Snapshot{
+		SnapshotID:       w.id,
+		ParentSnapshotID: parentID,
+		SequenceNumber:   seq,
+		// Never before the last update, so the snapshot log stays in order even if
+		// clocks disagree.
+		TimestampMs:  max(ch.Now.UnixMilli(), md.LastUpdatedMillis()),
+		ManifestList: layout.URI(listKey),
+		Summary:      summary,
+		SchemaID:     &schemaID,
+	}
+	return snap, files, nil
+}
+
+// manifests writes the manifests of one new snapshot.
+type manifests struct {
+	t           Table
+	spec        iceberg.PartitionSpec
+	schema      *iceberg.Schema
+	id          int64 // the new snapshot
+	commit      string
+	n           int
+	files       []File
+	merge       bool
+	mergeMin    int
+	mergeTarget int
+}
+
+// write writes one manifest that fill fills.
+func (w *manifests) write(fill func(*iceberg.ManifestWriter) error) (iceberg.ManifestFile, error) {
+	var buf bytes.Buffer
+	mw, err := iceberg.NewManifestWriter(FormatVersion, &buf, w.spec, w.schema, w.id)
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
+	}
+	if err := fill(mw); err != nil {
+		mw.Close()
+		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
+	}
+	if err := mw.Close(); err != nil {
+		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
+	}
+	key := layout.MetadataKey(w.t.Namespace, w.t.Name, manifestName(w.commit, w.n))
+	w.n++
+	mf, err := mw.ToManifestFile(layout.URI(key), int64(buf.Len()))
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
+	}
+	w.files = append(w.files, File{Key: key, Content: buf.Bytes()})
+	return mf, nil
+}
+
+// carry returns the parent's manifests for the new snapshot: unchanged when they name
+// no removed file, rewritten when they do, dropped when they only record deletions of
+// an earlier snapshot, and the small ones merged once there are many.
+func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot, remove []DataFile) ([]iceberg.ManifestFile, error) {
+	gone := make(map[string]bool, len(remove))
+	for _, f := range remove {
+		gone[f.URI()] = true
+	}
+	ms, err := r.ManifestList(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	var out, kept []iceberg.ManifestFile
+	found := 0
+	for _, m := range ms {
+		if m.ManifestContent() != iceberg.ManifestContentData {
+			return nil, fmt.Errorf("icebergmeta: manifest %s holds delete files, which Mink never writes", m.FilePath())
+		}
+		if m.AddedDataFiles()+m.ExistingDataFiles() == 0 {
+			continue // only tombstones of an earlier snapshot's removals
+		}
+		hits := 0
+		if len(gone) > 0 {
+			paths, err := r.LivePaths(ctx, m)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range paths {
+				if gone[p] {
+					hits++
+				}
+			}
+		}
+		if hits == 0 {
+			kept = append(kept, m)
+			continue
+		}
+		found += hits
+		es, err := r.Entries(ctx, m, true)
+		if err != nil {
+			return nil, err
+		}
+		mf, err := w.write(func(mw *iceberg.ManifestWriter) error {
+			for _, e := range es {
+				var err error
+				if gone[e.DataFile().FilePath()] {
+					err = mw.Delete(e)
+				} else {
+					err = mw.Existing(e)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mf)
+	}
+	if found != len(gone) {
+		var missing []string
+		live := map[string]bool{}
+		for _, m := range ms {
+			paths, _ := r.LivePaths(ctx, m)
+			for _, p := range paths {
+				live[p] = true
+			}
+		}
+		for p := range gone {
+			if !live[p] {
+				missing = append(missing, p)
+			}
+		}
+		sort.Strings(missing)
+		return nil, fmt.Errorf("%w: %v", ErrNotLive, missing)
+	}
+	merged, err := w.mergeSmall(ctx, r, kept)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, merged...), nil
+}
+
+// mergeSmall merges manifests below the target size into manifests near it, once there
+// are at least mergeMin of them: one manifest per commit would otherwise make every
+// manifest list, and every planning, grow with the table's age.
+func (w *manifests) mergeSmall(ctx context.Context, r *Reader, ms []iceberg.ManifestFile) ([]iceberg.ManifestFile, error) {
+	var small, out []iceberg.ManifestFile
+	for _, m := range ms {
+		if m.Length() < int64(w.mergeTarget) {
+			small = append(small, m)
+		} else {
+			out = append(out, m)
+		}
+	}
+	if !w.merge || w.mergeMin <= 0 || len(small) < w.mergeMin {
+		return ms, nil
+	}
+	var bins [][]iceberg.ManifestFile
+	var size int64
+	for _, m := range small {
+		if len(bins) == 0 || size+m.Length() > int64(w.mergeTarget) {
+			bins = append(bins, nil)
+			size = 0
+		}
+		bins[len(bins)-1] = append(bins[len(bins)-1], m)
+		size += m.Length()
+	}
+	for _, bin := range bins {
+		if len(bin) == 1 {
+			out = append(out, bin[0])
+			continue
+		}
+		var all []iceberg.ManifestEntry
+		for _, m := range bin {
+			es, err := r.Entries(ctx, m, true)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, es...)
+		}
+		mf, err := w.write(func(mw *iceberg.ManifestWriter) error {
+			for _, e := range all {
+				if err := mw.Existing(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mf)
+	}
+	return out, nil
+}
+
+// Standard Iceberg snapshot summary keys.
+const (
+	sumAddedFiles     = "added-data-files"
+	sumAddedRecords   = "added-records"
+	sumAddedSize      = "added-files-size"
+	sumDeletedFiles   = "deleted-data-files"
+	sumDeletedRecords = "deleted-records"
+	sumRemovedSize    = "removed-files-size"
+	sumChangedParts   = "changed-partition-count"
+	sumTotalFiles     = "total-data-files"
+	sumTotalRecords   = "total-records"
+	sumTotalSize      = "total-files-size"
+	sumTotalDeletes   = "total-delete-files"
+	sumTotalPosDel    = "total-position-deletes"
+	sumTotalEqDel     = "total-equality-deletes"
+)
+
+// summarize is the new snapshot's summary: what changed, the table's totals (the
+// parent's plus the change, so no manifest is read), and every partition's coverage.
+func summarize(parent *table.Snapshot, ch Change) (*table.Summary, error) {
+	var prev map[string]string
+	if parent != nil && parent.Summary != nil {
+		prev = parent.Summary.Properties
+	}
+	total := func(k string) (int64, error) {
+		v, ok := prev[k]
+		if !ok {
+			if parent != nil {
+				return 0, fmt.Errorf("icebergmeta: snapshot %d has no %s in its summary", parent.SnapshotID, k)
+			}
+			return 0, nil
+		}
+		return strconv.ParseInt(v, 10, 64)
+	}
+	var addFiles, addRecs, addSize, delFiles, delRecs, delSize int64
+	parts := map[int32]bool{}
+	for _, f := range ch.Add {
+		addFiles++
+		addRecs += f.Records
+		addSize += f.Size
+		parts[f.Partition] = true
+	}
+	for _, f := range ch.Remove {
+		delFiles++
+		delRecs += f.Records
+		delSize += f.Size
+		parts[f.Partition] = true
+	}
+	props := iceberg.Properties{}
+	set := func(k string, v int64) { props[k] = strconv.FormatInt(v, 10) }
+	setPositive := func(k string, v int64) {
+		if v > 0 {
+			set(k, v)
+		}
+	}
+	setPositive(sumAddedFiles, addFiles)
+	setPositive(sumAddedRecords, addRecs)
+	setPositive(sumAddedSize, addSize)
+	setPositive(sumDeletedFiles, delFiles)
+	setPositive(sumDeletedRecords, delRecs)
+	setPositive(sumRemovedSize, delSize)
+	set(sumChangedParts, int64(len(parts)))
+	for _, x := range []struct {
+		key        string
+		add, minus int64
+	}{{sumTotalFiles, addFiles, delFiles}, {sumTotalRecords, addRecs, delRecs}, {sumTotalSize, addSize, delSize}} {
+		t, err := total(x.key)
+		if err != nil {
+			return nil, err
+		}
+		if t+x.add-x.minus < 0 {
+			return nil, fmt.Errorf("icebergmeta: %s would become negative", x.key)
+		}
+		set(x.key, t+x.add-x.minus)
+	}
+	set(sumTotalDeletes, 0)
+	set(sumTotalPosDel, 0)
+	set(sumTotalEqDel, 0)
+
+	cov, err := ParseCoverage(parentSummary(parent))
+	if err != nil {
+		return nil, err
+	}
+	for p, c := range ch.Coverage {
+		cov[p] = c
+	}
+	coverageProps(cov, props)
+	for k, v := range ch.Summary {
+		props[k] = v
+	}
+	return &table.Summary{Operation: ch.Operation, Properties: props}, nil
+}
+
+func parentSummary(s *table.Snapshot) *table.Summary {
+	if s == nil {
+		return nil
+	}
+	return s.Summary
+}
+
+// Retention is which snapshots expiry keeps.
+type Retention struct {
+	MaxAge  time.Duration // snapshots older than this are expired...
+	MinKeep int           // ...except the newest MinKeep, and the current one, always
+}
+
+// Retention defaults: Iceberg's property names, with Mink's defaults (Iceberg keeps
+// snapshots 5 days; Mink commits every few seconds and its data lives in Kafka).
+const (
+	DefaultMaxSnapshotAge = time.Hour
+	DefaultMinSnapshots   = 5
+)
+
+// RetentionOf reads history.expire.max-snapshot-age-ms and
+// history.expire.min-snapshots-to-keep; bad values fall back to the defaults.
+func RetentionOf(props map[string]string) Retention {
+	r := Retention{MaxAge: DefaultMaxSnapshotAge, MinKeep: DefaultMinSnapshots}
+	if ms, err := strconv.ParseInt(props[table.MaxSnapshotAgeMsKey], 10, 64); err == nil && ms > 0 {
+		r.MaxAge = time.Duration(ms) * time.Millisecond
+	}
+	if n, err := strconv.Atoi(props[table.MinSnapshotsToKeepKey]); err == nil && n > 0 {
+		r.MinKeep = n
+	}
+	return r
+}
+
+// Expirable returns the snapshots of md that retention expires at now: older than
+// MaxAge and not among the newest MinKeep (counting added, a snapshot about to be
+// added), never the current one nor one a ref names.
+func Expirable(md table.Metadata, added *int64, now time.Time, ret Retention) []int64 {
+	type snap struct {
+		id int64
+		ts int64
+	}
+	var all []snap
+	for _, s := range md.Snapshots() {
+		all = append(all, snap{s.SnapshotID, s.TimestampMs})
+	}
+	keep := map[int64]bool{}
+	for name, ref := range md.Refs() {
+		if name == table.MainBranch && added != nil {
+			continue // main moves to the added snapshot
+		}
+		keep[ref.SnapshotID] = true
+	}
+	if cur := md.CurrentSnapshot(); cur != nil && added == nil {
+		keep[cur.SnapshotID] = true
+	}
+	// Newest first; the one being added is the newest of all.
+	sort.Slice(all, func(i, j int) bool { return all[i].ts > all[j].ts || all[i].ts == all[j].ts && all[i].id > all[j].id })
+	n := ret.MinKeep
+	if added != nil {
+		n--
+	}
+	for i := 0; i < len(all) && i < n; i++ {
+		keep[all[i].id] = true
+	}
+	cutoff := now.Add(-ret.MaxAge).UnixMilli()
+	var out []int64
+	for _, s := range all {
+		if !keep[s.id] && s.ts < cutoff {
+			out = append(out, s.id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func propInt(props map[string]string, key string, def int) int {
+	if n, err := strconv.Atoi(props[key]); err == nil {
+		return n
+	}
+	return def
+}
+
+func propBool(props map[string]string, key string, def bool) bool {
+	if b, err := strconv.ParseBool(props[key]); err == nil {
+		return b
+	}
+	return def
+}

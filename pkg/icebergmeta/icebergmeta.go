@@ -1,0 +1,244 @@
+// Package icebergmeta turns Mink's data files (indexed ranges, assembled runs, rebuilt
+// tails) into Apache Iceberg v2 table metadata: manifests, manifest lists and metadata
+// JSON, written with iceberg-go's own writers so every engine reads them as it reads any
+// Iceberg table. It is pure but for reading earlier metadata files through a Store:
+// files in, files out; storing them and making a version current is the writer's job.
+//
+// Layout (keys in the one bucket, under the table's prefix):
+//
+//	<ns>/<table>/metadata/<version:05d>-<uuid>.metadata.json   table metadata
+//	<ns>/<table>/metadata/snap-<snapshot id>-1-<uuid>.avro      manifest list
+//	<ns>/<table>/metadata/<uuid>-m<n>.avro                      manifest
+//	<ns>/<table>/data/_kafka_partition=<p>/<start>-<end>-<sha>.parquet (layout.DataKey)
+//
+// Every name carries a fresh UUID (or the checksum, for data), so a name is never
+// reused and every file is immutable once named.
+//
+// Each snapshot's summary carries, besides Iceberg's standard totals, the offsets it
+// covers per Kafka partition: mink.partition.<p>.start-offset and
+// mink.partition.<p>.end-offset. The snapshot holds exactly one row per committed Kafka
+// record of [start, end) of every partition; that is how complete the table is.
+package icebergmeta
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/tableschema"
+)
+
+// FormatVersion is the Iceberg table format version Mink writes.
+const FormatVersion = 2
+
+// Table is what a table's metadata is made of besides its files.
+type Table struct {
+	Namespace, Name string
+	Schema          *iceberg.Schema   // tableschema.Spec.IcebergSchema: stable field ids
+	Properties      map[string]string // served as Iceberg table properties
+}
+
+// Location is the table's Iceberg location.
+func (t Table) Location() string { return layout.Location(t.Namespace, t.Name) }
+
+// DataFile is one data file as Mink records it (a mink_data_files row): enough to name
+// it in a manifest and to rebuild it byte for byte from Kafka.
+type DataFile struct {
+	Key        string // key in the bucket (layout.DataKey)
+	Partition  int32
+	Start, End int64 // Kafka offsets [Start, End)
+	Records    int64
+	Size       int64
+	SHA256     string
+	Settings   json.RawMessage // parquetbuild.Settings
+	Stats      json.RawMessage // []parquetbuild.ColumnStats
+}
+
+// URI is the file's path in manifests.
+func (f DataFile) URI() string { return layout.URI(f.Key) }
+
+// File is a metadata file to store.
+type File struct {
+	Key     string
+	Content []byte
+}
+
+// Coverage is the offsets of one partition a snapshot covers: every committed record of
+// [Start, End) is exactly one row of the snapshot.
+type Coverage struct{ Start, End int64 }
+
+// Summary keys Mink adds to snapshot summaries.
+const (
+	summaryPartitionPrefix = "mink.partition."
+	summaryStartSuffix     = ".start-offset"
+	summaryEndSuffix       = ".end-offset"
+)
+
+// CoverageKeys are the summary keys of one partition's coverage.
+func CoverageKeys(p int32) (start, end string) {
+	s := summaryPartitionPrefix + strconv.FormatInt(int64(p), 10)
+	return s + summaryStartSuffix, s + summaryEndSuffix
+}
+
+// ParseCoverage reads the per-partition coverage from a snapshot summary; nil summary
+// (no snapshot yet) covers nothing.
+func ParseCoverage(s *table.Summary) (map[int32]Coverage, error) {
+	out := map[int32]Coverage{}
+	if s == nil {
+		return out, nil
+	}
+	for k, v := range s.Properties {
+		rest, ok := strings.CutPrefix(k, summaryPartitionPrefix)
+		if !ok {
+			continue
+		}
+		ps, which, ok := strings.Cut(rest, ".")
+		if !ok {
+			continue
+		}
+		p, err1 := strconv.ParseInt(ps, 10, 32)
+		off, err2 := strconv.ParseInt(v, 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("icebergmeta: bad coverage %s=%q in snapshot summary", k, v)
+		}
+		c := out[int32(p)]
+		switch "." + which {
+		case summaryStartSuffix:
+			c.Start = off
+		case summaryEndSuffix:
+			c.End = off
+		default:
+			continue
+		}
+		out[int32(p)] = c
+	}
+	for p, c := range out {
+		if c.Start > c.End {
+			return nil, fmt.Errorf("icebergmeta: partition %d coverage [%d, %d) is inverted", p, c.Start, c.End)
+		}
+	}
+	return out, nil
+}
+
+func coverageProps(cov map[int32]Coverage, props iceberg.Properties) {
+	for p, c := range cov {
+		ks, ke := CoverageKeys(p)
+		props[ks] = strconv.FormatInt(c.Start, 10)
+		props[ke] = strconv.FormatInt(c.End, 10)
+	}
+}
+
+// PartitionSpec is every Mink table's spec: identity on _kafka_partition, so a file holds
+// one partition's records and engines prune by partition.
+func PartitionSpec(schema *iceberg.Schema) (iceberg.PartitionSpec, error) {
+	return iceberg.NewPartitionSpecOpts(iceberg.AddPartitionFieldByName(
+		tableschema.ColumnKafkaPartition, tableschema.ColumnKafkaPartition, iceberg.IdentityTransform{}, schema, nil))
+}
+
+// partitionFieldID is the id of the spec's one field, whose value is the Kafka partition.
+func partitionFieldID(spec iceberg.PartitionSpec) (int, error) {
+	if spec.NumFields() != 1 {
+		return 0, fmt.Errorf("icebergmeta: partition spec has %d fields, want identity(%s)", spec.NumFields(), tableschema.ColumnKafkaPartition)
+	}
+	return spec.Field(0).FieldID, nil
+}
+
+// icebergFile describes f in a manifest: path, exact size, row count, partition value
+// and the column statistics measured when the file was built.
+func (f DataFile) icebergFile(spec iceberg.PartitionSpec, partField int) (iceberg.DataFile, error) {
+	b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, f.URI(), iceberg.ParquetFile,
+		map[int]any{partField: f.Partition}, nil, nil, f.Records, f.Size)
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: data file %s: %w", f.Key, err)
+	}
+	var cols []parquetbuild.ColumnStats
+	if len(f.Stats) > 0 {
+		if err := json.Unmarshal(f.Stats, &cols); err != nil {
+			return nil, fmt.Errorf("icebergmeta: data file %s: bad column statistics: %w", f.Key, err)
+		}
+	}
+	if len(cols) > 0 {
+		sizes, values, nulls := map[int]int64{}, map[int]int64{}, map[int]int64{}
+		lower, upper := map[int][]byte{}, map[int][]byte{}
+		for _, c := range cols {
+			sizes[c.FieldID] = c.ColumnSize
+			values[c.FieldID] = c.ValueCount
+			nulls[c.FieldID] = c.NullCount
+			if c.LowerBound != nil {
+				lower[c.FieldID] = c.LowerBound
+			}
+			if c.UpperBound != nil {
+				upper[c.FieldID] = c.UpperBound
+			}
+		}
+		b.ColumnSizes(sizes).ValueCounts(values).NullValueCounts(nulls)
+		if len(lower) > 0 {
+			b.LowerBoundValues(lower)
+		}
+		if len(upper) > 0 {
+			b.UpperBoundValues(upper)
+		}
+	}
+	return b.Build(), nil
+}
+
+// DefaultProperties are served for a table that does not set them: what Mink does
+// anyway, said in Iceberg's terms. Older metadata JSON leaves the metadata log after 10
+// versions and is then collected (Mink commits every few seconds; Iceberg's default of
+// 100 would keep megabytes of history per table).
+var DefaultProperties = map[string]string{
+	table.MetadataPreviousVersionsMaxKey:      "10",
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
+	table.MaxSnapshotAgeMsKey:                 strconv.FormatInt(DefaultMaxSnapshotAge.Milliseconds(), 10),
+	table.MinSnapshotsToKeepKey:               strconv.Itoa(DefaultMinSnapshots),
+	table.ManifestMergeEnabledKey:             "true",
+}
+
+// tableProperties are the Iceberg properties served for t: its own, less the ones
+// Iceberg reserves for itself, over DefaultProperties.
+func tableProperties(t Table) iceberg.Properties {
+	props := cloneProps(DefaultProperties)
+	for k, v := range t.Properties {
+		if !slices.Contains(table.ReservedProperties[:], k) {
+			props[k] = v
+		}
+	}
+	return props
+}
+
+// Names of the metadata files this package writes; IsWriterKey recognises them.
+var writerNames = regexp.MustCompile(`^(\d{5,}-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\.metadata\.json` +
+	`|snap-\d+-\d+-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\.avro` +
+	`|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-m\d+\.avro)$`)
+
+// IsWriterKey reports whether key names a metadata file of table ns.name written by
+// this package. Collection deletes only those: other metadata (a live load's, say) is
+// not the writer's to collect.
+func IsWriterKey(ns, name, key string) bool {
+	rest, ok := strings.CutPrefix(key, layout.MetadataKey(ns, name, ""))
+	return ok && writerNames.MatchString(rest)
+}
+
+func metadataName(version int64, id string) string {
+	return fmt.Sprintf("%05d-%s.metadata.json", version, id)
+}
+func manifestListName(snapshot int64, id string) string {
+	return fmt.Sprintf("snap-%d-1-%s.avro", snapshot, id)
+}
+func manifestName(id string, n int) string { return fmt.Sprintf("%s-m%d.avro", id, n) }
+
+// cloneProps copies a property map, nil as empty.
+func cloneProps(m map[string]string) iceberg.Properties {
+	out := iceberg.Properties{}
+	maps.Copy(out, m)
+	return out
+}

@@ -1,0 +1,433 @@
+package writer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tables"
+)
+
+var (
+	// errTableGone: the table was dropped; its lease goes with it.
+	errTableGone = errors.New("table dropped")
+	// ErrConflict: the commit pointer moved since this writer read it, so its commit
+	// did not become current. Only another holder of the lease can have moved it.
+	ErrConflict = errors.New("writer: table metadata changed concurrently")
+)
+
+// maxCommitFiles bounds the files one append adds, so a long backlog is committed in
+// several snapshots of bounded size rather than one huge one.
+const maxCommitFiles = 10000
+
+// tableWriter is one table's writer while one lease lasts. Only its loop goroutine
+// touches its state; assembly builds run beside it and hand results back.
+type tableWriter struct {
+	w      *Writer
+	l      lease.Lease
+	log    *slog.Logger
+	tbl    tables.Table
+	meta   icebergmeta.Table
+	cfg    config
+	reader *icebergmeta.Reader
+	attrs  metric.MeasurementOption
+
+	st       state
+	logStart map[int32]int64 // Kafka's log start offsets at the last maintenance
+
+	assembling   bool
+	assemblyDone chan []merge
+	wg           sync.WaitGroup
+}
+
+// state is the table's current metadata as this writer committed or read it.
+type state struct {
+	base  icebergmeta.Base
+	cover map[int32]icebergmeta.Coverage
+	live  map[int32][]icebergmeta.DataFile // the current snapshot's files, by Start
+	keys  map[string]bool                  // keys of live
+}
+
+// open loads the table and its current metadata, creating the first metadata (no
+// snapshot: an empty table that loads) if there is none yet.
+func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*tableWriter, error) {
+	tbl, err := tables.GetByID(ctx, w.db, l.Table)
+	if err != nil {
+		if apierr.Classify(err) == apierr.NotFound {
+			return nil, fmt.Errorf("%w: %v", errTableGone, err)
+		}
+		return nil, err
+	}
+	schema, err := tbl.Spec.IcebergSchema()
+	if err != nil {
+		return nil, fmt.Errorf("schema of %s: %w", tbl.FullName(), err)
+	}
+	cfg, bad := configOf(tbl)
+	for _, err := range bad {
+		log.Warn("bad writer property; using its default", "error", err)
+	}
+	tw := &tableWriter{
+		w: w, l: l, log: log, tbl: tbl, cfg: cfg,
+		meta:         icebergmeta.Table{Namespace: tbl.Namespace, Name: tbl.Name, Schema: schema, Properties: tbl.Properties},
+		reader:       icebergmeta.NewReader(icebergmeta.StoreFunc(w.metaFile)),
+		attrs:        metric.WithAttributes(attribute.String("table", tbl.FullName())),
+		logStart:     map[int32]int64{},
+		assemblyDone: make(chan []merge, 1),
+	}
+	if err := tw.load(ctx); err != nil {
+		return nil, err
+	}
+	return tw, nil
+}
+
+// metaFile reads a stored metadata file.
+func (w *Writer) metaFile(ctx context.Context, key string) ([]byte, error) {
+	var b []byte
+	err := w.db.QueryRow(ctx, `SELECT content FROM mink_meta_files WHERE key = $1`, key).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("metadata file %s is missing", key)
+	}
+	return b, err
+}
+
+// load reads the current metadata, its coverage and its files.
+func (tw *tableWriter) load(ctx context.Context) error {
+	var key string
+	var version int64
+	err := tw.w.db.QueryRow(ctx, `SELECT metadata_key, version FROM mink_table_meta WHERE table_id = $1`, tw.l.Table).Scan(&key, &version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		res, err := icebergmeta.Create(tw.meta)
+		if err != nil {
+			return err
+		}
+		tw.st = state{cover: map[int32]icebergmeta.Coverage{}, live: map[int32][]icebergmeta.DataFile{}, keys: map[string]bool{}}
+		if err := tw.store(ctx, "create", res, nil); err != nil {
+			return err
+		}
+		tw.log.Info("created the table's first metadata", "metadata", res.Key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	content, err := tw.w.metaFile(ctx, key)
+	if err != nil {
+		return err
+	}
+	md, err := table.ParseMetadataBytes(content)
+	if err != nil {
+		return fmt.Errorf("current metadata %s: %w", key, err)
+	}
+	st := state{base: icebergmeta.Base{Version: version, Key: key, Metadata: md}, live: map[int32][]icebergmeta.DataFile{}, keys: map[string]bool{}}
+	var summary *table.Summary
+	if s := md.CurrentSnapshot(); s != nil {
+		summary = s.Summary
+	}
+	if st.cover, err = icebergmeta.ParseCoverage(summary); err != nil {
+		return err
+	}
+	uris, err := tw.reader.SnapshotFiles(ctx, md.CurrentSnapshot())
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(uris))
+	for _, u := range uris {
+		k, err := layout.KeyOf(u)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	files, err := dataFiles(ctx, tw.w.db, keys)
+	if err != nil {
+		return err
+	}
+	if len(files) != len(keys) {
+		return fmt.Errorf("current snapshot names %d data files, mink_data_files has %d of them", len(keys), len(files))
+	}
+	st.apply(files, nil)
+	tw.st = st
+	tw.log.Info("writing", "metadata", key, "version", version, "files", len(files))
+	return nil
+}
+
+// dataFiles reads mink_data_files rows by key.
+func dataFiles(ctx context.Context, db lease.DB, keys []string) ([]icebergmeta.DataFile, error) {
+	var out []icebergmeta.DataFile
+	for chunk := range slices.Chunk(keys, 5000) {
+		rows, err := db.Query(ctx, `SELECT key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats
+			FROM mink_data_files WHERE key = ANY($1)`, chunk)
+		if err != nil {
+			return nil, err
+		}
+		fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
+			var f icebergmeta.DataFile
+			err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
+			return f, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
+}
+
+// apply records that add joined and remove left the current snapshot.
+func (st *state) apply(add, remove []icebergmeta.DataFile) {
+	touched := map[int32]bool{}
+	for _, f := range remove {
+		delete(st.keys, f.Key)
+		touched[f.Partition] = true
+	}
+	for _, f := range add {
+		st.keys[f.Key] = true
+		st.live[f.Partition] = append(st.live[f.Partition], f)
+		touched[f.Partition] = true
+	}
+	for p := range touched {
+		fs := slices.DeleteFunc(st.live[p], func(f icebergmeta.DataFile) bool { return !st.keys[f.Key] })
+		slices.SortFunc(fs, func(a, b icebergmeta.DataFile) int { return cmp.Compare(a.Start, b.Start) })
+		if len(fs) == 0 {
+			delete(st.live, p)
+		} else {
+			st.live[p] = fs
+		}
+	}
+}
+
+// loop commits every commit interval and maintains every maintenance interval until
+// ctx ends or something fails. It waits for a running assembly build before returning.
+func (tw *tableWriter) loop(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer tw.wg.Wait()
+	defer cancel()
+	tick := time.NewTicker(tw.cfg.commitInterval)
+	defer tick.Stop()
+	var lastMaint time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ms := <-tw.assemblyDone:
+			tw.assembling = false
+			if err := tw.commitAssembly(ctx, ms); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := tw.commitNew(ctx); err != nil {
+				return err
+			}
+			if time.Since(lastMaint) >= tw.cfg.maintenance {
+				lastMaint = time.Now()
+				if err := tw.maintain(ctx); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// maintain runs expiry, assembly and collection. Kafka being unreachable only skips
+// what needs it; commits go on.
+func (tw *tableWriter) maintain(ctx context.Context) error {
+	offs, err := tw.w.kafka.Offsets(ctx, tw.tbl.Topic)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		tw.log.Warn("cannot read Kafka's log start offsets; skipping file expiry and assembly", "error", err)
+	} else {
+		for _, o := range offs {
+			tw.logStart[o.Partition] = o.LogStart
+		}
+		if err := tw.expireFiles(ctx, offs); err != nil {
+			return err
+		}
+		tw.startAssembly(ctx)
+	}
+	if err := tw.expireSnapshots(ctx); err != nil {
+		return err
+	}
+	return tw.collect(ctx)
+}
+
+// dbNow is the database's clock: snapshot timestamps and retention use it, never a
+// node's own clock.
+func (tw *tableWriter) dbNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := tw.w.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	return now, err
+}
+
+// commitNew commits the ranges indexed beyond the current snapshot as one append.
+func (tw *tableWriter) commitNew(ctx context.Context) error {
+	parts, err := ranges.Partitions(ctx, tw.w.db, tw.l.Table)
+	if err != nil {
+		return err
+	}
+	var add []icebergmeta.DataFile
+	cover := map[int32]icebergmeta.Coverage{}
+	var lag int64
+	for _, p := range parts {
+		if !p.Indexed || len(add) >= maxCommitFiles {
+			continue
+		}
+		c, has := tw.st.cover[p.Partition]
+		if has && p.IndexedEnd <= c.End {
+			continue
+		}
+		from := int64(-1)
+		if has {
+			from = c.End
+		}
+		rs, err := ranges.List(ctx, tw.w.db, tw.l.Table, p.Partition, from)
+		if err != nil {
+			return err
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		next := rs[0].Start
+		if has && next != c.End {
+			return fmt.Errorf("partition %d: the index continues at offset %d, the snapshot ends at %d", p.Partition, next, c.End)
+		}
+		nc := icebergmeta.Coverage{Start: next}
+		if has {
+			nc.Start = c.Start
+		}
+		for _, r := range rs {
+			if r.Start != next {
+				return fmt.Errorf("partition %d: the index has a gap [%d, %d)", p.Partition, next, r.Start)
+			}
+			if len(add) >= maxCommitFiles {
+				break
+			}
+			if r.Records > 0 {
+				// A range of offsets without rows (transaction markers, records Kafka
+				// deleted before indexing) is covered but needs no file.
+				add = append(add, fromRange(tw.tbl, r))
+			}
+			next = r.End
+		}
+		nc.End = next
+		cover[p.Partition] = nc
+		lag += max(0, p.IndexedEnd-next)
+	}
+	tw.w.m.lag.Record(ctx, lag, tw.attrs)
+	if len(cover) == 0 {
+		return nil
+	}
+	for _, f := range add {
+		if tw.st.keys[f.Key] {
+			return fmt.Errorf("range file %s is already in the current snapshot", f.Key)
+		}
+	}
+	now, err := tw.dbNow(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{
+		Operation: table.OpAppend, Add: add, Coverage: cover, Now: now,
+	})
+	if err != nil {
+		return err
+	}
+	if err := tw.store(ctx, string(table.OpAppend), res, add); err != nil {
+		return err
+	}
+	tw.st.apply(add, nil)
+	for p, c := range cover {
+		tw.st.cover[p] = c
+	}
+	var recs int64
+	for _, f := range add {
+		recs += f.Records
+	}
+	tw.w.m.filesAdded.Add(ctx, int64(len(add)), tw.attrs)
+	tw.w.m.records.Add(ctx, recs, tw.attrs)
+	tw.log.Debug("committed new ranges", "files", len(add), "records", recs, "version", res.Version, "snapshot", res.Snapshot.SnapshotID)
+	return nil
+}
+
+// fromRange is the data file of an indexed range.
+func fromRange(t tables.Table, r ranges.Range) icebergmeta.DataFile {
+	return icebergmeta.DataFile{
+		Key: layout.DataKey(t.Namespace, t.Name, r.Partition, r.Start, r.End, r.SHA256), Partition: r.Partition,
+		Start: r.Start, End: r.End, Records: r.Records, Size: r.Size, SHA256: r.SHA256, Settings: r.Settings, Stats: r.Stats,
+	}
+}
+
+// store makes res current in one transaction under the writer lease: the data files it
+// adds (rows for the file servers), its metadata files, and the compare-and-set of the
+// commit pointer from res.Version-1 to res.Version. Either all of it happens or none.
+func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Result, add []icebergmeta.DataFile) error {
+	if tw.w.beforeStore != nil {
+		tw.w.beforeStore(ctx, op)
+	}
+	var snapID *int64
+	if s := res.Metadata.CurrentSnapshot(); s != nil {
+		id := s.SnapshotID
+		snapID = &id
+	}
+	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		for _, f := range add {
+			// A live-load tail file with the same key (same offsets and bytes) may exist:
+			// once committed it no longer expires.
+			b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
+					file_size, sha256, settings, stats)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				ON CONFLICT (key) DO UPDATE SET expires_at = NULL`,
+				tw.l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats)
+		}
+		for _, f := range res.Files {
+			b.Queue(`INSERT INTO mink_meta_files (table_id, key, content) VALUES ($1, $2, $3)`, tw.l.Table, f.Key, f.Content)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		var sql string
+		args := []any{tw.l.Table, res.Key, res.Version, snapID}
+		if res.Version == 1 {
+			sql = `INSERT INTO mink_table_meta (table_id, metadata_key, version, snapshot_id) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (table_id) DO NOTHING`
+		} else {
+			sql = `UPDATE mink_table_meta SET metadata_key = $2, version = $3, snapshot_id = $4, committed_at = now()
+				WHERE table_id = $1 AND version = $3 - 1`
+		}
+		tag, err := tx.Exec(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("%w: version %d is no longer current", ErrConflict, res.Version-1)
+		}
+		return nil
+	})
+	if err != nil {
+		tw.w.m.conflicts.Add(ctx, 1, tw.attrs)
+		return fmt.Errorf("commit %s as version %d: %w", op, res.Version, err)
+	}
+	tw.st.base = icebergmeta.Base{Version: res.Version, Key: res.Key, Metadata: res.Metadata}
+	tw.w.m.commits.Add(ctx, 1, metric.WithAttributes(attribute.String("table", tw.tbl.FullName()), attribute.String("operation", op)))
+	if len(res.Expired) > 0 {
+		tw.log.Info("expired snapshots", "snapshots", len(res.Expired), "version", res.Version)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+// Package writer is the writer role's work under one table's writer lease: it turns the
+// table's indexed ranges into Iceberg snapshots and keeps them healthy.
+//
+//   - Commits: every commit interval, the ranges indexed since the current snapshot
+//     become one append snapshot.
+//   - Assembly: runs of small adjacent files of a partition are merged into files near
+//     the target size (built once from Kafka to measure them) in a replace snapshot.
+//   - Statistics: table totals and per-partition coverage in every snapshot summary,
+//     column statistics in the manifests.
+//   - Expiry: files whose offsets Kafka no longer holds leave the table in a delete (or
+//     overwrite) snapshot; snapshots past retention leave the metadata.
+//   - Collection: rows and metadata files no live snapshot names are deleted in small
+//     batches.
+//
+// Every write is one transaction fenced by the writer lease that also compare-and-sets
+// the table's commit pointer (mink_table_meta.version): a snapshot becomes current whole
+// or not at all, and a writer that lost its lease changes nothing. All state lives in
+// Postgres (the current snapshot's summary says what it covers), so a new holder resumes
+// exactly where the last commit left off.
+package writer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+// Writer runs the writer-lease workers of one writer node.
+type Writer struct {
+	db    lease.DB
+	kafka *kafkasrc.Client
+	log   *slog.Logger
+	m     metrics
+
+	// beforeStore, when set (tests), runs after a commit's files are built and before
+	// they are stored: where a lease can be lost mid-commit.
+	beforeStore func(ctx context.Context, op string)
+}
+
+type metrics struct {
+	commits, conflicts, filesAdded, filesRemoved, records, assembled, collected metric.Int64Counter
+	lag                                                                         metric.Int64Gauge
+}
+
+// New prepares a writer. Kafka is read only for log start offsets (expiry) and to
+// build merged and tail files (assembly, expiry). Metrics go to m (nil: the global
+// OpenTelemetry meter provider's).
+func New(db lease.DB, kc *kafkasrc.Client, m metric.Meter, log *slog.Logger) (*Writer, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if m == nil {
+		m = otel.Meter("github.com/minkhq/mink/writer")
+	}
+	w := &Writer{db: db, kafka: kc, log: log}
+	var err error
+	counter := func(name, desc, unit string) metric.Int64Counter {
+		c, e := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		err = errors.Join(err, e)
+		return c
+	}
+	w.m.commits = counter("mink.writer.commits", "snapshots and metadata versions committed, by operation", "{commit}")
+	w.m.conflicts = counter("mink.writer.commit_failures", "commits that did not become current (lease lost or version moved)", "{commit}")
+	w.m.filesAdded = counter("mink.writer.files_added", "data files added to snapshots", "{file}")
+	w.m.filesRemoved = counter("mink.writer.files_removed", "data files removed from snapshots (assembly, expiry)", "{file}")
+	w.m.records = counter("mink.writer.records_committed", "rows newly committed by append snapshots", "{record}")
+	w.m.assembled = counter("mink.writer.assembled_bytes", "bytes of merged files built by assembly", "By")
+	w.m.collected = counter("mink.writer.collected_rows", "rows deleted by collection, by kind (data_file, meta_file, range)", "{row}")
+	g, e := m.Int64Gauge("mink.writer.snapshot_lag", metric.WithDescription("offsets indexed but not yet in the current snapshot, over all partitions of a table"), metric.WithUnit("{offset}"))
+	w.m.lag = g
+	return w, errors.Join(err, e)
+}
+
+// Work is the lease.Worker of writer leases: it works on the table until ctx ends (the
+// lease is lost or released), starting over from Postgres after failures such as
+// Postgres or Kafka being unreachable.
+func (w *Writer) Work(ctx context.Context, l lease.Lease) {
+	log := w.log.With("table", l.TableName, "table_id", l.Table, "node", l.Holder, "epoch", l.Epoch)
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.run(ctx, l, log)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, lease.ErrLeaseLost):
+			log.Info("writer lease lost; stopping", "error", err)
+			return
+		case errors.Is(err, errTableGone):
+			log.Info("table is gone; stopping", "error", err)
+			return
+		}
+		log.Warn("writer failed; starting over from the committed metadata", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// run works on the table until ctx ends or something fails.
+func (w *Writer) run(ctx context.Context, l lease.Lease, log *slog.Logger) error {
+	tw, err := w.open(ctx, l, log)
+	if err != nil {
+		return err
+	}
+	return tw.loop(ctx)
+}
