@@ -77,15 +77,16 @@ test: postgres $(BIN)/grpcurl ## Run every test (real Postgres, real processes, 
 
 .PHONY: test-race
 test-race: postgres $(BIN)/grpcurl ## Run the lease library and server tests with the race detector.
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./pkg/...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./pkg/... ./services/...
 
 .PHONY: bench
 bench: postgres ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
 
 .PHONY: dev
-dev: ## Run a local cluster (not yet: see the local-cluster issue).
-	@echo "make dev: not yet; the local cluster lands with the local-cluster issue"
+dev: build $(BIN)/grpcurl ## Run a local cluster: Postgres and Kafka (embedded) under .tmp/dev, 2 indexers, a writer, 2 file servers, a demo table. Ctrl-C stops it; data stays.
+	@if [ -z "$$MINK_POSTGRES_URL" ]; then $(MAKE) --no-print-directory postgres; fi
+	$(BIN)/minkdev --dir $(TMP)/dev --bin-dir $(BIN) $(DEV_FLAGS)
 
 .PHONY: clean
 clean: ## Remove .tmp (tools, local cluster data).

@@ -5,6 +5,7 @@
 //	minkctl [flags] status | nodes | leases | drain NODE | undrain NODE
 //	minkctl [flags] table create NAME --topic T --column id:long:required ... | drop NAME |
 //	                      list | describe NAME
+//	minkctl [flags] scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
 //
 // Every flag has a MINK_* environment twin (MINK_ADDR for --addr). Output is aligned
 // columns, or protojson with -o json.
@@ -43,6 +44,8 @@ commands:
   table drop NAME
   table list [--namespace NS]
   table describe NAME
+  scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
+                         read rows through the Iceberg REST catalog and S3, as any engine does
 NAME is "name" (namespace "default") or "namespace.name".
 
 flags (each also read from MINK_<FLAG>, e.g. MINK_ADDR):
@@ -234,6 +237,7 @@ var commands = map[string]command{
 	"table drop":     {args: 1, argsHelp: "NAME", run: (*cli).tableDrop},
 	"table list":     {flags: listFlags, run: (*cli).tableList},
 	"table describe": {args: 1, argsHelp: "NAME", run: (*cli).tableDescribe},
+	"scan":           {args: 1, argsHelp: "NAMESPACE.TABLE", flags: scanFlags, run: (*cli).scan},
 }
 
 func (c *cli) status(ctx context.Context, _ []string, _ any) error {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/minkhq/mink/pkg/admin"
@@ -42,6 +44,7 @@ type Config struct {
 
 	CatalogAddr string        // file server: Iceberg REST catalog
 	S3Addr      string        // file server: S3 API
+	S3Endpoint  string        // file server: the S3 URL engines are told in table loads
 	CacheDir    string        // file server: data file cache
 	CacheBytes  flagenv.Bytes // file server: cache size
 
@@ -61,6 +64,12 @@ type Deps struct {
 	Kafka         *kafkasrc.Client
 	Meter         metric.Meter
 	Logger        *slog.Logger
+	CacheDir      string // file server: --cache-dir, resolved
+
+	// The node's telemetry providers, for roles that instrument HTTP servers or clients.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 	// DialOptions carry telemetry to node-to-node calls, so a forwarded request is one
 	// trace across both nodes.
 	DialOptions []grpc.DialOption
@@ -95,6 +104,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	case lease.RoleFileServer:
 		fs.StringVar(&c.CatalogAddr, "catalog-addr", ":8181", "address to serve the Iceberg REST catalog on")
 		fs.StringVar(&c.S3Addr, "s3-addr", ":9000", "address to serve the S3 API on")
+		fs.StringVar(&c.S3Endpoint, "s3-endpoint", "", "S3 URL engines are told in table loads, when they reach this node by another name (a Service, a published port); default http://<hostname>:<s3 port>")
 		fs.StringVar(&c.CacheDir, "cache-dir", "", "folder of the data file cache (default <temp dir>/mink-cache/<node id>)")
 		c.CacheBytes = 10 << 30
 		fs.Var(&c.CacheBytes, "cache-bytes", "size of the data file cache: 10GiB, 512MiB, ...")

@@ -134,9 +134,9 @@ func (n *Node) Run(ctx context.Context) error {
 	// an exporter is added when the cluster has somewhere to send them.
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
 	defer tp.Shutdown(context.WithoutCancel(ctx))
+	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	otelOpts := []otelgrpc.Option{
-		otelgrpc.WithMeterProvider(mp), otelgrpc.WithTracerProvider(tp),
-		otelgrpc.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
+		otelgrpc.WithMeterProvider(mp), otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop),
 	}
 	meter := mp.Meter("github.com/minkhq/mink/pkg/node")
 
@@ -157,7 +157,8 @@ func (n *Node) Run(ctx context.Context) error {
 	var parts Parts
 	if cfg.Setup != nil {
 		if parts, err = cfg.Setup(Deps{NodeID: n.id, AdvertiseAddr: n.advertise, DB: pool, Kafka: kc,
-			Meter: mp.Meter("github.com/minkhq/mink/" + string(cfg.Role)), Logger: log, DialOptions: dialOpts}); err != nil {
+			Meter: mp.Meter("github.com/minkhq/mink/" + string(cfg.Role)), Logger: log, DialOptions: dialOpts,
+			CacheDir: n.cfg.CacheDir, MeterProvider: mp, TracerProvider: tp, Propagator: prop}); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
 	}

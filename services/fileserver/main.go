@@ -1,6 +1,5 @@
 // Command mink-fileserver runs a file-server node: it holds no lease and serves the Iceberg REST catalog
-// and the S3 API (both land with later issues; until then it is a member that serves the
-// admin API, and its catalog and cache flags are validated).
+// and the S3 API, with owner-forwarded, cached and verified builds of data files.
 package main
 
 import (
@@ -17,12 +16,24 @@ import (
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
+	"github.com/minkhq/mink/services/fileserver/internal/fileserver"
 )
 
 const name = "mink-fileserver"
 
 func main() {
 	cfg := node.Config{Role: lease.RoleFileServer}
+	cfg.Setup = func(d node.Deps) (node.Parts, error) {
+		srv, err := fileserver.New(fileserver.Options{NodeID: d.NodeID, DB: d.DB, Kafka: d.Kafka,
+			CatalogAddr: cfg.CatalogAddr, S3Addr: cfg.S3Addr, S3Endpoint: cfg.S3Endpoint,
+			CacheDir: d.CacheDir, CacheBytes: int64(cfg.CacheBytes), ShutdownTimeout: cfg.ShutdownTimeout,
+			MeterProvider: d.MeterProvider, TracerProvider: d.TracerProvider, Propagator: d.Propagator, Logger: d.Logger})
+		if err != nil {
+			return node.Parts{}, err
+		}
+		return node.Parts{Register: srv.RegisterGRPC, Actors: []func(context.Context) error{srv.Run},
+			Addrs: srv.Addrs(), Figures: srv.Figures}, nil
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, below
 	cfg.RegisterFlags(fs)

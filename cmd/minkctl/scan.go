@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers the s3:// FileIO the tables' files are read through
+	"github.com/apache/iceberg-go/table"
+)
+
+type scanOpts struct {
+	catalog string
+	limit   int64
+	columns string
+}
+
+func scanFlags(fs *flag.FlagSet) any {
+	o := &scanOpts{}
+	fs.StringVar(&o.catalog, "catalog", "http://localhost:8181", "Iceberg REST catalog URL (a file server's --catalog-addr)")
+	fs.Int64Var(&o.limit, "limit", 100, "most rows to print (0: every row)")
+	fs.StringVar(&o.columns, "columns", "", "comma-separated columns to print, in this order (default: every column)")
+	return o
+}
+
+// scan reads a table the way any Iceberg engine does: the REST catalog loads it (and
+// says where its files are and how to reach Mink's S3 endpoint), then iceberg-go reads
+// the data files over S3. It needs no admin API: it is the proof that the read path works.
+func (c *cli) scan(ctx context.Context, args []string, f any) error {
+	o := f.(*scanOpts)
+	if o.limit < 0 {
+		return usageError{fmt.Sprintf("--limit: want 0 (every row) or more, got %d", o.limit)}
+	}
+	ident, err := tableIdent(args[0])
+	if err != nil {
+		return err
+	}
+	columns, err := splitColumns(o.columns)
+	if err != nil {
+		return err
+	}
+	cat, err := rest.NewCatalog(ctx, "mink", o.catalog)
+	if err != nil {
+		return catalogError(o.catalog, err)
+	}
+	name := strings.Join(ident, ".")
+	tbl, err := cat.LoadTable(ctx, ident)
+	switch {
+	case errors.Is(err, catalog.ErrNoSuchTable), errors.Is(err, catalog.ErrNoSuchNamespace):
+		return fmt.Errorf("table %s not found in catalog %s (minkctl table list shows the registered tables): %w", name, o.catalog, err)
+	case err != nil:
+		return fmt.Errorf("load table %s: %w", name, catalogError(o.catalog, err))
+	}
+	var known []string
+	for _, fld := range tbl.Schema().Fields() {
+		known = append(known, fld.Name)
+	}
+	for _, col := range columns {
+		if _, ok := tbl.Schema().FindFieldByName(col); !ok {
+			return usageError{fmt.Sprintf("--columns: table %s has no column %q (it has: %s)", name, col, strings.Join(known, ", "))}
+		}
+	}
+	opts := []table.ScanOption{table.WithSelectedFields(columns...)}
+	if o.limit > 0 {
+		opts = append(opts, table.WithLimit(o.limit)) // stops reading files once enough rows are in
+	}
+	schema, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	if err != nil {
+		return fmt.Errorf("plan the scan of %s: %w", name, err)
+	}
+	if len(columns) == 0 {
+		columns = known
+	}
+	n, err := printRows(c.stdout, c.output, schema, columns, recs, o.limit)
+	if err != nil {
+		return fmt.Errorf("read %s (its data files come from the S3 endpoint the catalog names): %w", name, err)
+	}
+	if n == 0 && tbl.CurrentSnapshot() == nil {
+		fmt.Fprintf(c.stderr, "minkctl: %s has no snapshot yet: the writer commits indexed ranges every mink.commit.interval\n", name)
+	}
+	return nil
+}
+
+// tableIdent reads "namespace.table" (Iceberg's multi-level "a.b.table" too) or "table",
+// which is in namespace "default".
+func tableIdent(s string) (table.Identifier, error) {
+	parts := strings.Split(s, ".")
+	for _, p := range parts {
+		if p == "" {
+			return nil, usageError{fmt.Sprintf("scan: %q is not NAMESPACE.TABLE", s)}
+		}
+	}
+	if len(parts) == 1 {
+		parts = append([]string{"default"}, parts...)
+	}
+	return parts, nil
+}
+
+func splitColumns(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var cols []string
+	seen := map[string]bool{}
+	for _, c := range strings.Split(s, ",") {
+		c = strings.TrimSpace(c)
+		if c == "" || seen[c] {
+			return nil, usageError{fmt.Sprintf("--columns: empty or repeated column in %q", s)}
+		}
+		seen[c] = true
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
+// catalogError explains a catalog call that got no answer.
+func catalogError(url string, err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return fmt.Errorf("catalog %s is unreachable (is a file server running? set --catalog or MINK_CATALOG): %w", url, err)
+	}
+	return fmt.Errorf("catalog %s: %w", url, err)
+}
+
+// printRows prints up to limit rows (0: all) of recs, the columns named in order, as an
+// aligned table ending in a row count, or as JSON lines (-o json). It returns the rows
+// printed.
+func printRows(w io.Writer, format string, schema *arrow.Schema, columns []string, recs iter.Seq2[arrow.RecordBatch, error], limit int64) (int64, error) {
+	// Every batch has the scan's projected schema.
+	idx, err := columnIndexes(schema, columns)
+	if err != nil {
+		return 0, err
+	}
+	var tw *tabwriter.Writer
+	if format != "json" {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	}
+	var n int64
+	var buf []byte
+	vals := make([]any, len(columns))
+	for rec, err := range recs {
+		if err != nil {
+			if tw != nil {
+				tw.Flush() // what was read before the failure is still worth seeing
+			}
+			return n, err
+		}
+		for i := 0; i < int(rec.NumRows()) && (limit == 0 || n < limit); i++ {
+			for j, k := range idx {
+				vals[j] = cellOf(rec.Column(k), i)
+			}
+			if tw != nil {
+				for j, v := range vals {
+					if j > 0 {
+						tw.Write([]byte{'\t'})
+					}
+					io.WriteString(tw, cellText(v))
+				}
+				tw.Write([]byte{'\n'})
+			} else {
+				buf = appendJSONRow(buf[:0], columns, vals)
+				if _, err := w.Write(buf); err != nil {
+					rec.Release()
+					return n, err
+				}
+			}
+			n++
+		}
+		rec.Release()
+		if limit > 0 && n >= limit {
+			break
+		}
+	}
+	if tw != nil {
+		if err := tw.Flush(); err != nil {
+			return n, err
+		}
+		rows := "rows"
+		if n == 1 {
+			rows = "row"
+		}
+		fmt.Fprintf(w, "(%d %s)\n", n, rows)
+	}
+	return n, nil
+}
+
+func columnIndexes(s *arrow.Schema, columns []string) ([]int, error) {
+	idx := make([]int, len(columns))
+	for j, c := range columns {
+		is := s.FieldIndices(c)
+		if len(is) == 0 {
+			return nil, fmt.Errorf("column %q is missing from the data read", c)
+		}
+		idx[j] = is[0]
+	}
+	return idx, nil
+}
+
+// A cell is one value taken out of Arrow, in a form both printers share: nil, bool,
+// int64, uint64, float64, decimalText, string (text, timestamps, UUIDs), []byte, []any
+// (a list) or object (a struct or a map).
+type (
+	decimalText string // exact digits: a JSON number, never a float
+	object      []field
+	field       struct {
+		name string
+		v    any
+	}
+)
+
+func cellOf(a arrow.Array, i int) any {
+	if a.IsNull(i) {
+		return nil
+	}
+	switch a := a.(type) {
+	case *array.Boolean:
+		return a.Value(i)
+	case *array.Int8:
+		return int64(a.Value(i))
+	case *array.Int16:
+		return int64(a.Value(i))
+	case *array.Int32:
+		return int64(a.Value(i))
+	case *array.Int64:
+		return a.Value(i)
+	case *array.Uint8:
+		return uint64(a.Value(i))
+	case *array.Uint16:
+		return uint64(a.Value(i))
+	case *array.Uint32:
+		return uint64(a.Value(i))
+	case *array.Uint64:
+		return a.Value(i)
+	case *array.Float32:
+		return float64(a.Value(i))
+	case *array.Float64:
+		return a.Value(i)
+	case *array.Decimal128:
+		return decimalText(a.Value(i).ToString(a.DataType().(*arrow.Decimal128Type).Scale))
+	case *array.Decimal256:
+		return decimalText(a.Value(i).ToString(a.DataType().(*arrow.Decimal256Type).Scale))
+	case *array.String:
+		return a.Value(i)
+	case *array.LargeString:
+		return a.Value(i)
+	case *array.StringView:
+		return a.Value(i)
+	case *array.Binary:
+		return a.Value(i)
+	case *array.LargeBinary:
+		return a.Value(i)
+	case *array.BinaryView:
+		return a.Value(i)
+	case *extensions.UUIDArray:
+		return a.Value(i).String()
+	case *array.FixedSizeBinary:
+		return a.Value(i)
+	case *array.Date32:
+		return a.Value(i).ToTime().Format(time.DateOnly)
+	case *array.Time64:
+		unit := a.DataType().(*arrow.Time64Type).Unit
+		return a.Value(i).ToTime(unit).Format("15:04:05.000000")
+	case *array.Timestamp:
+		typ := a.DataType().(*arrow.TimestampType)
+		t := a.Value(i).ToTime(typ.Unit)
+		layout := "2006-01-02T15:04:05.000000"
+		if typ.Unit == arrow.Nanosecond {
+			layout = "2006-01-02T15:04:05.000000000"
+		}
+		if typ.TimeZone != "" { // an instant (timestamptz): shown in UTC, marked so
+			return t.UTC().Format(layout + "Z")
+		}
+		return t.Format(layout)
+	case *array.Map:
+		keys, items := a.Keys(), a.Items()
+		start, end := a.ValueOffsets(i)
+		var obj object
+		for k := start; k < end; k++ {
+			obj = append(obj, field{name: cellText(cellOf(keys, int(k))), v: cellOf(items, int(k))})
+		}
+		return obj
+	case array.ListLike:
+		vals := a.ListValues()
+		start, end := a.ValueOffsets(i)
+		list := make([]any, 0, end-start)
+		for k := start; k < end; k++ {
+			list = append(list, cellOf(vals, int(k)))
+		}
+		return list
+	case *array.Struct:
+		typ := a.DataType().(*arrow.StructType)
+		obj := make(object, a.NumField())
+		for k := range obj {
+			obj[k] = field{name: typ.Field(k).Name, v: cellOf(a.Field(k), i)}
+		}
+		return obj
+	}
+	return a.ValueStr(i) // a type Iceberg does not produce: Arrow's own rendering
+}
+
+// maxCell is the widest a table cell gets; -o json prints values whole.
+const maxCell = 64
+
+// cellText renders a cell for the aligned table: NULL for null, text without quotes,
+// and never a tab or newline, which would break the alignment.
+func cellText(v any) string {
+	s := plainText(v)
+	if utf8.RuneCountInString(s) > maxCell {
+		r := []rune(s)
+		s = string(r[:maxCell-1]) + "…"
+	}
+	return s
+}
+
+func plainText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "NULL"
+	case bool:
+		return strconv.FormatBool(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case decimalText:
+		return string(v)
+	case string:
+		return printable(v)
+	case []byte:
+		if utf8.Valid(v) && printable(string(v)) == string(v) {
+			return string(v)
+		}
+		return "0x" + hex.EncodeToString(v)
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = plainText(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case object:
+		parts := make([]string, len(v))
+		for i, f := range v {
+			parts[i] = f.name + ": " + plainText(f.v)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return fmt.Sprint(v)
+}
+
+// printable escapes control and other non-printing characters as Go would quote them.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// appendJSONRow appends one JSON object, keys in column order, and a newline.
+func appendJSONRow(b []byte, columns []string, vals []any) []byte {
+	b = append(b, '{')
+	for i, c := range columns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, c)
+		b = append(b, ':')
+		b = appendJSON(b, vals[i])
+	}
+	return append(b, '}', '\n')
+}
+
+// appendJSON renders a cell as JSON: decimals and integers as exact numbers, binary as
+// base64 (as encoding/json does), non-finite floats as strings (JSON has no NaN).
+func appendJSON(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...)
+	case bool:
+		return strconv.AppendBool(b, v)
+	case int64:
+		return strconv.AppendInt(b, v, 10)
+	case uint64:
+		return strconv.AppendUint(b, v, 10)
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return appendJSONString(b, strconv.FormatFloat(v, 'g', -1, 64))
+		}
+		return strconv.AppendFloat(b, v, 'g', -1, 64)
+	case decimalText:
+		return append(b, v...)
+	case string:
+		return appendJSONString(b, v)
+	case []byte:
+		return appendJSONString(b, base64.StdEncoding.EncodeToString(v))
+	case []any:
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSON(b, e)
+		}
+		return append(b, ']')
+	case object:
+		b = append(b, '{')
+		for i, f := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, f.name)
+			b = append(b, ':')
+			b = appendJSON(b, f.v)
+		}
+		return append(b, '}')
+	}
+	return appendJSONString(b, fmt.Sprint(v))
+}
+
+// appendJSONString quotes s as JSON; unlike encoding/json it leaves <, > and & alone, so
+// URLs and page paths read as they are.
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	for _, r := range s { // invalid UTF-8 comes out as U+FFFD
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r == '\n':
+			b = append(b, '\\', 'n')
+		case r == '\r':
+			b = append(b, '\\', 'r')
+		case r == '\t':
+			b = append(b, '\\', 't')
+		case r < 0x20 || r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+		default:
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return append(b, '"')
+}

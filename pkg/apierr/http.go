@@ -1,0 +1,209 @@
+package apierr
+
+// The HTTP APIs' error bodies: the Iceberg REST catalog's JSON envelope and the S3 API's
+// XML errors, each decided here from the error's Kind (and the two gRPC-coded errors
+// below), so that a handler only says what kind of thing was not found.
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// codedError is an error with a gRPC code that no Kind covers. It implements GRPCStatus,
+// so GRPC passes its code through and a forwarded answer keeps it across nodes.
+type codedError struct {
+	code codes.Code
+	msg  string
+	err  error
+}
+
+func (e *codedError) Error() string {
+	if e.err != nil {
+		return e.msg + ": " + e.err.Error()
+	}
+	return e.msg
+}
+func (e *codedError) Unwrap() error              { return e.err }
+func (e *codedError) GRPCStatus() *status.Status { return status.New(e.code, e.Error()) }
+
+// RangeErr says a requested byte range is not satisfiable: S3 InvalidRange (416), gRPC
+// OUT_OF_RANGE.
+func RangeErr(format string, args ...any) error {
+	return &codedError{code: codes.OutOfRange, msg: fmt.Sprintf(format, args...)}
+}
+
+// DataLossErr says the bytes that were recorded can no longer be produced: a file rebuilt
+// from Kafka with another size or checksum than its manifest names, or offsets Kafka has
+// deleted. Such a file is never served. S3 InternalError (500), gRPC DATA_LOSS.
+func DataLossErr(cause error, format string, args ...any) error {
+	return &codedError{code: codes.DataLoss, msg: fmt.Sprintf(format, args...), err: cause}
+}
+
+// grpcCode is err's gRPC code when it carries one (a codedError, or a status answered by
+// another node), else codes.Unknown.
+func grpcCode(err error) codes.Code {
+	if st, ok := status.FromError(err); ok {
+		return st.Code()
+	}
+	return codes.Unknown
+}
+
+// message is what a client is told: for a status from another node, its message only.
+func message(err error) string {
+	var ce *codedError
+	if errors.As(err, &ce) {
+		return err.Error()
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+			return st.Message()
+		}
+	}
+	return err.Error()
+}
+
+// IcebergErrorModel is the Iceberg REST spec's ErrorModel.
+type IcebergErrorModel struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    int    `json:"code"`
+}
+
+// IcebergErrorResponse is the body of every Iceberg REST error: {"error": {...}}.
+type IcebergErrorResponse struct {
+	Error IcebergErrorModel `json:"error"`
+}
+
+// Iceberg is the Iceberg REST error of err. notFound is the exception type of a NotFound
+// error in this request (NoSuchTableException, NoSuchNamespaceException, ...).
+func Iceberg(err error, notFound string) IcebergErrorModel {
+	if notFound == "" {
+		notFound = "NotFoundException"
+	}
+	code, typ := http.StatusInternalServerError, "ServiceFailureException"
+	switch grpcCode(err) {
+	case codes.OutOfRange:
+		code, typ = http.StatusBadRequest, "BadRequestException"
+	case codes.DataLoss:
+		code, typ = http.StatusInternalServerError, "ServiceFailureException"
+	default:
+		switch Classify(err) {
+		case InvalidArgument:
+			code, typ = http.StatusBadRequest, "BadRequestException"
+		case NotFound:
+			code, typ = http.StatusNotFound, notFound
+		case AlreadyExists:
+			code, typ = http.StatusConflict, "AlreadyExistsException"
+		case FailedPrecondition, Aborted:
+			code, typ = http.StatusConflict, "CommitFailedException"
+		case Unavailable, DeadlineExceeded:
+			// A dependency is down or too slow: retry later, unlike a 500.
+			code, typ = http.StatusServiceUnavailable, "ServiceUnavailableException"
+		case Unimplemented:
+			code, typ = http.StatusNotImplemented, "NotImplementedException"
+		case ResourceExhausted:
+			code, typ = http.StatusTooManyRequests, "TooManyRequestsException"
+		case Canceled:
+			code, typ = 499, "ClientClosedRequestException"
+		}
+	}
+	return IcebergErrorModel{Message: message(err), Type: typ, Code: code}
+}
+
+// WriteIceberg answers an Iceberg REST request with err in the spec's envelope. A 503
+// says when to retry. HEAD answers carry the status only.
+func WriteIceberg(w http.ResponseWriter, r *http.Request, err error, notFound string) {
+	WriteIcebergModel(w, r, Iceberg(err, notFound))
+}
+
+// WriteIcebergModel answers with an error the handler built itself (405, unknown route).
+func WriteIcebergModel(w http.ResponseWriter, r *http.Request, m IcebergErrorModel) {
+	body, _ := json.Marshal(IcebergErrorResponse{Error: m})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if m.Code == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(m.Code)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// S3Error is an S3 error response: the XML body and its HTTP status.
+type S3Error struct {
+	XMLName    xml.Name `xml:"Error"`
+	Code       string   `xml:"Code"`
+	Message    string   `xml:"Message"`
+	BucketName string   `xml:"BucketName,omitempty"`
+	Key        string   `xml:"Key,omitempty"`
+	Resource   string   `xml:"Resource,omitempty"`
+	RequestID  string   `xml:"RequestId,omitempty"`
+	Status     int      `xml:"-"`
+}
+
+// S3 is the S3 error of err (the caller fills in bucket, key, resource and request id).
+//
+// A file whose rebuilt bytes differ from the record (DataLossErr) is a 500 InternalError:
+// it is no client's fault, and unlike an outage (503) waiting does not mend it; only a
+// new snapshot without the file does, which the client sees after reloading the table.
+func S3(err error) S3Error {
+	e := S3Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: message(err)}
+	switch grpcCode(err) {
+	case codes.OutOfRange:
+		e.Status, e.Code = http.StatusRequestedRangeNotSatisfiable, "InvalidRange"
+		return e
+	case codes.DataLoss:
+		return e
+	}
+	switch Classify(err) {
+	case InvalidArgument:
+		e.Status, e.Code = http.StatusBadRequest, "InvalidArgument"
+	case NotFound:
+		e.Status, e.Code = http.StatusNotFound, "NoSuchKey"
+	case Unavailable, DeadlineExceeded, Aborted:
+		e.Status, e.Code = http.StatusServiceUnavailable, "ServiceUnavailable"
+	case ResourceExhausted:
+		e.Status, e.Code = http.StatusServiceUnavailable, "SlowDown"
+	case Unimplemented:
+		e.Status, e.Code = http.StatusNotImplemented, "NotImplemented"
+	case Canceled:
+		e.Status, e.Code = 499, "RequestCanceled"
+	case FailedPrecondition:
+		e.Status, e.Code = http.StatusServiceUnavailable, "ServiceUnavailable"
+	}
+	return e
+}
+
+// WriteS3 answers an S3 request with e as XML. A HEAD answer has no body, as with S3;
+// the code also goes in X-Mink-Error-Code so a failed HEAD can still be told apart.
+func WriteS3(w http.ResponseWriter, r *http.Request, e S3Error) {
+	body, _ := xml.Marshal(e)
+	body = append([]byte(xml.Header), body...)
+	h := w.Header()
+	h.Del("Content-Range")
+	h.Del("ETag")
+	h.Del("Last-Modified")
+	h.Set("Content-Type", "application/xml")
+	h.Set("X-Mink-Error-Code", e.Code)
+	if e.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	if r.Method == http.MethodHead {
+		h.Del("Content-Length")
+		w.WriteHeader(e.Status)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(e.Status)
+	w.Write(body)
+}

@@ -1,0 +1,95 @@
+package apierr_test
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkhq/mink/pkg/apierr"
+)
+
+func TestHTTPMappings(t *testing.T) {
+	pgDown := apierr.UnavailableErr("postgres", errors.New("connection refused"))
+	cases := []struct {
+		name     string
+		err      error
+		iceCode  int
+		iceType  string
+		s3Status int
+		s3Code   string
+	}{
+		{"not found", apierr.New(apierr.NotFound, "table x does not exist"), 404, "NoSuchTableException", 404, "NoSuchKey"},
+		{"invalid", apierr.Invalid("key", "bad"), 400, "BadRequestException", 400, "InvalidArgument"},
+		{"postgres down", pgDown, 503, "ServiceUnavailableException", 503, "ServiceUnavailable"},
+		{"wrapped unavailable", fmt.Errorf("load: %w", pgDown), 503, "ServiceUnavailableException", 503, "ServiceUnavailable"},
+		{"busy", apierr.New(apierr.ResourceExhausted, "no space"), 429, "TooManyRequestsException", 503, "SlowDown"},
+		{"range", apierr.RangeErr("range bytes=9- is not satisfiable"), 400, "BadRequestException", 416, "InvalidRange"},
+		{"wrapped range", fmt.Errorf("read: %w", apierr.RangeErr("no")), 400, "BadRequestException", 416, "InvalidRange"},
+		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k cannot be served"), 500, "ServiceFailureException", 500, "InternalError"},
+		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), 501, "NotImplementedException", 501, "NotImplemented"},
+		{"bug", errors.New("boom"), 500, "ServiceFailureException", 500, "InternalError"},
+		// Answers forwarded from another node keep their meaning.
+		{"remote not found", status.Error(codes.NotFound, "no file k"), 404, "NoSuchTableException", 404, "NoSuchKey"},
+		{"remote unavailable", status.Error(codes.Unavailable, "kafka is unavailable"), 503, "ServiceUnavailableException", 503, "ServiceUnavailable"},
+		{"remote range", status.Error(codes.OutOfRange, "not satisfiable"), 400, "BadRequestException", 416, "InvalidRange"},
+		{"remote data loss", status.Error(codes.DataLoss, "differs"), 500, "ServiceFailureException", 500, "InternalError"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ie := apierr.Iceberg(c.err, "NoSuchTableException")
+			if ie.Code != c.iceCode || ie.Type != c.iceType || ie.Message == "" {
+				t.Errorf("Iceberg = %+v, want %d %s", ie, c.iceCode, c.iceType)
+			}
+			se := apierr.S3(c.err)
+			if se.Status != c.s3Status || se.Code != c.s3Code || se.Message == "" {
+				t.Errorf("S3 = %+v, want %d %s", se, c.s3Status, c.s3Code)
+			}
+		})
+	}
+	// A forwarded status shows its message alone, not "rpc error: code = ...".
+	if m := apierr.S3(status.Error(codes.Unavailable, "kafka is unavailable")).Message; m != "kafka is unavailable" {
+		t.Errorf("message of a forwarded error: %q", m)
+	}
+	// The gRPC-coded errors keep their codes through GRPC, so they cross nodes.
+	if got := status.Code(apierr.GRPC(fmt.Errorf("x: %w", apierr.RangeErr("no")))); got != codes.OutOfRange {
+		t.Errorf("GRPC(range) = %v", got)
+	}
+	if got := status.Code(apierr.GRPC(apierr.DataLossErr(nil, "gone"))); got != codes.DataLoss {
+		t.Errorf("GRPC(data loss) = %v", got)
+	}
+}
+
+func TestWriteBodies(t *testing.T) {
+	rec := httptest.NewRecorder()
+	apierr.WriteIceberg(rec, httptest.NewRequest("GET", "/v1/namespaces/x/tables/y", nil),
+		apierr.UnavailableErr("postgres", errors.New("refused")), "NoSuchTableException")
+	var env apierr.IcebergErrorResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != 503 || env.Error.Code != 503 ||
+		env.Error.Type != "ServiceUnavailableException" || rec.Header().Get("Content-Type") != "application/json" ||
+		rec.Header().Get("Retry-After") == "" {
+		t.Errorf("iceberg body: %d %s %v", rec.Code, rec.Body, err)
+	}
+
+	rec = httptest.NewRecorder()
+	e := apierr.S3(apierr.New(apierr.NotFound, "no file k"))
+	e.Key, e.BucketName, e.RequestID = "k", "mink", "R1"
+	apierr.WriteS3(rec, httptest.NewRequest("GET", "/mink/k", nil), e)
+	var got apierr.S3Error
+	if err := xml.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 404 || got.Code != "NoSuchKey" || got.Key != "k" ||
+		got.RequestID != "R1" || rec.Header().Get("Content-Type") != "application/xml" {
+		t.Errorf("s3 body: %d %s %v", rec.Code, rec.Body, err)
+	}
+
+	rec = httptest.NewRecorder()
+	apierr.WriteS3(rec, httptest.NewRequest("HEAD", "/mink/k", nil), e)
+	if rec.Code != http.StatusNotFound || rec.Body.Len() != 0 || rec.Header().Get("X-Mink-Error-Code") != "NoSuchKey" {
+		t.Errorf("s3 HEAD: %d %q", rec.Code, rec.Body)
+	}
+}

@@ -1,0 +1,436 @@
+package devcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/pgtest"
+)
+
+// Database is the private server's database the cluster uses.
+const Database = "mink"
+
+// RunFile names the file, under Config.Dir, that describes the running cluster (pids,
+// ports, URLs) while it is up: for scripts and for the end-to-end test.
+const RunFile = "run.json"
+
+// RunInfo is RunFile's content.
+type RunInfo struct {
+	LauncherPid  int       `json:"launcher_pid"`
+	PostgresURL  string    `json:"postgres_url"`
+	PostgresPid  int       `json:"postgres_pid,omitempty"` // 0 with an external server
+	KafkaBrokers []string  `json:"kafka_brokers"`
+	CatalogURL   string    `json:"catalog_url"`
+	S3URL        string    `json:"s3_url"`
+	Table        string    `json:"table"`
+	TableState   string    `json:"table_state,omitempty"` // "created", or "registered in an earlier run"
+	TableError   string    `json:"table_error,omitempty"` // why the demo table could not be registered
+	Topic        string    `json:"topic"`
+	FirstEventID int64     `json:"first_event_id,omitempty"` // the id this run's demo events start at
+	Processes    []RunProc `json:"processes"`
+	Ports        []int     `json:"ports"` // every port the cluster listens on
+}
+
+// RunProc is one role process.
+type RunProc struct {
+	Node
+	Pid int    `json:"pid"`
+	Log string `json:"log"`
+}
+
+// Run starts the cluster, prints to out where everything is and what to try, and runs it
+// until ctx ends or a role exits, then stops everything in order: the demo producer, the
+// roles (SIGTERM, waited for, so they release their leases), then Kafka and Postgres.
+// Closing force makes that stop kill the roles instead of waiting for them.
+func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (err error) {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Dir, err = filepath.Abs(c.Dir); err != nil {
+		return err
+	}
+	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
+		return err
+	}
+	for _, d := range []string{c.Dir, filepath.Join(c.Dir, "logs"), filepath.Join(c.Dir, "cache")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	unlock, err := lockDir(c.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	logPath := filepath.Join(c.Dir, "logs", "minkdev.log")
+	os.Rename(logPath, logPath+".prev")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	log := slog.New(slog.NewJSONHandler(logf, nil))
+	say := func(format string, args ...any) {
+		fmt.Fprintf(out, "minkdev: "+format+"\n", args...)
+		log.Info(fmt.Sprintf(format, args...))
+	}
+	if err := checkPorts(&c); err != nil {
+		return err
+	}
+
+	var st stopper
+	defer func() { err = errors.Join(err, st.run(say)) }()
+	info := RunInfo{LauncherPid: os.Getpid(), CatalogURL: c.CatalogURL(), S3URL: c.S3URL(),
+		Table: "default." + c.Table, Topic: c.Topic, Ports: c.ports()}
+
+	// Postgres.
+	info.PostgresURL = c.PostgresURL
+	if info.PostgresURL == "" {
+		pg, err := pgtest.Open(filepath.Join(c.Dir, "postgres"), c.PostgresPort)
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		st.push("postgres", pg.Stop)
+		link := filepath.Join(c.Dir, "logs", "postgres.log")
+		os.Remove(link)
+		os.Symlink(filepath.Join("..", "postgres", "postgres.log"), link)
+		if err := ensureDatabase(ctx, pg.URL("postgres"), Database); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		info.PostgresURL, info.PostgresPid = pg.URL(Database), pg.Pid()
+		say("postgres: %s (data in %s)", info.PostgresURL, rel(filepath.Join(c.Dir, "postgres")))
+	} else {
+		say("postgres: %s (external)", redact(info.PostgresURL))
+	}
+
+	// Kafka.
+	info.KafkaBrokers = c.KafkaBrokers
+	if len(info.KafkaBrokers) == 0 {
+		klog, err := os.OpenFile(filepath.Join(c.Dir, "logs", "kafka.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		st.push("", klog.Close) // after the broker's last words
+		kf, err := kfake.NewCluster(kfake.Ports(c.KafkaPort), kfake.DataDir(filepath.Join(c.Dir, "kafka")),
+			kfake.WithLogger(kfake.BasicLogger(klog, kfake.LogLevelWarn)))
+		if err != nil {
+			return fmt.Errorf("kafka: embedded broker on port %d: %w", c.KafkaPort, err)
+		}
+		st.push("kafka", func() error { kf.Close(); return nil })
+		info.KafkaBrokers = kf.ListenAddrs()
+		say("kafka: %s (embedded broker, data in %s)", strings.Join(info.KafkaBrokers, ","), rel(filepath.Join(c.Dir, "kafka")))
+	} else {
+		say("kafka: %s (external)", strings.Join(info.KafkaBrokers, ","))
+	}
+
+	// The roles.
+	var procs []*process
+	st.push("roles", func() error { return stopAll(procs, c.stopGrace(), force, say) })
+	for _, n := range c.Nodes() {
+		p, err := startRole(&c, n, info.PostgresURL, info.KafkaBrokers)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		info.Processes = append(info.Processes, RunProc{Node: n, Pid: p.cmd.Process.Pid, Log: p.logPath})
+	}
+	say("started %d roles; waiting until they are healthy", len(procs))
+	if err := waitHealthy(ctx, procs, c.ReadyTimeout); err != nil {
+		return fmt.Errorf("waiting for the roles: %w", err)
+	}
+
+	// The demo topic and table.
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(info.KafkaBrokers...), kgo.ProducerLinger(20*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	st.push("", func() error { kcl.Close(); return nil })
+	adm := kadm.NewClient(kcl)
+	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	partitions, err := ensureTopic(kctx, adm, c.Topic, c.Partitions)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	tableState, tableErr := createTable(ctx, procs[0], c.DemoTableRequest())
+	info.TableState = tableState
+	if tableErr != nil {
+		info.TableError = tableErr.Error()
+		say("WARNING: table %s is not registered: %v", info.Table, tableErr)
+	}
+
+	// The demo stream.
+	if c.Rate > 0 {
+		kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		last, err := lastID(kctx, info.KafkaBrokers, adm, c.Topic)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("kafka: %w", err)
+		}
+		info.FirstEventID = last + 1
+		p := &producer{cl: kcl, topic: c.Topic, rate: c.Rate, limit: c.Events, log: log}
+		pctx, stopProducing := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { p.run(pctx, last+1) })
+		st.push("", func() error {
+			stopProducing()
+			wg.Wait()
+			say("demo: %d events produced in this run (ids from %d)", p.produced.Load(), last+1)
+			if n := p.failed.Load(); n > 0 {
+				return fmt.Errorf("demo: %d events failed to produce; the first: %v", n, *p.firstErr.Load())
+			}
+			return nil
+		})
+	}
+
+	catalogErr := probeCatalog(ctx, c.CatalogURL())
+	if err := writeRunInfo(c.Dir, info); err != nil {
+		return err
+	}
+	defer os.Remove(filepath.Join(c.Dir, RunFile))
+	printBanner(out, &c, info, partitions, catalogErr)
+
+	exited := make(chan *process, len(procs))
+	for _, p := range procs {
+		go func() { <-p.done; exited <- p }()
+	}
+	select {
+	case <-ctx.Done():
+		say("stopping")
+		return nil
+	case p := <-exited:
+		return fmt.Errorf("a role stopped on its own, so the cluster stops too: %s", p.describeExit())
+	}
+}
+
+// lockDir keeps two launchers off one folder; the lock goes with the process, so a killed
+// launcher leaves none behind.
+func lockDir(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, "minkdev.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another minkdev is running on %s", dir)
+		}
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// ports are every port the cluster listens on.
+func (c *Config) ports() []int {
+	var ps []int
+	if c.PostgresURL == "" {
+		ps = append(ps, c.PostgresPort)
+	}
+	if len(c.KafkaBrokers) == 0 {
+		ps = append(ps, c.KafkaPort)
+	}
+	for _, n := range c.Nodes() {
+		for _, p := range []int{n.GRPCPort, n.MetricsPort, n.CatalogPort, n.S3Port} {
+			if p != 0 {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return ps
+}
+
+// checkPorts fails up front, naming every taken port, rather than leaving a role to die
+// with the reason buried in its log.
+func checkPorts(c *Config) error {
+	var taken []string
+	for _, p := range c.ports() {
+		if p == c.PostgresPort && c.PostgresURL == "" {
+			continue // pgtest.Open first stops a server a killed launcher left running on it
+		}
+		l, err := net.Listen("tcp", Addr(p))
+		if err != nil {
+			taken = append(taken, fmt.Sprint(p))
+			continue
+		}
+		l.Close()
+	}
+	if len(taken) > 0 {
+		return fmt.Errorf("ports already in use on 127.0.0.1: %s (another make dev, or another server? see the --*-port flags)", strings.Join(taken, ", "))
+	}
+	return nil
+}
+
+// ensureDatabase creates db on the server of adminURL unless it exists.
+func ensureDatabase(ctx context.Context, adminURL, db string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize())
+	return err
+}
+
+// createTable registers the demo table through the first node, as a user would. An
+// existing table is kept as it is: re-runs reuse it.
+func createTable(ctx context.Context, p *process, req *adminv1.CreateTableRequest) (string, error) {
+	conn, err := grpc.NewClient(Addr(p.node.GRPCPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	cl := adminv1.NewAdminServiceClient(conn)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := cl.CreateTable(ctx, req)
+		switch status.Code(err) {
+		case codes.OK:
+			return "created", nil
+		case codes.AlreadyExists:
+			return "registered in an earlier run", nil
+		case codes.Unavailable: // Postgres or Kafka still settling: try again
+			select {
+			case <-ctx.Done():
+				return "", err
+			case <-time.After(250 * time.Millisecond):
+				continue
+			}
+		}
+		return "", err
+	}
+}
+
+// probeCatalog checks that the first file server answers the Iceberg REST config call.
+func probeCatalog(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/config", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s/v1/config: %s", url, resp.Status)
+	}
+	return nil
+}
+
+func writeRunInfo(dir string, info RunInfo) error {
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, RunFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, RunFile)) // readers never see half a file
+}
+
+// ReadRunInfo reads the running cluster's RunFile from dir.
+func ReadRunInfo(dir string) (RunInfo, error) {
+	var info RunInfo
+	b, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		return info, err
+	}
+	return info, json.Unmarshal(b, &info)
+}
+
+// stopAll stops the roles in parallel: each needs only Postgres to release its leases.
+func stopAll(procs []*process, grace time.Duration, force <-chan struct{}, say func(string, ...any)) error {
+	if len(procs) == 0 {
+		return nil
+	}
+	say("stopping %d roles (SIGTERM; they release their leases)", len(procs))
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() { errs[i] = p.stop(grace, force) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// stopper runs cleanups in the reverse order of their push.
+type stopper struct {
+	steps []stopStep
+}
+
+type stopStep struct {
+	name string // said when done; "" says nothing
+	fn   func() error
+}
+
+func (s *stopper) push(name string, fn func() error) { s.steps = append(s.steps, stopStep{name, fn}) }
+
+func (s *stopper) run(say func(string, ...any)) error {
+	var errs []error
+	for i := len(s.steps) - 1; i >= 0; i-- {
+		st := s.steps[i]
+		if err := st.fn(); err != nil {
+			errs = append(errs, err) // said once, by the caller
+		} else if st.name != "" {
+			say("%s stopped", st.name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rel shows a path relative to the working folder when it is inside it.
+func rel(p string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	r, err := filepath.Rel(wd, p)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return p
+	}
+	return r
+}
+
+// redact hides a password in a URL printed to the terminal.
+func redact(u string) string {
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil || cfg.Password == "" {
+		return u
+	}
+	return strings.Replace(u, cfg.Password, "xxxxx", 1)
+}

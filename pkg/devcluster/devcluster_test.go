@@ -1,0 +1,199 @@
+package devcluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/rowcodec"
+	"github.com/minkhq/mink/pkg/tableschema"
+)
+
+// Every demo event must decode against the demo table with no error: a demo whose rows
+// all carry _mink_error would teach a newcomer the wrong thing.
+func TestDemoEventsFitTheDemoTable(t *testing.T) {
+	spec := tableschema.Spec{Format: tableschema.FormatJSON, Columns: DemoColumns}
+	if err := spec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := rowcodec.NewDecoder(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, c := range DemoColumns {
+		col[c.Name] = i
+	}
+	var row rowcodec.Row
+	events := map[string]int{}
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 6789000, time.UTC)
+	for id := int64(1); id <= 5000; id++ {
+		e := NewEvent(id, ts)
+		rec := e.Record("demo")
+		if !dec.Decode(record.Record{Offset: id - 1, Key: rec.Key, Value: rec.Value}, &row) {
+			t.Fatalf("event %d does not fit the demo table: %s\n%s", id, row.Values[len(row.Values)-1].Bytes, rec.Value)
+		}
+		if v := row.Values[col["id"]]; !v.Valid || v.Int != id {
+			t.Fatalf("event %d decodes to id %+v", id, v)
+		}
+		if v := row.Values[col["ts"]]; v.Int != ts.UnixMicro() {
+			t.Fatalf("event %d: ts %d, want %d", id, v.Int, ts.UnixMicro())
+		}
+		if v := row.Values[col["country"]]; !v.Valid || string(v.Bytes) != e.Geo.Country {
+			t.Fatalf("event %d: country through geo.country = %+v", id, v)
+		}
+		if amount := row.Values[col["amount"]]; amount.Valid != (e.Amount != "") {
+			t.Fatalf("event %d: amount %q decoded valid=%v", id, e.Amount, amount.Valid)
+		}
+		events[e.Event]++
+	}
+	// The mix is what the doc comment promises, roughly: mostly page views, some sales.
+	if events["page_view"] < 3500 || events["add_to_cart"] < 400 || events["purchase"] < 100 {
+		t.Errorf("event mix %v", events)
+	}
+}
+
+// A row can be checked from its id alone: everything but the time is a function of it.
+func TestNewEventIsAFunctionOfItsID(t *testing.T) {
+	a, _ := json.Marshal(NewEvent(42, time.Unix(0, 0)))
+	b, _ := json.Marshal(NewEvent(42, time.Unix(0, 0)))
+	c, _ := json.Marshal(NewEvent(43, time.Unix(0, 0)))
+	if !bytes.Equal(a, b) || bytes.Equal(a, c) {
+		t.Errorf("NewEvent(42) twice: %s and %s; NewEvent(43): %s", a, b, c)
+	}
+	if e := NewEvent(7, time.Now()); e.Record("demo").Topic != "demo" || string(e.Record("demo").Key) != e.User {
+		t.Errorf("the record is keyed by user: %+v", e.Record("demo"))
+	}
+}
+
+func TestNodesLayout(t *testing.T) {
+	c := Defaults
+	var got []string
+	for _, n := range c.Nodes() {
+		got = append(got, n.ID+"@"+Addr(n.GRPCPort))
+		if n.Role == "fileserver" {
+			got = append(got, Addr(n.CatalogPort), Addr(n.S3Port))
+		}
+	}
+	want := "indexer-1@127.0.0.1:7070 indexer-2@127.0.0.1:7071 writer-1@127.0.0.1:7072 " +
+		"fileserver-1@127.0.0.1:7073 127.0.0.1:8181 127.0.0.1:9000 fileserver-2@127.0.0.1:7074 127.0.0.1:8182 127.0.0.1:9001"
+	if strings.Join(got, " ") != want {
+		t.Errorf("nodes:\n%s\nwant:\n%s", strings.Join(got, " "), want)
+	}
+	if ps := c.ports(); len(ps) != 2+5+5+2+2 {
+		t.Errorf("ports %v", ps)
+	}
+}
+
+func TestFlagsAndValidate(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("minkdev", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if err := fs.Parse([]string{"--indexers", "0", "--demo-rate", "-1", "--commit-interval", "1ms", "--s3-port", "65535"}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	for _, want := range []string{"--indexers", "--demo-rate", "mink.commit.interval", "--s3-port"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name %s", err, want)
+		}
+	}
+}
+
+func TestBannerHasTheCommandsToTry(t *testing.T) {
+	c := Defaults
+	var out bytes.Buffer
+	info := RunInfo{CatalogURL: c.CatalogURL(), S3URL: c.S3URL(), Table: "default.demo", Topic: "demo",
+		PostgresURL: "postgres://postgres:secret@127.0.0.1:15432/mink", KafkaBrokers: []string{"127.0.0.1:9092"}, FirstEventID: 1, TableState: "created"}
+	printBanner(&out, &c, info, 4, errors.New("connection refused"))
+	s := out.String()
+	for _, want := range []string{
+		"http://127.0.0.1:8181", "http://127.0.0.1:9000", "WARNING: not answering yet: connection refused",
+		"minkctl status\n", "minkctl table describe demo\n", "minkctl scan default.demo --limit 10\n",
+		`-plaintext -d '{"node":"fileserver-2"}' 127.0.0.1:7070 mink.admin.v1.AdminService/GetStatus`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("banner lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "secret") {
+		t.Errorf("banner shows the Postgres password:\n%s", s)
+	}
+}
+
+// The private Postgres keeps its data across runs, on the same port, and a server left
+// running by a killed launcher is stopped rather than blocking the next start.
+func TestPostgresPersists(t *testing.T) {
+	if _, err := pgtest.BinDir(); err != nil {
+		t.Skip(err)
+	}
+	dir, err := os.MkdirTemp("", "minkdev-pg-") // not t.TempDir (0700): Postgres may run as another user
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	defer os.RemoveAll(dir)
+	port := freePort(t)
+	ctx := context.Background()
+	exec := func(c *pgtest.Cluster, sql string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, c.URL("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg, err := pgtest.Open(dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(pg, "CREATE TABLE kept (n int); INSERT INTO kept VALUES (42)")
+	pg.Stop()
+
+	pg, err = pgtest.Open(dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(pg, "DO $$ BEGIN IF (SELECT n FROM kept) <> 42 THEN RAISE 'lost'; END IF; END $$")
+	stale := pg.Pid()
+	// A second Open while the first server runs: as after a killed launcher.
+	pg2, err := pgtest.Open(dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg2.Stop()
+	if pg2.Pid() == stale || syscall.Kill(stale, 0) == nil {
+		t.Errorf("the stale server (pid %d) still runs; new pid %d", stale, pg2.Pid())
+	}
+	exec(pg2, "SELECT n FROM kept")
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

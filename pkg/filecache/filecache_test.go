@@ -1,0 +1,227 @@
+package filecache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func put(t *testing.T, c *Cache, key string, data []byte) {
+	t.Helper()
+	p, err := c.Create(int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(Entry{Key: key, Size: int64(len(data)), ETag: `"` + key + `"`, LastModified: time.Unix(1700000000, 0).UTC()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, c *Cache, key string) ([]byte, bool) {
+	t.Helper()
+	f, ok := c.Get(key)
+	if !ok {
+		return nil, false
+	}
+	defer f.Close()
+	r, err := f.Section(0, f.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, true
+}
+
+func TestPutGetSection(t *testing.T) {
+	c, err := Open(t.TempDir(), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(strings.Repeat("0123456789", 100))
+	put(t, c, "ns/t/data/a.parquet", data)
+	f, ok := c.Get("ns/t/data/a.parquet")
+	if !ok {
+		t.Fatal("miss after put")
+	}
+	defer f.Close()
+	if f.Size != int64(len(data)) || f.ETag != `"ns/t/data/a.parquet"` || !f.LastModified.Equal(time.Unix(1700000000, 0)) {
+		t.Fatalf("entry %+v", f.Entry)
+	}
+	r, err := f.Section(995, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(r); string(b) != "56789" {
+		t.Fatalf("section = %q", b)
+	}
+	if _, err := f.Section(996, 5); err == nil {
+		t.Fatal("a section past the end (into the trailer) was allowed")
+	}
+	buf := make([]byte, 10)
+	if n, err := f.ReadAt(buf, 995); n != 5 || err != io.EOF || string(buf[:5]) != "56789" {
+		t.Fatalf("ReadAt at the end: %d %v %q", n, err, buf[:n])
+	}
+	if _, ok := c.Get("other"); ok {
+		t.Fatal("hit for a key never put")
+	}
+}
+
+func TestRestartRescans(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, "a", []byte("aaaa"))
+	put(t, c, "b", []byte("bbbbbbbb"))
+	p, err := c.Create(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Write([]byte("half")) // a write interrupted by a crash: left as a temporary file
+
+	// A damaged file (truncated trailer) and a foreign file.
+	os.WriteFile(filepath.Join(dir, fileName("c")), []byte("garbageMINKFC01"), 0o644)
+	os.WriteFile(filepath.Join(dir, "README"), []byte("not ours"), 0o644)
+
+	c2, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := read(t, c2, "a"); !ok || string(b) != "aaaa" {
+		t.Fatalf("a after restart: %q %v", b, ok)
+	}
+	if b, ok := read(t, c2, "b"); !ok || string(b) != "bbbbbbbb" {
+		t.Fatalf("b after restart: %q %v", b, ok)
+	}
+	if _, ok := c2.Get("c"); ok {
+		t.Fatal("damaged file adopted")
+	}
+	st := c2.Stats()
+	if st.Files != 2 || st.Reserved != 0 {
+		t.Fatalf("stats after restart: %+v", st)
+	}
+	des, _ := os.ReadDir(dir)
+	for _, de := range des {
+		if strings.HasPrefix(de.Name(), tmpPrefix) || de.Name() == fileName("c") {
+			t.Errorf("%s left behind", de.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "README")); err != nil {
+		t.Error("a foreign file was removed")
+	}
+}
+
+func TestLRUEviction(t *testing.T) {
+	c, err := Open(t.TempDir(), 400, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte{'x'}, 100) // ~100 + trailer (~100) bytes on disk
+	put(t, c, "k1", data)
+	put(t, c, "k2", data)
+	if _, ok := read(t, c, "k1"); !ok { // k1 now more recently used than k2
+		t.Fatal("k1 missing")
+	}
+	put(t, c, "k3", data)
+	if c.Contains("k2") {
+		t.Error("k2, least recently used, was not evicted")
+	}
+	if !c.Contains("k1") || !c.Contains("k3") {
+		t.Error("a recently used file was evicted")
+	}
+	if st := c.Stats(); st.Bytes > st.Max {
+		t.Errorf("cache holds %d bytes over its bound %d", st.Bytes, st.Max)
+	}
+}
+
+func TestEvictedWhileOpenStaysReadable(t *testing.T) {
+	c, err := Open(t.TempDir(), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, "k", []byte("still here"))
+	f, ok := c.Get("k")
+	if !ok {
+		t.Fatal("miss")
+	}
+	defer f.Close()
+	c.Remove("k")
+	if c.Contains("k") {
+		t.Fatal("not removed")
+	}
+	r, _ := f.Section(0, f.Size)
+	if b, _ := io.ReadAll(r); string(b) != "still here" {
+		t.Fatalf("read after eviction: %q", b)
+	}
+}
+
+func TestReservations(t *testing.T) {
+	c, err := Open(t.TempDir(), 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(2000); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("a file larger than the cache: %v", err)
+	}
+	p1, err := c.Create(600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(600); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("two reservations over the bound: %v", err)
+	}
+	p1.Abort()
+	p2, err := c.Create(600)
+	if err != nil {
+		t.Fatalf("space not released by Abort: %v", err)
+	}
+	p2.Write([]byte("abc"))
+	if err := p2.Commit(Entry{Key: "k", Size: 4}); err == nil {
+		t.Fatal("commit with a wrong size succeeded")
+	}
+	if st := c.Stats(); st.Reserved != 0 || st.Files != 0 {
+		t.Fatalf("after a failed commit: %+v", st)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	c, err := Open(t.TempDir(), 20000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				key := fmt.Sprintf("k%d", (g*50+i)%40)
+				if b, ok := read(t, c, key); ok && string(b) != strings.Repeat(key, 20) {
+					t.Errorf("%s read %q", key, b)
+				}
+				p, err := c.Create(int64(20 * len(key)))
+				if err != nil {
+					continue
+				}
+				p.Write([]byte(strings.Repeat(key, 20)))
+				p.Commit(Entry{Key: key, Size: int64(20 * len(key))})
+			}
+		})
+	}
+	wg.Wait()
+	if st := c.Stats(); st.Bytes > st.Max || st.Reserved != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

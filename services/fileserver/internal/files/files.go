@@ -1,0 +1,554 @@
+// Package files is a file server's read path. Every file (data or metadata) has one owner
+// among the live file servers (pkg/owner over the member list). Open sends a read to the
+// owner: this node, or another one over gRPC (mink.file.v1.FileService). The owner serves
+// the file from its disk cache, or builds it first: a data file from its Kafka offsets,
+// checked against the size and checksum recorded in mink_data_files; a metadata file from
+// mink_meta_files. Concurrent reads of a file being built share the build.
+//
+// What a read needs when the file is cached is all in the cache, and the member list is
+// held in memory, so cached files are still served while Postgres or Kafka is down.
+package files
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc"
+
+	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/filecache"
+	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/tables"
+)
+
+// errStopping: the store is closing. An owner that is stopping answers a forwarded read
+// it cannot serve from its cache as if unreachable, so the forwarding node serves it
+// itself rather than fail it.
+var errStopping = errors.New("stopping")
+
+// Options configure a Store.
+type Options struct {
+	NodeID string
+	DB     lease.DB
+	Kafka  *kafkasrc.Client
+	Cache  *filecache.Cache
+	// DialOptions are added to the connections to other file servers (the otelgrpc
+	// client handler, so that a forwarded read is one trace). Connections are plaintext,
+	// as between the nodes of one cluster network.
+	DialOptions []grpc.DialOption
+	// MemberRefresh is how often the member list is read (default 1s).
+	MemberRefresh time.Duration
+	// LookupTimeout bounds each Postgres lookup (default 5s): an unreachable Postgres
+	// answers 503 within it even when the network drops packets silently.
+	LookupTimeout time.Duration
+	// BuildTimeout bounds one build (default 10m).
+	BuildTimeout time.Duration
+	// ProblemTTL is how long a file that could not be rebuilt with its recorded bytes is
+	// refused without trying again (default 1m): a rebuild costs a full Kafka read.
+	ProblemTTL time.Duration
+	Meter      metric.Meter // nil: no metrics
+	Logger     *slog.Logger
+}
+
+// Info is what a reader needs before a file's bytes: the S3 headers and where they came
+// from.
+type Info struct {
+	Size         int64
+	ETag         string
+	LastModified time.Time
+	Offset       int64 // first byte of the range
+	Length       int64 // bytes in the range (and in Body, unless only the info was asked)
+	ServedBy     string
+	CacheHit     bool // served from the owner's cache without a build
+	Forwarded    bool // served by another node
+}
+
+// Object is an open file or range of it. Body holds Length bytes (nil when only the info
+// was asked). Close it.
+type Object struct {
+	Info
+	Body  io.Reader
+	close func() error
+}
+
+// Close releases the file (or ends the forwarded stream).
+func (o *Object) Close() error {
+	if o.close == nil {
+		return nil
+	}
+	return o.close()
+}
+
+// Store is one node's read path. Run refreshes its member list; Close ends its builds
+// and connections.
+type Store struct {
+	filev1.UnimplementedFileServiceServer
+	o       Options
+	log     *slog.Logger
+	members *members
+	peers   *peers
+	met     *metrics
+
+	base context.Context // builds run under it, not under a caller's request
+	stop context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	flights  map[string]*flight
+	problems map[string]problem
+	logged   map[string]time.Time // rate-limited log lines: when last logged
+	builds   sync.WaitGroup
+}
+
+// flight is one build that every concurrent reader of the file waits for.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+// problem is a file known not to be rebuildable with its recorded bytes.
+type problem struct {
+	err   error
+	until time.Time
+}
+
+// New makes a Store. Run it, and Close it after the servers using it have stopped.
+func New(o Options) (*Store, error) {
+	if o.NodeID == "" || o.DB == nil || o.Kafka == nil || o.Cache == nil {
+		return nil, errors.New("files: NodeID, DB, Kafka and Cache are required")
+	}
+	if o.MemberRefresh <= 0 {
+		o.MemberRefresh = time.Second
+	}
+	if o.LookupTimeout <= 0 {
+		o.LookupTimeout = 5 * time.Second
+	}
+	if o.BuildTimeout <= 0 {
+		o.BuildTimeout = 10 * time.Minute
+	}
+	if o.ProblemTTL <= 0 {
+		o.ProblemTTL = time.Minute
+	}
+	if o.Meter == nil {
+		o.Meter = noop.NewMeterProvider().Meter("")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	log := o.Logger.With("node", o.NodeID)
+	met, err := newMetrics(o.Meter, o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("files: metrics: %w", err)
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Store{
+		o:        o,
+		log:      log,
+		members:  &members{db: o.DB, self: o.NodeID, interval: o.MemberRefresh, log: log},
+		peers:    newPeers(o.DialOptions),
+		met:      met,
+		base:     base,
+		stop:     stop,
+		flights:  map[string]*flight{},
+		problems: map[string]problem{},
+		logged:   map[string]time.Time{},
+	}, nil
+}
+
+// Run keeps the member list fresh until ctx ends.
+func (s *Store) Run(ctx context.Context) { s.members.run(ctx) }
+
+// RefreshMembers reads the member list now (tests; Run does it every MemberRefresh).
+func (s *Store) RefreshMembers(ctx context.Context) error { return s.members.refresh(ctx) }
+
+// Close cancels builds in progress, waits for them, and closes the connections to other
+// nodes. Reads after Close fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.builds.Wait()
+	return s.peers.close()
+}
+
+// Stats are the store's counters since start.
+func (s *Store) Stats() Stats { return s.met.stats() }
+
+// Owner returns the node that owns key now and whether that is this node.
+func (s *Store) Owner(key string) (node string, self bool) {
+	n, _ := s.members.ownerOf(key)
+	return n, n == s.o.NodeID
+}
+
+// Members are the file servers known now (the last member list read), with their gRPC
+// addresses.
+func (s *Store) Members() map[string]string { return s.members.snapshot() }
+
+// Open opens key, or the range rng of it (nil: all of it), at its owner. With infoOnly the
+// object has no Body (HEAD). The owner's errors come back as they were answered there.
+func (s *Store) Open(ctx context.Context, key string, rng *Range, infoOnly bool) (*Object, error) {
+	if err := ValidKey(key); err != nil {
+		return nil, err
+	}
+	node, addr := s.members.ownerOf(key)
+	if node == s.o.NodeID || addr == "" {
+		return s.openLocal(ctx, key, rng, infoOnly)
+	}
+	obj, err := s.forward(ctx, node, addr, key, rng, infoOnly)
+	var un *unreachedError
+	if errors.As(err, &un) && ctx.Err() == nil {
+		// The owner did not answer at all (it crashed and its membership has not
+		// expired yet, say). Ownership only keeps one copy of each file in the fleet's
+		// caches; any node builds the same verified bytes, so serve it here.
+		if s.logOnce("unreachable "+node, 10*time.Second) {
+			s.log.WarnContext(ctx, "owner unreachable; serving its files here (logged once per 10s per owner)",
+				"key", key, "owner", node, "addr", addr, "error", un.err)
+		}
+		s.met.forwarded(ctx, "fallback")
+		return s.openLocal(ctx, key, rng, infoOnly)
+	}
+	return obj, err
+}
+
+// logOnce reports whether a line about what may be logged now: at most once per every.
+func (s *Store) logOnce(what string, every time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.logged[what]) < every {
+		return false
+	}
+	s.logged[what] = time.Now()
+	return true
+}
+
+// openLocal serves key from this node's cache, building it first when needed.
+func (s *Store) openLocal(ctx context.Context, key string, rng *Range, infoOnly bool) (*Object, error) {
+	// A file evicted between its build and our open (a cache far too small for the
+	// builds in flight) is built again, a bounded number of times.
+	for attempt := range 3 {
+		if f, ok := s.o.Cache.Get(key); ok {
+			if attempt == 0 {
+				s.met.hit(ctx)
+			}
+			return s.fromFile(f, rng, infoOnly, attempt == 0)
+		}
+		if attempt == 0 {
+			s.met.miss(ctx)
+		}
+		if err := s.known(key); err != nil {
+			return nil, err
+		}
+		if err := s.fillShared(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	return nil, apierr.New(apierr.ResourceExhausted, "file %s was evicted from the cache before it could be served: --cache-bytes is too small for the reads in flight", key)
+}
+
+func (s *Store) fromFile(f *filecache.File, rng *Range, infoOnly, hit bool) (*Object, error) {
+	off, n, err := rng.Resolve(f.Size)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	obj := &Object{Info: Info{Size: f.Size, ETag: f.ETag, LastModified: f.LastModified, Offset: off, Length: n,
+		ServedBy: s.o.NodeID, CacheHit: hit}}
+	if infoOnly {
+		f.Close()
+		return obj, nil
+	}
+	body, err := f.Section(off, n)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	obj.Body, obj.close = body, f.Close
+	return obj, nil
+}
+
+// known returns the error of a file recently found not rebuildable, if any.
+func (s *Store) known(key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.problems[key]
+	if !ok {
+		return nil
+	}
+	if time.Now().After(p.until) {
+		delete(s.problems, key)
+		return nil
+	}
+	return p.err
+}
+
+// fillShared builds key into the cache, or waits for the build already under way. The
+// build runs under the store's context, not the caller's: a reader that hangs up does
+// not waste the build the next reader will want.
+func (s *Store) fillShared(ctx context.Context, key string) error {
+	s.mu.Lock()
+	f, ok := s.flights[key]
+	if !ok {
+		if s.closed {
+			s.mu.Unlock()
+			return apierr.Wrap(apierr.Unavailable, errStopping, "file server %s", s.o.NodeID)
+		}
+		f = &flight{done: make(chan struct{})}
+		s.flights[key] = f
+		s.builds.Add(1)
+		go func() {
+			defer s.builds.Done()
+			err := s.fill(key)
+			s.mu.Lock()
+			delete(s.flights, key)
+			s.mu.Unlock()
+			f.err = err
+			close(f.done)
+		}()
+	}
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fileRow is what Postgres records of a file.
+type fileRow struct {
+	key       string
+	data      bool // a data file; else a metadata file
+	tableID   int64
+	partition int32
+	start     int64
+	end       int64
+	size      int64
+	sha256    string
+	settings  []byte
+	created   time.Time
+	content   []byte // metadata files
+}
+
+// lookup reads what Postgres records of key.
+func (s *Store) lookup(ctx context.Context, key string) (fileRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
+	defer cancel()
+	r := fileRow{key: key}
+	var kind string
+	err := s.o.DB.QueryRow(ctx, `
+		SELECT 'data', table_id, partition, start_offset, end_offset, file_size, sha256, settings, created_at, NULL::bytea
+		  FROM mink_data_files WHERE key = $1
+		UNION ALL
+		SELECT 'meta', table_id, 0, 0, 0, octet_length(content), '', NULL::jsonb, created_at, content
+		  FROM mink_meta_files WHERE key = $1
+		LIMIT 1`, key).Scan(&kind, &r.tableID, &r.partition, &r.start, &r.end, &r.size, &r.sha256, &r.settings, &r.created, &r.content)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, apierr.New(apierr.NotFound, "no file %s in bucket mink", key)
+	}
+	if err != nil {
+		return r, postgresErr(err, "look up %s", key)
+	}
+	r.data = kind == "data"
+	return r, nil
+}
+
+// postgresErr names Postgres in an outage: a dependency that cannot be reached, or not
+// within the lookup timeout, is a 503 to say so.
+func postgresErr(err error, format string, args ...any) error {
+	switch apierr.Classify(err) {
+	case apierr.Unavailable, apierr.DeadlineExceeded:
+		return apierr.Wrap(apierr.Unavailable, err, "%s: postgres is unavailable", fmt.Sprintf(format, args...))
+	}
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
+}
+
+// fill builds key into the cache.
+func (s *Store) fill(key string) error {
+	ctx, cancel := context.WithTimeout(s.base, s.o.BuildTimeout)
+	defer cancel()
+	r, err := s.lookup(ctx, key)
+	if err != nil {
+		if apierr.Classify(err) != apierr.NotFound { // an unknown key is no build
+			s.met.buildFailed(ctx, "unknown", reasonOf(err))
+		}
+		return err
+	}
+	if !r.data {
+		return s.fillMeta(ctx, r)
+	}
+	return s.fillData(ctx, r)
+}
+
+func (s *Store) fillMeta(ctx context.Context, r fileRow) error {
+	sum := sha256.Sum256(r.content)
+	err := s.commit(r, hex.EncodeToString(sum[:]), func(w io.Writer) (int64, error) {
+		n, err := w.Write(r.content)
+		return int64(n), err
+	})
+	if err != nil {
+		s.met.buildFailed(ctx, "metadata", reasonOf(err))
+		return err
+	}
+	s.met.built(ctx, "metadata")
+	return nil
+}
+
+func (s *Store) fillData(ctx context.Context, r fileRow) error {
+	start := time.Now()
+	t, err := tables.GetByID(ctx, s.o.DB, r.tableID)
+	if err != nil {
+		if apierr.Classify(err) == apierr.NotFound {
+			err = apierr.New(apierr.NotFound, "no file %s in bucket mink: its table (id %d) was dropped", r.key, r.tableID)
+		} else {
+			err = postgresErr(err, "look up the table of %s", r.key)
+		}
+		s.met.buildFailed(ctx, "data", reasonOf(err))
+		return err
+	}
+	var settings parquetbuild.Settings
+	if err := json.Unmarshal(r.settings, &settings); err != nil {
+		err = fmt.Errorf("file %s: recorded settings: %w", r.key, err)
+		s.met.buildFailed(ctx, "data", "error")
+		return err
+	}
+	err = s.commit(r, r.sha256, func(w io.Writer) (int64, error) {
+		fs, err := rangefile.BuildOffsets(ctx, s.o.Kafka, t, settings, r.partition, r.start, r.end, w)
+		if err != nil {
+			return 0, s.buildErr(ctx, t, r, err)
+		}
+		if fs.Size != r.size || fs.SHA256 != r.sha256 {
+			detail := fmt.Sprintf("rebuilt from topic %q partition %d offsets [%d, %d) it is %d bytes with sha256 %s, but %d bytes with sha256 %s were recorded; Kafka no longer yields the indexed records (compacted or rewritten?)",
+				t.Topic, r.partition, r.start, r.end, fs.Size, fs.SHA256, r.size, r.sha256)
+			err := apierr.DataLossErr(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail),
+				"file %s cannot be served: its bytes differ from the recorded ones; it is reported for replacement", r.key)
+			s.reportProblem(t, r, "mismatch", detail, err)
+			return 0, err
+		}
+		return fs.Size, nil
+	})
+	if err != nil {
+		s.met.buildFailed(ctx, "data", reasonOf(err))
+		return err
+	}
+	s.met.built(ctx, "data")
+	s.log.Debug("built a data file", "key", r.key, "table", t.FullName(), "partition", r.partition,
+		"start_offset", r.start, "end_offset", r.end, "bytes", r.size, "elapsed", time.Since(start))
+	return nil
+}
+
+// commit writes a file into the cache through write, which checks what it wrote and
+// returns its size; only a file whose written size matches the record is committed.
+func (s *Store) commit(r fileRow, sha string, write func(io.Writer) (int64, error)) error {
+	if limit := s.o.Cache.Stats().Max; r.size > limit {
+		return apierr.New(apierr.ResourceExhausted, "file %s is %d bytes, more than this node's whole cache (--cache-bytes %d)", r.key, r.size, limit)
+	}
+	p, err := s.o.Cache.Create(r.size)
+	if err != nil {
+		if errors.Is(err, filecache.ErrNoSpace) {
+			return apierr.Wrap(apierr.ResourceExhausted, err, "no cache space to build %s now", r.key)
+		}
+		return fmt.Errorf("build %s: %w", r.key, err)
+	}
+	n, err := write(p)
+	if err == nil && (n != r.size || p.Written() != r.size) {
+		err = fmt.Errorf("build %s: wrote %d bytes (measured %d), want %d", r.key, p.Written(), n, r.size)
+	}
+	if err != nil {
+		p.Abort()
+		return err
+	}
+	return p.Commit(filecache.Entry{Key: r.key, Size: r.size, ETag: ETag(sha), LastModified: r.created.UTC()})
+}
+
+// ETag is the entity tag of a file with the given SHA-256 (hex): the first 128 bits,
+// quoted. It is the same on every node and in every rebuild, and has the shape of an S3
+// ETag (32 hex digits) for clients that expect one.
+func ETag(sha256hex string) string {
+	if len(sha256hex) > 32 {
+		sha256hex = sha256hex[:32]
+	}
+	return `"` + sha256hex + `"`
+}
+
+// buildErr says why a build from Kafka failed, naming Kafka when it is Kafka's doing.
+func (s *Store) buildErr(ctx context.Context, t tables.Table, r fileRow, err error) error {
+	where := fmt.Sprintf("topic %q partition %d offsets [%d, %d)", t.Topic, r.partition, r.start, r.end)
+	switch {
+	case errors.Is(err, kafkasrc.ErrOffsetsGone):
+		detail := where + " are no longer in Kafka (retention or deleted records)"
+		e := apierr.DataLossErr(err, "file %s cannot be built: %s; it is reported for replacement", r.key, detail)
+		s.reportProblem(t, r, "offsets_gone", detail, e)
+		return e
+	case errors.Is(err, kafkasrc.ErrUnavailable), errors.Is(err, kafkasrc.ErrUnknownTopic), errors.Is(err, kafkasrc.ErrNotStable):
+		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s from %s: kafka is unavailable", r.key, where)
+	case errors.Is(err, kafkasrc.ErrClosed), s.base.Err() != nil:
+		return apierr.Wrap(apierr.Unavailable, errors.Join(errStopping, err), "cannot build %s: file server %s", r.key, s.o.NodeID)
+	case ctx.Err() != nil:
+		return apierr.Wrap(apierr.Unavailable, err, "building %s took longer than %v", r.key, s.o.BuildTimeout)
+	}
+	return fmt.Errorf("build %s from %s: %w", r.key, where, err)
+}
+
+// reportProblem reports a file that cannot be served with its recorded bytes, so that the
+// table's writer replaces it: an error log line, a metric, and a row in
+// mink_file_problems. The error is also remembered for ProblemTTL so that retries do not
+// each rebuild the file.
+func (s *Store) reportProblem(t tables.Table, r fileRow, reason, detail string, err error) {
+	s.mu.Lock()
+	s.problems[r.key] = problem{err: err, until: time.Now().Add(s.o.ProblemTTL)}
+	s.mu.Unlock()
+	s.log.Error("file cannot be served with its recorded bytes; reported for replacement",
+		"key", r.key, "table", t.FullName(), "table_id", r.tableID, "partition", r.partition,
+		"start_offset", r.start, "end_offset", r.end, "reason", reason, "detail", detail)
+	ctx, cancel := context.WithTimeout(s.base, s.o.LookupTimeout)
+	defer cancel()
+	s.met.reportedFile(ctx, reason)
+	_, dbErr := s.o.DB.Exec(ctx, `INSERT INTO mink_file_problems (key, table_id, reason, detail, reported_by)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (key) DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail,
+			reported_by = EXCLUDED.reported_by, last_seen = now(), reports = mink_file_problems.reports + 1`,
+		r.key, r.tableID, reason, detail, s.o.NodeID)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(dbErr, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		s.log.Warn("mink_file_problems does not exist (schema older than the file-problems migration): the problem is only logged", "key", r.key)
+	case dbErr != nil:
+		s.log.Warn("could not record the file problem in Postgres; it is logged only", "key", r.key, "error", dbErr)
+	}
+}
+
+// reasonOf labels a failure for metrics.
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, rangefile.ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, kafkasrc.ErrOffsetsGone):
+		return "offsets_gone"
+	}
+	switch apierr.Classify(err) {
+	case apierr.NotFound:
+		return "not_found"
+	case apierr.Unavailable:
+		return "unavailable"
+	case apierr.ResourceExhausted:
+		return "no_space"
+	}
+	return "error"
+}

@@ -1,0 +1,95 @@
+package files
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/layout"
+)
+
+func TestValidKey(t *testing.T) {
+	good := []string{
+		layout.DataKey("default", "orders", 3, 0, 100, strings.Repeat("ab", 32)),
+		layout.MetadataKey("default", "orders", "00002-3f2b1c4e-0000-4000-8000-000000000000.metadata.json"),
+		"a", "ns/t/x.avro", "with space/and-ünicode",
+	}
+	for _, k := range good {
+		if err := ValidKey(k); err != nil {
+			t.Errorf("ValidKey(%q) = %v", k, err)
+		}
+	}
+	bad := []string{"", "/abs", "a//b", "a/", "../etc/passwd", "a/../../b", "a/./b", ".", "..", "a\\b", "a\x00b", "a\nb",
+		"\xff\xfe", strings.Repeat("k", MaxKeyLen+1)}
+	for _, k := range bad {
+		err := ValidKey(k)
+		if apierr.Classify(err) != apierr.InvalidArgument {
+			t.Errorf("ValidKey(%q) = %v, want InvalidArgument", k, err)
+		}
+	}
+}
+
+func TestParseAndResolveRange(t *testing.T) {
+	const size = 1000
+	for _, c := range []struct {
+		h       string
+		off, n  int64
+		badSize bool // parses, but not satisfiable for size
+	}{
+		{"", 0, size, false},
+		{"bytes=0-0", 0, 1, false},
+		{"bytes=0-999", 0, 1000, false},
+		{"bytes=10-19", 10, 10, false},
+		{"bytes=990-5000", 990, 10, false},
+		{"bytes=500-", 500, 500, false},
+		{"bytes=-1", 999, 1, false},
+		{"bytes=-2000", 0, 1000, false},
+		{"bytes= 1-2", 1, 2, false},
+		{"bytes=1000-", 0, 0, true},
+		{"bytes=1000-1001", 0, 0, true},
+		{"bytes=-0", 0, 0, true},
+	} {
+		r, err := ParseRange(c.h)
+		if err != nil {
+			t.Errorf("ParseRange(%q): %v", c.h, err)
+			continue
+		}
+		off, n, err := r.Resolve(size)
+		if c.badSize {
+			if status.Code(err) != codes.OutOfRange || apierr.S3(err).Code != "InvalidRange" {
+				t.Errorf("%q: resolved to %d+%d, %v; want InvalidRange", c.h, off, n, err)
+			}
+			continue
+		}
+		if err != nil || off != c.off || n != c.n {
+			t.Errorf("%q: %d+%d %v, want %d+%d", c.h, off, n, err, c.off, c.n)
+		}
+		// The range survives the trip to the owner.
+		if r2 := rangeFromProto(rangeToProto(r)); r2.String() != r.String() {
+			t.Errorf("%q: %s after the proto round trip", c.h, r2)
+		}
+	}
+	for _, h := range []string{"bytes=5-1", "bytes=0-1,3-4", "items=0-1", "bytes=", "bytes=-", "bytes=a-b", "bytes=1", "bytes=--1", "bytes=+1-2",
+		"bytes=99999999999999999999-"} {
+		if _, err := ParseRange(h); status.Code(err) != codes.OutOfRange {
+			t.Errorf("ParseRange(%q) = %v, want an InvalidRange error", h, err)
+		}
+	}
+	var whole *Range
+	if off, n, err := whole.Resolve(0); off != 0 || n != 0 || err != nil {
+		t.Errorf("whole empty file: %d %d %v", off, n, err)
+	}
+	if _, _, err := (&Range{IsSuffix: true, Suffix: 5}).Resolve(0); err == nil {
+		t.Error("a suffix of an empty file resolved")
+	}
+}
+
+func TestETag(t *testing.T) {
+	sha := strings.Repeat("0123456789abcdef", 4)
+	if got := ETag(sha); got != `"0123456789abcdef0123456789abcdef"` {
+		t.Errorf("ETag = %s", got)
+	}
+}

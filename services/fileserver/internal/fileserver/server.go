@@ -1,0 +1,310 @@
+// Package fileserver is the file-server role: the Iceberg REST catalog and the S3 API on
+// their own listeners, and the internal file service on the node's gRPC server, over one
+// read path (files) with one disk cache. The role's process (pkg/node) runs the gRPC
+// server and the node's membership; this package adds what only file servers do.
+package fileserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+
+	"github.com/minkhq/mink/pkg/filecache"
+	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/services/fileserver/internal/catalog"
+	"github.com/minkhq/mink/services/fileserver/internal/files"
+	"github.com/minkhq/mink/services/fileserver/internal/s3api"
+)
+
+// Options configure a Server.
+type Options struct {
+	NodeID string   // this node's id, as registered in the members table
+	DB     lease.DB // the cluster's Postgres (a *pgxpool.Pool)
+	Kafka  *kafkasrc.Client
+
+	CatalogAddr string // listen address of the Iceberg REST catalog (":8181")
+	S3Addr      string // listen address of the S3 API (":9000")
+	// S3Endpoint is the URL engines reach this node's S3 API at, handed out in table
+	// loads; empty: http://<this host>:<S3 port> (or the S3 listen address when it
+	// names a host). Set it when clients reach the node through another name (a
+	// Kubernetes Service, a published Docker port).
+	S3Endpoint string
+	Region     string // the S3 region engines are told; default us-east-1
+
+	CacheDir   string // the disk cache's folder
+	CacheBytes int64  // its bound
+
+	// ShutdownTimeout is how long in-flight HTTP requests may run on after Run's ctx
+	// ends (default 10s).
+	ShutdownTimeout time.Duration
+	// MemberRefresh is how often the member list is read (default 1s).
+	MemberRefresh time.Duration
+	// LookupTimeout bounds each Postgres read of a request (default 5s).
+	LookupTimeout time.Duration
+	// ProblemTTL is how long a file that cannot be rebuilt is refused without retrying
+	// (default 1m).
+	ProblemTTL time.Duration
+
+	// Telemetry; nil: the otel globals.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+	Logger         *slog.Logger
+}
+
+// Server is one file server's own part. New binds its listeners and opens its cache;
+// RegisterGRPC adds the file service to the node's gRPC server; Run serves.
+type Server struct {
+	o          Options
+	log        *slog.Logger
+	store      *files.Store
+	cache      *filecache.Cache
+	catalogLis net.Listener
+	s3Lis      net.Listener
+	s3Endpoint string
+	catalog    http.Handler
+	s3         http.Handler
+
+	handlers sync.WaitGroup // HTTP handlers running: Run waits for every one
+	runOnce  sync.Once
+}
+
+// New validates o, binds both listeners (so a taken port fails at start, and ":0"
+// resolves before the S3 endpoint is advertised), and opens the cache, adopting the
+// files a previous run left there. Run must follow, to close them.
+func New(o Options) (_ *Server, err error) {
+	if o.NodeID == "" || o.DB == nil || o.Kafka == nil {
+		return nil, errors.New("fileserver: NodeID, DB and Kafka are required")
+	}
+	if o.CacheDir == "" || o.CacheBytes <= 0 {
+		return nil, errors.New("fileserver: CacheDir and a positive CacheBytes are required")
+	}
+	if o.Region == "" {
+		o.Region = "us-east-1"
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 10 * time.Second
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = otel.GetMeterProvider()
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
+	}
+	if o.Propagator == nil {
+		o.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	s := &Server{o: o, log: o.Logger.With("node", o.NodeID)}
+
+	if s.catalogLis, err = net.Listen("tcp", o.CatalogAddr); err != nil {
+		return nil, fmt.Errorf("fileserver: catalog address: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			s.catalogLis.Close()
+		}
+	}()
+	if s.s3Lis, err = net.Listen("tcp", o.S3Addr); err != nil {
+		return nil, fmt.Errorf("fileserver: S3 address: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			s.s3Lis.Close()
+		}
+	}()
+	s.s3Endpoint = o.S3Endpoint
+	if s.s3Endpoint == "" {
+		s.s3Endpoint = "http://" + advertised(s.s3Lis.Addr())
+	}
+
+	if s.cache, err = filecache.Open(o.CacheDir, o.CacheBytes, s.log); err != nil {
+		return nil, fmt.Errorf("fileserver: cache: %w", err)
+	}
+	meter := o.MeterProvider.Meter("github.com/minkhq/mink/services/fileserver")
+	otelOpts := []otelgrpc.Option{otelgrpc.WithMeterProvider(o.MeterProvider),
+		otelgrpc.WithTracerProvider(o.TracerProvider), otelgrpc.WithPropagators(o.Propagator)}
+	s.store, err = files.New(files.Options{
+		NodeID: o.NodeID, DB: o.DB, Kafka: o.Kafka, Cache: s.cache,
+		DialOptions:   []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))},
+		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
+		Meter: meter, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.New(catalog.Options{DB: o.DB, FileIO: catalog.S3Config(s.s3Endpoint, o.Region),
+		LookupTimeout: o.LookupTimeout, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	s3h, err := s3api.New(s.store, meter, s.log)
+	if err != nil {
+		return nil, err
+	}
+	// otelhttp starts each request's trace (or continues the client's), so the gRPC
+	// call of a forwarded read is a child of the S3 request it serves.
+	httpOpts := []otelhttp.Option{otelhttp.WithMeterProvider(o.MeterProvider),
+		otelhttp.WithTracerProvider(o.TracerProvider), otelhttp.WithPropagators(o.Propagator)}
+	s.catalog = otelhttp.NewHandler(cat, "iceberg-rest", httpOpts...)
+	s.s3 = otelhttp.NewHandler(s3h, "s3", append(httpOpts, otelhttp.WithSpanNameFormatter(
+		func(_ string, r *http.Request) string { return "s3 " + r.Method }))...)
+	return s, nil
+}
+
+// CatalogAddr and S3Addr are the bound listen addresses; S3Endpoint is the URL table
+// loads hand to engines.
+func (s *Server) CatalogAddr() net.Addr { return s.catalogLis.Addr() }
+func (s *Server) S3Addr() net.Addr      { return s.s3Lis.Addr() }
+func (s *Server) S3Endpoint() string    { return s.s3Endpoint }
+
+// Stats are the read path's counters, and the cache's figures.
+func (s *Server) Stats() (files.Stats, filecache.Stats) { return s.store.Stats(), s.cache.Stats() }
+
+// Figures are the file server's figures for the admin API's GetStatus.
+func (s *Server) Figures() map[string]string {
+	st, cs := s.Stats()
+	rate := "n/a"
+	if n := st.CacheHits + st.CacheMisses; n > 0 {
+		rate = strconv.FormatFloat(float64(st.CacheHits)/float64(n), 'f', 3, 64)
+	}
+	return map[string]string{
+		"catalog_addr": s.catalogLis.Addr().String(), "s3_endpoint": s.s3Endpoint,
+		"cache_dir": s.o.CacheDir, "cache_files": strconv.Itoa(cs.Files),
+		"cache_bytes": strconv.FormatInt(cs.Bytes, 10), "cache_bytes_limit": strconv.FormatInt(cs.Max, 10),
+		"cache_hit_rate": rate, "builds": strconv.FormatInt(st.Builds, 10),
+		"build_failures": strconv.FormatInt(st.BuildFailures, 10), "forwarded_reads": strconv.FormatInt(st.Forwarded, 10),
+		"files_reported": strconv.FormatInt(st.Reported, 10),
+	}
+}
+
+// Owner returns the node that owns key now, and whether it is this one.
+func (s *Server) Owner(key string) (node string, self bool) { return s.store.Owner(key) }
+
+// Members are the file servers this node knows of now (the last list read), with their
+// gRPC addresses.
+func (s *Server) Members() map[string]string { return s.store.Members() }
+
+// Addrs are the addresses to advertise in the members table ("catalog", "s3").
+func (s *Server) Addrs() map[string]string {
+	return map[string]string{"catalog": advertised(s.catalogLis.Addr()), "s3": s.s3Endpoint}
+}
+
+// RegisterGRPC adds mink.file.v1.FileService to the node's gRPC server, which must carry
+// the otelgrpc server handler and apierr's interceptors as pkg/node's does.
+func (s *Server) RegisterGRPC(gs *grpc.Server) { s.store.Register(gs) }
+
+// Run serves the catalog and the S3 API, and keeps the member list fresh, until ctx ends
+// or a listener fails. It then stops taking requests, lets those in flight finish within
+// ShutdownTimeout (then cuts them), stops builds, closes connections to other nodes, and
+// returns once every goroutine it started has ended. Call it once; stop the node's gRPC
+// server after it returns, as forwarded reads into this node need the store until then.
+func (s *Server) Run(ctx context.Context) error {
+	err := errors.New("fileserver: Run called twice")
+	s.runOnce.Do(func() { err = s.run(ctx) })
+	return err
+}
+
+func (s *Server) run(ctx context.Context) error {
+	defer s.catalogLis.Close()
+	defer s.s3Lis.Close()
+	// Every request's context ends when this does: after the shutdown deadline, so
+	// handlers waiting on a build or a forwarded stream stop too.
+	reqBase, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.handlers.Add(1)
+				defer s.handlers.Done()
+				h.ServeHTTP(w, r)
+			}),
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			BaseContext:       func(net.Listener) context.Context { return reqBase },
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		}
+	}
+	catalogSrv, s3Srv := newServer(s.catalog), newServer(s.s3)
+	s.log.Info("file server serving", "catalog_addr", s.catalogLis.Addr().String(),
+		"s3_addr", s.s3Lis.Addr().String(), "s3_endpoint", s.s3Endpoint, "cache_dir", s.o.CacheDir,
+		"cache_bytes", s.o.CacheBytes, "cached_files", s.cache.Stats().Files)
+
+	g, gctx := errgroup.WithContext(ctx)
+	// The first member list is read before serving, so the first requests go to their
+	// owners; if Postgres is down this node serves what it has until it answers.
+	s.store.RefreshMembers(gctx)
+	g.Go(func() error { s.store.Run(gctx); return nil })
+	serve := func(name string, srv *http.Server, lis net.Listener) {
+		g.Go(func() error {
+			if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("fileserver: serve %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	serve("catalog", catalogSrv, s.catalogLis)
+	serve("S3", s3Srv, s.s3Lis)
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, srv := range []*http.Server{catalogSrv, s3Srv} {
+			wg.Go(func() {
+				if err := srv.Shutdown(sctx); err != nil {
+					s.log.Warn("requests outlived the shutdown timeout; cutting them", "shutdown_timeout", s.o.ShutdownTimeout.String())
+					cancelReqs()
+					srv.Close()
+				}
+			})
+		}
+		wg.Wait()
+		return nil
+	})
+	err := g.Wait()
+	cancelReqs()
+	s.handlers.Wait()
+	if cerr := s.store.Close(); cerr != nil {
+		s.log.Warn("closing connections to other file servers", "error", cerr)
+	}
+	if err != nil {
+		s.log.Error("file server stopped", "error", err)
+	} else {
+		s.log.Info("file server stopped")
+	}
+	return err
+}
+
+// advertised is how others reach a listener: its own address, or this host's name with
+// its port when it listens on every interface.
+func advertised(a net.Addr) string {
+	ta := a.(*net.TCPAddr)
+	if ta.IP == nil || ta.IP.IsUnspecified() {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "localhost"
+		}
+		return net.JoinHostPort(h, strconv.Itoa(ta.Port))
+	}
+	return ta.String()
+}

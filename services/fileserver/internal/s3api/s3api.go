@@ -1,0 +1,260 @@
+// Package s3api is the S3 API of a file server: path-style GetObject (with one byte
+// Range) and HeadObject of every file in the one bucket, "mink", as S3-compatible
+// clients (iceberg-go's, Spark's S3A, Trino's, PyIceberg's) send them. Everything else
+// answers an S3 XML error: NoSuchBucket for other buckets, NotImplemented for listing,
+// MethodNotAllowed for writes. Bodies stream from the cache file (sendfile) or from the
+// owner's gRPC stream; a file is never held whole in memory.
+package s3api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/services/fileserver/internal/files"
+)
+
+// Opener opens files at their owner: *files.Store.
+type Opener interface {
+	Open(ctx context.Context, key string, rng *files.Range, infoOnly bool) (*files.Object, error)
+}
+
+// Handler serves the S3 API.
+type Handler struct {
+	files Opener
+	log   *slog.Logger
+	bytes metric.Int64Counter
+}
+
+// New returns the S3 handler over files. meter may be nil.
+func New(f Opener, meter metric.Meter, log *slog.Logger) (*Handler, error) {
+	if meter == nil {
+		meter = noop.NewMeterProvider().Meter("")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	bytes, err := meter.Int64Counter("mink.fileserver.bytes_served",
+		metric.WithDescription("File bytes sent, by api (s3: to clients; forward: to other file servers)."), metric.WithUnit("By"))
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{files: f, log: log, bytes: bytes}, nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := requestID()
+	w.Header().Set("X-Amz-Request-Id", id)
+	w.Header().Set("Server", "Mink")
+	// The raw path, not r.URL.Path: keys are percent-encoded by clients, and a path
+	// must not be cleaned (".." resolved) before the key is checked.
+	path := r.URL.EscapedPath()
+	bucket, rawKey, hasKey := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	fail := func(e apierr.S3Error) {
+		e.RequestID = id
+		if e.Resource == "" {
+			e.Resource = path
+		}
+		apierr.WriteS3(w, r, e)
+	}
+	if bucket == "" {
+		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented",
+			Message: "listing buckets is not supported: Mink serves one bucket, " + layout.Bucket})
+		return
+	}
+	if b, err := url.PathUnescape(bucket); err != nil || b != layout.Bucket {
+		fail(apierr.S3Error{Status: http.StatusNotFound, Code: "NoSuchBucket", BucketName: bucket,
+			Message: "the bucket does not exist: Mink serves one bucket, " + layout.Bucket + ", with path-style requests"})
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		fail(apierr.S3Error{Status: http.StatusMethodNotAllowed, Code: "MethodNotAllowed", BucketName: layout.Bucket,
+			Message: "Mink's S3 API is read-only: " + r.Method + " is not allowed"})
+		return
+	}
+	if !hasKey || rawKey == "" {
+		if r.Method == http.MethodHead { // HeadBucket: the bucket exists
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented", BucketName: layout.Bucket,
+			Message: "listing objects is not supported: engines find files through the Iceberg catalog"})
+		return
+	}
+	key, err := url.PathUnescape(rawKey)
+	if err != nil {
+		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "InvalidArgument", BucketName: layout.Bucket,
+			Message: "the key is not validly percent-encoded: " + err.Error()})
+		return
+	}
+	h.object(w, r, key, fail)
+}
+
+// object answers GetObject and HeadObject.
+func (h *Handler) object(w http.ResponseWriter, r *http.Request, key string, fail func(apierr.S3Error)) {
+	keyErr := func(err error) {
+		e := apierr.S3(err)
+		e.BucketName, e.Key = layout.Bucket, key
+		fail(e)
+	}
+	rng, err := files.ParseRange(r.Header.Get("Range"))
+	if err != nil {
+		keyErr(err)
+		return
+	}
+	head := r.Method == http.MethodHead
+	obj, err := h.files.Open(r.Context(), key, rng, head)
+	if err != nil {
+		if r.Context().Err() == nil {
+			h.log.DebugContext(r.Context(), "s3 read failed", "key", key, "range", rng.String(), "error", err)
+		}
+		keyErr(err)
+		return
+	}
+	defer obj.Close()
+
+	hd := w.Header()
+	hd.Set("ETag", obj.ETag)
+	hd.Set("Last-Modified", obj.LastModified.UTC().Format(http.TimeFormat))
+	hd.Set("Accept-Ranges", "bytes")
+	hd.Set("Content-Type", contentType(key))
+	hd.Set("X-Mink-Served-By", obj.ServedBy)
+	if obj.CacheHit {
+		hd.Set("X-Mink-Cache", "hit")
+	} else {
+		hd.Set("X-Mink-Cache", "miss")
+	}
+	if code, ok := precondition(r, obj.ETag, obj.LastModified); !ok {
+		if code == http.StatusNotModified {
+			w.WriteHeader(code)
+			return
+		}
+		fail(apierr.S3Error{Status: code, Code: "PreconditionFailed", BucketName: layout.Bucket, Key: key,
+			Message: "at least one of the preconditions (If-Match, If-Unmodified-Since) does not hold"})
+		return
+	}
+	status := http.StatusOK
+	length := obj.Size
+	if rng != nil {
+		status = http.StatusPartialContent
+		length = obj.Length
+		hd.Set("Content-Range", "bytes "+strconv.FormatInt(obj.Offset, 10)+"-"+
+			strconv.FormatInt(obj.Offset+obj.Length-1, 10)+"/"+strconv.FormatInt(obj.Size, 10))
+	}
+	hd.Set("Content-Length", strconv.FormatInt(length, 10))
+	w.WriteHeader(status)
+	if head || obj.Body == nil {
+		return
+	}
+	n, err := sendBody(w, obj.Body, length)
+	h.bytes.Add(r.Context(), n, metric.WithAttributes(attribute.String("api", "s3")))
+	if err != nil || n != length {
+		if r.Context().Err() == nil {
+			h.log.WarnContext(r.Context(), "s3 read cut short", "key", key, "sent", n, "want", length, "served_by", obj.ServedBy, "error", err)
+		}
+		// The status is sent: abort the connection so the client sees a broken
+		// transfer (Content-Length unmet), never a short file that looks whole.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+const (
+	// writeIdle is how long a client may leave a response unread before the connection
+	// is cut: a reader that walks away without closing (it happens) must not hold a
+	// handler, a cache file and an owner's stream forever.
+	writeIdle = time.Minute
+	// sendChunk is what one write deadline covers: at least 8 MiB a minute.
+	sendChunk = 8 << 20
+)
+
+// sendBody copies n bytes of body to w, a chunk per write deadline. A cache file's body
+// is an *io.LimitedReader over an *os.File, which it hands to net/http as one, so the
+// kernel sends it (sendfile) without copying it through user space.
+func sendBody(w http.ResponseWriter, body io.Reader, n int64) (int64, error) {
+	rc := http.NewResponseController(w)
+	defer rc.SetWriteDeadline(time.Time{})
+	var sent int64
+	for sent < n {
+		rc.SetWriteDeadline(time.Now().Add(writeIdle))
+		chunk := min(sendChunk, n-sent)
+		var m int64
+		var err error
+		if lr, ok := body.(*io.LimitedReader); ok {
+			m, err = io.Copy(w, &io.LimitedReader{R: lr.R, N: min(chunk, lr.N)})
+			lr.N -= m
+		} else {
+			m, err = io.CopyN(w, body, chunk)
+		}
+		sent += m
+		if err != nil {
+			return sent, err
+		}
+		if m == 0 {
+			return sent, io.ErrUnexpectedEOF
+		}
+	}
+	return sent, nil
+}
+
+// precondition evaluates If-Match, If-None-Match, If-Unmodified-Since and
+// If-Modified-Since as S3 does; it returns false with 412 or 304 when the request must
+// not be served.
+func precondition(r *http.Request, etag string, modified time.Time) (int, bool) {
+	match := func(list string) bool {
+		for t := range strings.SplitSeq(list, ",") {
+			t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+			if t == "*" || t == etag {
+				return true
+			}
+		}
+		return false
+	}
+	modified = modified.Truncate(time.Second)
+	if im := r.Header.Get("If-Match"); im != "" {
+		if !match(im) {
+			return http.StatusPreconditionFailed, false
+		}
+	} else if t, err := http.ParseTime(r.Header.Get("If-Unmodified-Since")); err == nil && modified.After(t) {
+		return http.StatusPreconditionFailed, false
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		if match(inm) {
+			return http.StatusNotModified, false
+		}
+	} else if t, err := http.ParseTime(r.Header.Get("If-Modified-Since")); err == nil && !modified.After(t) {
+		return http.StatusNotModified, false
+	}
+	return 0, true
+}
+
+func contentType(key string) string {
+	switch {
+	case strings.HasSuffix(key, ".parquet"):
+		return "application/vnd.apache.parquet"
+	case strings.HasSuffix(key, ".json"):
+		return "application/json"
+	case strings.HasSuffix(key, ".avro"):
+		return "application/avro"
+	}
+	return "application/octet-stream"
+}
+
+func requestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return strings.ToUpper(hex.EncodeToString(b[:]))
+}
