@@ -58,13 +58,13 @@ type Config struct {
 
 // Deps are what Run makes and a role's work may use.
 type Deps struct {
+	Config        Config // validated, with defaults resolved
 	NodeID        string
 	AdvertiseAddr string
 	DB            *pgxpool.Pool
 	Kafka         *kafkasrc.Client
 	Meter         metric.Meter
 	Logger        *slog.Logger
-	CacheDir      string // file server: --cache-dir, resolved
 
 	// The node's telemetry providers, for roles that instrument HTTP servers or clients.
 	MeterProvider  metric.MeterProvider

@@ -156,9 +156,9 @@ func (n *Node) Run(ctx context.Context) error {
 	dialOpts := []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))}
 	var parts Parts
 	if cfg.Setup != nil {
-		if parts, err = cfg.Setup(Deps{NodeID: n.id, AdvertiseAddr: n.advertise, DB: pool, Kafka: kc,
+		if parts, err = cfg.Setup(Deps{Config: n.cfg, NodeID: n.id, AdvertiseAddr: n.advertise, DB: pool, Kafka: kc,
 			Meter: mp.Meter("github.com/minkhq/mink/" + string(cfg.Role)), Logger: log, DialOptions: dialOpts,
-			CacheDir: n.cfg.CacheDir, MeterProvider: mp, TracerProvider: tp, Propagator: prop}); err != nil {
+			MeterProvider: mp, TracerProvider: tp, Propagator: prop}); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
 	}
