@@ -145,7 +145,7 @@ func (tw *tableWriter) commitAssembly(ctx context.Context, ms []merge) error {
 	if err != nil {
 		return err
 	}
-	if err := tw.store(ctx, string(table.OpReplace), res, add); err != nil {
+	if err := tw.store(ctx, string(table.OpReplace), res, add, remove); err != nil {
 		return err
 	}
 	tw.st.apply(add, remove)

@@ -80,7 +80,7 @@ func (tw *tableWriter) fencedAtVersion(ctx context.Context, fn func(pgx.Tx) erro
 			return err
 		}
 		if v != tw.st.base.Version {
-			return fmt.Errorf("%w: collection read version %d, the table is at %d", ErrConflict, tw.st.base.Version, v)
+			return fmt.Errorf("%w: read at version %d, the table is at %d", ErrConflict, tw.st.base.Version, v)
 		}
 		return fn(tx)
 	})

@@ -103,7 +103,7 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 	if err != nil {
 		return err
 	}
-	if err := tw.store(ctx, string(op), res, add); err != nil {
+	if err := tw.store(ctx, string(op), res, add, remove); err != nil {
 		return err
 	}
 	tw.st.apply(add, remove)
@@ -164,5 +164,5 @@ func (tw *tableWriter) expireSnapshots(ctx context.Context) error {
 		tw.log.Warn("cannot expire snapshots in a metadata-only version; the next commit will", "error", err)
 		return nil
 	}
-	return tw.store(ctx, "expire", res, nil)
+	return tw.store(ctx, "expire", res, nil, nil)
 }

@@ -52,6 +52,8 @@ type tableWriter struct {
 
 	assembling   bool
 	assemblyDone chan []merge
+	repairing    bool
+	repairDone   chan []repair
 	wg           sync.WaitGroup
 }
 
@@ -88,6 +90,7 @@ func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*ta
 		attrs:        metric.WithAttributes(attribute.String("table", tbl.FullName())),
 		logStart:     map[int32]int64{},
 		assemblyDone: make(chan []merge, 1),
+		repairDone:   make(chan []repair, 1),
 	}
 	if err := tw.load(ctx); err != nil {
 		return nil, err
@@ -116,7 +119,7 @@ func (tw *tableWriter) load(ctx context.Context) error {
 			return err
 		}
 		tw.st = state{cover: map[int32]icebergmeta.Coverage{}, live: map[int32][]icebergmeta.DataFile{}, keys: map[string]bool{}}
-		if err := tw.store(ctx, "create", res, nil); err != nil {
+		if err := tw.store(ctx, "create", res, nil, nil); err != nil {
 			return err
 		}
 		tw.log.Info("created the table's first metadata", "metadata", res.Key)
@@ -229,6 +232,11 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 			if err := tw.commitAssembly(ctx, ms); err != nil {
 				return err
 			}
+		case rs := <-tw.repairDone:
+			tw.repairing = false
+			if err := tw.commitRepairs(ctx, rs); err != nil {
+				return err
+			}
 		case <-tick.C:
 			if err := tw.commitNew(ctx); err != nil {
 				return err
@@ -243,20 +251,23 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 	}
 }
 
-// maintain runs expiry, assembly and collection. Kafka being unreachable only skips
-// what needs it; commits go on.
+// maintain runs expiry, repairs of reported files, assembly and collection. Kafka being
+// unreachable only skips what needs it; commits go on.
 func (tw *tableWriter) maintain(ctx context.Context) error {
 	offs, err := tw.w.kafka.Offsets(ctx, tw.tbl.Topic)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		tw.log.Warn("cannot read Kafka's log start offsets; skipping file expiry and assembly", "error", err)
+		tw.log.Warn("cannot read Kafka's log start offsets; skipping file expiry, repairs and assembly", "error", err)
 	} else {
 		for _, o := range offs {
 			tw.logStart[o.Partition] = o.LogStart
 		}
 		if err := tw.expireFiles(ctx, offs); err != nil {
+			return err
+		}
+		if err := tw.startRepairs(ctx); err != nil {
 			return err
 		}
 		tw.startAssembly(ctx)
@@ -348,7 +359,7 @@ func (tw *tableWriter) commitNew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := tw.store(ctx, string(table.OpAppend), res, add); err != nil {
+	if err := tw.store(ctx, string(table.OpAppend), res, add, nil); err != nil {
 		return err
 	}
 	tw.st.apply(add, nil)
@@ -374,9 +385,11 @@ func fromRange(t tables.Table, r ranges.Range) icebergmeta.DataFile {
 }
 
 // store makes res current in one transaction under the writer lease: the data files it
-// adds (rows for the file servers), its metadata files, and the compare-and-set of the
-// commit pointer from res.Version-1 to res.Version. Either all of it happens or none.
-func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Result, add []icebergmeta.DataFile) error {
+// adds (rows for the file servers), its metadata files, the deletion of the file
+// problems reported for the files it removes (no longer the current snapshot's), and the
+// compare-and-set of the commit pointer from res.Version-1 to res.Version. Either all of
+// it happens or none.
+func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Result, add, remove []icebergmeta.DataFile) error {
 	if tw.w.beforeStore != nil {
 		tw.w.beforeStore(ctx, op)
 	}
@@ -398,6 +411,9 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 		}
 		for _, f := range res.Files {
 			b.Queue(`INSERT INTO mink_meta_files (table_id, key, content) VALUES ($1, $2, $3)`, tw.l.Table, f.Key, f.Content)
+		}
+		if len(remove) > 0 {
+			b.Queue(`DELETE FROM mink_file_problems WHERE table_id = $1 AND key = ANY($2)`, tw.l.Table, keysOf(remove))
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err

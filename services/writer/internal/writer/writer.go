@@ -9,6 +9,10 @@
 //     column statistics in the manifests.
 //   - Expiry: files whose offsets Kafka no longer holds leave the table in a delete (or
 //     overwrite) snapshot; snapshots past retention leave the metadata.
+//   - Repairs: files the file servers reported because Kafka no longer yields their
+//     recorded bytes (mink_file_problems: compacted after indexing, offsets deleted) are
+//     rebuilt from what Kafka holds now under new keys, or dropped, in an overwrite (or
+//     delete) snapshot.
 //   - Collection: rows and metadata files no live snapshot names are deleted in small
 //     batches.
 //
@@ -40,13 +44,14 @@ type Writer struct {
 	m     metrics
 
 	// beforeStore, when set (tests), runs after a commit's files are built and before
-	// they are stored: where a lease can be lost mid-commit.
+	// they are stored, and before file problems are cleared ("clear-problems"): where a
+	// lease can be lost mid-commit.
 	beforeStore func(ctx context.Context, op string)
 }
 
 type metrics struct {
-	commits, conflicts, filesAdded, filesRemoved, records, assembled, collected metric.Int64Counter
-	lag                                                                         metric.Int64Gauge
+	commits, conflicts, filesAdded, filesRemoved, records, assembled, collected, repaired metric.Int64Counter
+	lag                                                                                   metric.Int64Gauge
 }
 
 // New prepares a writer. Kafka is read only for log start offsets (expiry) and to
@@ -69,9 +74,10 @@ func New(db lease.DB, kc *kafkasrc.Client, m metric.Meter, log *slog.Logger) (*W
 	w.m.commits = counter("mink.writer.commits", "snapshots and metadata versions committed, by operation", "{commit}")
 	w.m.conflicts = counter("mink.writer.commit_failures", "commits that did not become current (lease lost or version moved)", "{commit}")
 	w.m.filesAdded = counter("mink.writer.files_added", "data files added to snapshots", "{file}")
-	w.m.filesRemoved = counter("mink.writer.files_removed", "data files removed from snapshots (assembly, expiry)", "{file}")
+	w.m.filesRemoved = counter("mink.writer.files_removed", "data files removed from snapshots (assembly, expiry, repairs)", "{file}")
 	w.m.records = counter("mink.writer.records_committed", "rows newly committed by append snapshots", "{record}")
 	w.m.assembled = counter("mink.writer.assembled_bytes", "bytes of merged files built by assembly", "By")
+	w.m.repaired = counter("mink.writer.files_repaired", "data files the file servers reported (rebuild differs, offsets gone), by outcome: rebuilt (replaced), emptied (dropped: no row left), expired (left to expiry), intact or stale (report cleared)", "{file}")
 	w.m.collected = counter("mink.writer.collected_rows", "rows deleted by collection, by kind (data_file, meta_file, range)", "{row}")
 	g, e := m.Int64Gauge("mink.writer.snapshot_lag", metric.WithDescription("offsets indexed but not yet in the current snapshot, over all partitions of a table"), metric.WithUnit("{offset}"))
 	w.m.lag = g
