@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -74,7 +72,7 @@ func (s *Server) forward(ctx context.Context, method, target string, req, resp p
 	if err != nil {
 		return fmt.Errorf("look up node %q: %w", target, err)
 	}
-	conn, err := s.peers.conn(m.GRPCAddr)
+	conn, err := s.peers.Conn(m.GRPCAddr)
 	if err != nil {
 		return apierr.Wrap(apierr.Unavailable, err, "node %q at %s", target, m.GRPCAddr)
 	}
@@ -122,50 +120,4 @@ func (s *Server) notLive(ctx context.Context, target string) error {
 	}
 	return apierr.New(apierr.Unavailable, "node %q is not live: its membership expired at %s (crashed, or cannot reach Postgres)",
 		target, expires.UTC().Format(time.RFC3339Nano))
-}
-
-// peers keeps one client connection per target address, made on first use and reused by
-// every forwarded request after it.
-type peers struct {
-	opts   []grpc.DialOption
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	closed bool
-}
-
-func newPeers(opts []grpc.DialOption) *peers {
-	return &peers{
-		opts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
-		conns: map[string]*grpc.ClientConn{},
-	}
-}
-
-func (p *peers) conn(addr string) (*grpc.ClientConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errors.New("node is shutting down")
-	}
-	if c := p.conns[addr]; c != nil {
-		return c, nil
-	}
-	// NewClient does not dial: it connects on first use and reconnects by itself.
-	c, err := grpc.NewClient(addr, p.opts...)
-	if err != nil {
-		return nil, err
-	}
-	p.conns[addr] = c
-	return c, nil
-}
-
-func (p *peers) close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	var errs []error
-	for addr, c := range p.conns {
-		errs = append(errs, c.Close())
-		delete(p.conns, addr)
-	}
-	return errors.Join(errs...)
 }

@@ -21,6 +21,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/peers"
 )
 
 // Tables is table administration, implemented by the tables package (issue 4). It gets
@@ -57,7 +58,7 @@ type Server struct {
 	tables  Tables
 	figures func() map[string]string
 	log     *slog.Logger
-	peers   *peers
+	peers   *peers.Pool
 
 	forwardTimeout time.Duration
 	forwarded      metric.Int64Counter
@@ -92,7 +93,7 @@ func New(o Options) (*Server, error) {
 		tables:         o.Tables,
 		figures:        o.Figures,
 		log:            o.Logger,
-		peers:          newPeers(o.DialOptions),
+		peers:          peers.New(o.DialOptions...),
 		forwardTimeout: o.ForwardTimeout,
 		forwarded:      fwd,
 	}, nil
@@ -102,7 +103,7 @@ func New(o Options) (*Server, error) {
 func (s *Server) Register(g grpc.ServiceRegistrar) { adminv1.RegisterAdminServiceServer(g, s) }
 
 // Close closes the connections used to forward requests.
-func (s *Server) Close() error { return s.peers.close() }
+func (s *Server) Close() error { return s.peers.Close() }
 
 func (s *Server) GetStatus(ctx context.Context, req *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
 	return serve(s, ctx, adminv1.AdminService_GetStatus_FullMethodName, req, s.getStatus)
