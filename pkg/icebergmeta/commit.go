@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/tables"
 )
 
 var (
@@ -109,7 +110,7 @@ func Commit(ctx context.Context, r *Reader, t Table, base Base, ch Change) (*Res
 	res := &Result{}
 	var newID *int64
 	if ch.Operation != "" {
-		snap, files, err := newSnapshot(ctx, r, t, md, ch)
+		snap, files, err := newSnapshot(ctx, r, t, md, ch, snapshotOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -136,8 +137,13 @@ func Commit(ctx context.Context, r *Reader, t Table, base Base, ch Change) (*Res
 	return finish(t, b, base.Version+1, res)
 }
 
-// finish builds the metadata and its JSON file.
+// finish builds the metadata and its JSON file, named as the writer names versions.
 func finish(t Table, b *table.MetadataBuilder, version int64, res *Result) (*Result, error) {
+	return finishAs(t, b, version, res, metadataName(version, uuid.NewString()))
+}
+
+// finishAs builds the metadata and its JSON file, named name under metadata/.
+func finishAs(t Table, b *table.MetadataBuilder, version int64, res *Result, name string) (*Result, error) {
 	md, err := b.Build()
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: build metadata: %w", err)
@@ -147,7 +153,7 @@ func finish(t Table, b *table.MetadataBuilder, version int64, res *Result) (*Res
 		return nil, fmt.Errorf("icebergmeta: encode metadata: %w", err)
 	}
 	res.Version = version
-	res.Key = layout.MetadataKey(t.Namespace, t.Name, metadataName(version, uuid.NewString()))
+	res.Key = layout.MetadataKey(t.Namespace, t.Name, name)
 	res.Metadata = md
 	res.Files = append(res.Files, File{Key: res.Key, Content: content})
 	return res, nil
@@ -188,8 +194,15 @@ func newSnapshotID(md table.Metadata) int64 {
 	}
 }
 
+// snapshotOptions are how a snapshot's files are written: the writer's commits use the
+// zero value; live loads name theirs under metadata/live/ and never merge manifests.
+type snapshotOptions struct {
+	dir     string // prefix of the file names under metadata/ ("live/")
+	noMerge bool   // carry the parent's manifests as they are
+}
+
 // newSnapshot writes the new snapshot's manifests and manifest list.
-func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch Change) (*table.Snapshot, []File, error) {
+func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch Change, o snapshotOptions) (*table.Snapshot, []File, error) {
 	spec := md.PartitionSpec()
 	partField, err := partitionFieldID(spec)
 	if err != nil {
@@ -206,7 +219,8 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 		t: t, spec: spec, schema: schema, id: newSnapshotID(md), commit: uuid.NewString(),
 		mergeMin:    propInt(t.Properties, table.ManifestMinMergeCountKey, table.ManifestMinMergeCountDefault),
 		mergeTarget: propInt(t.Properties, table.ManifestTargetSizeBytesKey, table.ManifestTargetSizeBytesDefault),
-		merge:       propBool(t.Properties, table.ManifestMergeEnabledKey, true),
+		merge:       !o.noMerge && propBool(t.Properties, table.ManifestMergeEnabledKey, true),
+		dir:         o.dir,
 	}
 	seq := md.LastSequenceNumber() + 1
 
@@ -252,7 +266,7 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 	if err := lw.Close(); err != nil {
 		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
 	}
-	listKey := layout.MetadataKey(t.Namespace, t.Name, manifestListName(w.id, w.commit))
+	listKey := layout.MetadataKey(t.Namespace, t.Name, o.dir+manifestListName(w.id, w.commit))
 	files := append(w.files, File{Key: listKey, Content: buf.Bytes()})
 
 	summary, err := summarize(parent, ch)
@@ -286,6 +300,7 @@ type manifests struct {
 	merge       bool
 	mergeMin    int
 	mergeTarget int
+	dir         string // see snapshotOptions
 }
 
 // write writes one manifest that fill fills.
@@ -302,7 +317,7 @@ func (w *manifests) write(fill func(*iceberg.ManifestWriter) error) (iceberg.Man
 	if err := mw.Close(); err != nil {
 		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
 	}
-	key := layout.MetadataKey(w.t.Namespace, w.t.Name, manifestName(w.commit, w.n))
+	key := layout.MetadataKey(w.t.Namespace, w.t.Name, w.dir+manifestName(w.commit, w.n))
 	w.n++
 	mf, err := mw.ToManifestFile(layout.URI(key), int64(buf.Len()))
 	if err != nil {
@@ -555,6 +570,12 @@ func parentSummary(s *table.Snapshot) *table.Summary {
 type Retention struct {
 	MaxAge  time.Duration // snapshots older than this are expired...
 	MinKeep int           // ...except the newest MinKeep, and the current one, always
+	// KeepSuperseded keeps a snapshot at least this long after a newer one replaced it
+	// as current, however old the snapshot itself is. A live table load builds its load
+	// snapshot on the current snapshot and names that snapshot's manifests and data
+	// files; keeping the snapshot keeps them (collection spares what a kept snapshot
+	// names), so the load stays readable for its TTL after newer commits. Zero: off.
+	KeepSuperseded time.Duration
 }
 
 // Retention defaults: Iceberg's property names, with Mink's defaults (Iceberg keeps
@@ -565,7 +586,10 @@ const (
 )
 
 // RetentionOf reads history.expire.max-snapshot-age-ms and
-// history.expire.min-snapshots-to-keep; bad values fall back to the defaults.
+// history.expire.min-snapshots-to-keep; bad values fall back to the defaults. While
+// live loads are on (tables.PropLiveLoad), a replaced snapshot is also kept for the
+// live TTL (tables.PropLiveTTL) after it was replaced, but never longer than MaxAge:
+// LiveTTLOf is what a load snapshot is then promised.
 func RetentionOf(props map[string]string) Retention {
 	r := Retention{MaxAge: DefaultMaxSnapshotAge, MinKeep: DefaultMinSnapshots}
 	if ms, err := strconv.ParseInt(props[table.MaxSnapshotAgeMsKey], 10, 64); err == nil && ms > 0 {
@@ -574,7 +598,35 @@ func RetentionOf(props map[string]string) Retention {
 	if n, err := strconv.Atoi(props[table.MinSnapshotsToKeepKey]); err == nil && n > 0 {
 		r.MinKeep = n
 	}
+	if on, ttl := liveProps(props); on {
+		r.KeepSuperseded = min(ttl, r.MaxAge)
+	}
 	return r
+}
+
+// LiveTTLOf is how long a live load snapshot of a table with these properties stays
+// readable after newer commits: the live TTL, capped by the snapshot retention age
+// (beyond it the writer may expire the snapshot the load was built on).
+func LiveTTLOf(props map[string]string) time.Duration {
+	_, ttl := liveProps(props)
+	return min(ttl, RetentionOf(props).MaxAge)
+}
+
+// liveProps reads whether live loads are on and their TTL; bad values count as the
+// defaults, as tables.Table.Props reads them.
+func liveProps(props map[string]string) (on bool, ttl time.Duration) {
+	on, ttl = tables.DefaultProps.LiveLoad, tables.DefaultProps.LiveTTL
+	if v, ok := props[tables.PropLiveLoad]; ok {
+		if p, err := tables.ParseProps(map[string]string{tables.PropLiveLoad: v}); err == nil {
+			on = p.LiveLoad
+		}
+	}
+	if v, ok := props[tables.PropLiveTTL]; ok {
+		if p, err := tables.ParseProps(map[string]string{tables.PropLiveTTL: v}); err == nil {
+			ttl = p.LiveTTL
+		}
+	}
+	return on, ttl
 }
 
 // Expirable returns the snapshots of md that retention expires at now: older than
@@ -608,12 +660,38 @@ func Expirable(md table.Metadata, added *int64, now time.Time, ret Retention) []
 	for i := 0; i < len(all) && i < n; i++ {
 		keep[all[i].id] = true
 	}
+	// When each snapshot was replaced as current: when its first child was made (the
+	// current one is being replaced now when a snapshot is added).
+	replaced := map[int64]int64{}
+	for _, s := range md.Snapshots() {
+		if p := s.ParentSnapshotID; p != nil {
+			if at, ok := replaced[*p]; !ok || s.TimestampMs < at {
+				replaced[*p] = s.TimestampMs
+			}
+		}
+	}
+	if cur := md.CurrentSnapshot(); cur != nil && added != nil {
+		if _, ok := replaced[cur.SnapshotID]; !ok {
+			replaced[cur.SnapshotID] = now.UnixMilli()
+		}
+	}
 	cutoff := now.Add(-ret.MaxAge).UnixMilli()
+	keepReplacedFrom := now.Add(-ret.KeepSuperseded).UnixMilli()
 	var out []int64
 	for _, s := range all {
-		if !keep[s.id] && s.ts < cutoff {
-			out = append(out, s.id)
+		if keep[s.id] || s.ts >= cutoff {
+			continue
 		}
+		if ret.KeepSuperseded > 0 {
+			at, ok := replaced[s.id]
+			if !ok {
+				at = s.ts
+			}
+			if at >= keepReplacedFrom {
+				continue
+			}
+		}
+		out = append(out, s.id)
 	}
 	slices.Sort(out)
 	return out

@@ -10,6 +10,7 @@
 //	<ns>/<table>/metadata/snap-<snapshot id>-1-<uuid>.avro      manifest list
 //	<ns>/<table>/metadata/<uuid>-m<n>.avro                      manifest
 //	<ns>/<table>/data/_kafka_partition=<p>/<start>-<end>-<sha>.parquet (layout.DataKey)
+//	<ns>/<table>/metadata/live/...                              a live load's (Live, LiveDir)
 //
 // Every name carries a fresh UUID (or the checksum, for data), so a name is never
 // reused and every file is immutable once named.
@@ -221,8 +222,9 @@ var writerNames = regexp.MustCompile(`^(\d{5,}-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9
 	`|[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-m\d+\.avro)$`)
 
 // IsWriterKey reports whether key names a metadata file of table ns.name written by
-// this package. Collection deletes only those: other metadata (a live load's, say) is
-// not the writer's to collect.
+// this package's Create and Commit. Collection deletes those once no live snapshot names
+// them; a live load's metadata files (Live: IsLiveKey) are not in the writer's chain and
+// go when they expire instead.
 func IsWriterKey(ns, name, key string) bool {
 	rest, ok := strings.CutPrefix(key, layout.MetadataKey(ns, name, ""))
 	return ok && writerNames.MatchString(rest)

@@ -19,6 +19,7 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
@@ -312,7 +313,9 @@ func TestExpirable(t *testing.T) {
 	ctx := context.Background()
 	s := store{}
 	r := icebergmeta.NewReader(s)
-	tbl := testTable(t, map[string]string{table.MinSnapshotsToKeepKey: "1", table.MaxSnapshotAgeMsKey: "1000"})
+	// Iceberg's own rule alone: live loads off (with them on, a replaced snapshot is also
+	// kept for the live TTL: TestRetentionKeepsReplacedSnapshotsForLiveLoads).
+	tbl := testTable(t, map[string]string{table.MinSnapshotsToKeepKey: "1", table.MaxSnapshotAgeMsKey: "1000", tables.PropLiveLoad: "false"})
 	res, err := icebergmeta.Create(tbl)
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,21 @@ type Props struct {
 	RangeTargetBytes int64         // cut a range at this many bytes of record values
 	RangeMaxAge      time.Duration // ... or this long after its first record
 	CommitInterval   time.Duration // writer: how often new ranges become a snapshot
+
+	// Live loads (file servers): a table load adds the records Kafka holds beyond the
+	// committed snapshot, read_committed, as tail files of a load snapshot.
+	LiveLoad bool // on unless mink.live-load is false
+	// LiveTTL is how long a load snapshot and its tail files stay readable, even after
+	// newer commits (and how long the writer keeps a snapshot after a newer one
+	// replaced it, so that load snapshots built on it keep their files; see
+	// icebergmeta.RetentionOf).
+	LiveTTL time.Duration
+	// LiveMaxRecords bounds a partition's tail, in offsets past the committed end: a
+	// larger tail is cut there, and the load snapshot's summary says so.
+	LiveMaxRecords int64
+	// LiveMaxBytes bounds the record bytes (keys, values, headers) one load reads from
+	// Kafka per partition to build tail files; a build that reaches it is cut there.
+	LiveMaxBytes int64
 }
 
 // Property keys Mink reads; other keys are kept and served as Iceberg table properties.
@@ -57,10 +72,16 @@ const (
 	PropRangeTargetBytes = "mink.range.target-bytes"
 	PropRangeMaxAge      = "mink.range.max-age"
 	PropCommitInterval   = "mink.commit.interval"
+
+	PropLiveLoad       = "mink.live-load"        // "true" (default) or "false"
+	PropLiveTTL        = "mink.live.ttl"         // duration, 1s to 24h
+	PropLiveMaxRecords = "mink.live.max-records" // offsets per partition, 1 to 1e9
+	PropLiveMaxBytes   = "mink.live.max-bytes"   // bytes per partition, 1 to 16 GiB
 )
 
 // DefaultProps are the defaults of the properties Mink reads.
-var DefaultProps = Props{RangeTargetBytes: 128 << 20, RangeMaxAge: 10 * time.Second, CommitInterval: 5 * time.Second}
+var DefaultProps = Props{RangeTargetBytes: 128 << 20, RangeMaxAge: 10 * time.Second, CommitInterval: 5 * time.Second,
+	LiveLoad: true, LiveTTL: 15 * time.Minute, LiveMaxRecords: 1_000_000, LiveMaxBytes: 64 << 20}
 
 // ParseProps validates the properties Mink reads; errors name the key.
 func ParseProps(m map[string]string) (Props, error) {
@@ -84,6 +105,30 @@ func ParseProps(m map[string]string) (Props, error) {
 			} else {
 				p.CommitInterval = d
 			}
+		case PropLiveLoad:
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return p, apierr.Invalid(field, "want \"true\" or \"false\", got %q", v)
+			}
+			p.LiveLoad = b
+		case PropLiveTTL:
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Second || d > 24*time.Hour {
+				return p, apierr.Invalid(field, "want a duration from 1s to 24h such as \"15m\", got %q", v)
+			}
+			p.LiveTTL = d
+		case PropLiveMaxRecords:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > 1_000_000_000 {
+				return p, apierr.Invalid(field, "want a record count from 1 to 1000000000, got %q", v)
+			}
+			p.LiveMaxRecords = n
+		case PropLiveMaxBytes:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > 1<<34 {
+				return p, apierr.Invalid(field, "want a byte count from 1 to 17179869184, got %q", v)
+			}
+			p.LiveMaxBytes = n
 		}
 	}
 	return p, nil

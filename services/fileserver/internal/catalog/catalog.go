@@ -4,10 +4,16 @@
 // to read the files from Mink's S3 API. Every error is the spec's JSON envelope; write
 // endpoints answer 501, since tables are created through the admin API.
 //
-// A table is visible here once its writer has committed its first snapshot: before that
-// it has no metadata, and a load answers 404 NoSuchTableException saying so. (Making up
-// empty metadata instead would give the table a UUID that the writer's first commit then
-// changes, which engines refuse on refresh.) List and exists agree with load.
+// A table is visible here once its writer has stored its first metadata (which it does
+// as soon as it holds the table's writer lease, before any snapshot): before that a load
+// answers 404 NoSuchTableException saying so. (Making up metadata instead would give the
+// table a UUID that the writer's first metadata then changes, which engines refuse on
+// refresh.) List and exists agree with load.
+//
+// A load is live (package live) unless the table's mink.live-load is false: it also
+// holds the records Kafka has beyond the committed snapshot, as a load snapshot whose
+// metadata-location is under metadata/live/; a table with no snapshot committed yet
+// loads with all its records as the tail. HEAD never reads Kafka.
 //
 // Namespaces are one level in Mink. Paths accept the spec's multi-level form (levels
 // joined by 0x1F); a multi-level namespace never exists.
@@ -25,6 +31,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +40,7 @@ import (
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/services/fileserver/internal/live"
 )
 
 // Exception types of the spec's 404s.
@@ -51,7 +59,17 @@ type Options struct {
 	// LookupTimeout bounds the Postgres reads of one request (default 5s), so an
 	// unreachable Postgres answers 503 within it.
 	LookupTimeout time.Duration
-	Logger        *slog.Logger
+	// Live makes live loads; nil: every load returns the committed metadata.
+	Live Loader
+	// LiveTimeout bounds the live part of a load: reading Kafka's offsets and building
+	// the tail (default 30s), so a load answers 503 within it rather than hang.
+	LiveTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Loader makes live loads: *live.Loader.
+type Loader interface {
+	Load(ctx context.Context, t tables.Table, base live.Base) (live.Result, error)
 }
 
 // S3Config returns the FileIO config of an S3 endpoint URL with the given region: what
@@ -82,6 +100,25 @@ var Endpoints = []string{
 type catalog struct {
 	o   Options
 	log *slog.Logger
+
+	mu     sync.Mutex
+	logged map[string]time.Time // rate-limited log lines: when last logged
+}
+
+// logOnce reports whether a line about what may be logged now: at most once per every.
+func (c *catalog) logOnce(what string, every time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.logged[what]) < every {
+		return false
+	}
+	for k, t := range c.logged {
+		if time.Since(t) >= every {
+			delete(c.logged, k)
+		}
+	}
+	c.logged[what] = time.Now()
+	return true
 }
 
 // New returns the catalog's HTTP handler.
@@ -92,10 +129,13 @@ func New(o Options) (http.Handler, error) {
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = 5 * time.Second
 	}
+	if o.LiveTimeout <= 0 {
+		o.LiveTimeout = 30 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &catalog{o: o, log: o.Logger}
+	c := &catalog{o: o, log: o.Logger, logged: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	// GET patterns also match HEAD; the handlers tell them apart.
 	mux.HandleFunc("GET /v1/config", c.config)
@@ -299,6 +339,7 @@ func (c *catalog) listTables(w http.ResponseWriter, r *http.Request) {
 
 // current is a table's committed metadata.
 type current struct {
+	table   tables.Table
 	key     string
 	content []byte
 }
@@ -320,13 +361,13 @@ func (c *catalog) load(ctx context.Context, ns, name string, content bool) (curr
 	if err != nil {
 		return current{}, postgresErr(err, "load table %s.%s", ns, name)
 	}
-	var cur current
+	cur := current{table: t}
 	err = c.o.DB.QueryRow(ctx, `SELECT tm.metadata_key, CASE WHEN $2 THEN mf.content END
 		FROM mink_table_meta tm LEFT JOIN mink_meta_files mf ON mf.key = tm.metadata_key
 		WHERE tm.table_id = $1`, t.ID, content).Scan(&cur.key, &cur.content)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return current{}, apierr.New(apierr.NotFound,
-			"table %s has no committed snapshot yet: its writer commits one within %s (table property %s) of its first indexed range",
+			"table %s has no committed snapshot yet, nor metadata: its writer stores the first as soon as it holds the table's writer lease, and commits within %s (table property %s) of its first indexed range",
 			t.FullName(), t.Props().CommitInterval, tables.PropCommitInterval)
 	}
 	if err != nil {
@@ -376,6 +417,19 @@ func (c *catalog) loadTable(w http.ResponseWriter, r *http.Request) {
 	if head {
 		w.WriteHeader(http.StatusNoContent)
 		return
+	}
+	if c.o.Live != nil {
+		lctx, lcancel := context.WithTimeout(r.Context(), c.o.LiveTimeout)
+		res, err := c.o.Live.Load(lctx, cur.table, live.Base{Key: cur.key, Content: cur.content})
+		lcancel()
+		if err != nil {
+			if r.Context().Err() == nil && c.logOnce("live "+cur.table.FullName(), 10*time.Second) {
+				c.log.WarnContext(r.Context(), "live load failed (logged once per 10s per table)", "table", cur.table.FullName(), "error", err)
+			}
+			apierr.WriteIceberg(w, r, err, noSuchTable)
+			return
+		}
+		cur.key, cur.content = res.Key, res.Content
 	}
 	// The metadata file's key names its content (files are immutable), so it makes a
 	// strong ETag: a client holding this version gets 304 without the body.

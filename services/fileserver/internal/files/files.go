@@ -1,9 +1,11 @@
 // Package files is a file server's read path. Every file (data or metadata) has one owner
-// among the live file servers (pkg/owner over the member list). Open sends a read to the
+// among the live file servers (pkg/owner over the member list, by OwnerKey: a data
+// file's table, partition and offsets). Open sends a read to the
 // owner: this node, or another one over gRPC (mink.file.v1.FileService). The owner serves
 // the file from its disk cache, or builds it first: a data file from its Kafka offsets,
 // checked against the size and checksum recorded in mink_data_files; a metadata file from
-// mink_meta_files. Concurrent reads of a file being built share the build.
+// mink_meta_files. Concurrent reads of a file being built share the build. Measure builds
+// the tail files of live table loads at their owners (tail.go).
 //
 // What a read needs when the file is cached is all in the cache, and the member list is
 // held in memory, so cached files are still served while Postgres or Kafka is down.
@@ -111,6 +113,8 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	flights  map[string]*flight
+	measures map[string]*measureFlight // tail builds under way, by span and budget
+	measured map[string]recalled       // tail builds of the last minute
 	problems map[string]problem
 	logged   map[string]time.Time // rate-limited log lines: when last logged
 	builds   sync.WaitGroup
@@ -166,6 +170,8 @@ func New(o Options) (*Store, error) {
 		base:     base,
 		stop:     stop,
 		flights:  map[string]*flight{},
+		measures: map[string]*measureFlight{},
+		measured: map[string]recalled{},
 		problems: map[string]problem{},
 		logged:   map[string]time.Time{},
 	}, nil

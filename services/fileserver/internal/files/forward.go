@@ -38,6 +38,15 @@ func (s *Store) Register(gs *grpc.Server) { filev1.RegisterFileServiceServer(gs,
 func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamingServer[filev1.ReadFileResponse]) error {
 	ctx := stream.Context()
 	err := ValidKey(req.GetKey())
+	if err == nil {
+		maxBytes, ttl, measure, merr := isMeasure(ctx)
+		switch {
+		case merr != nil:
+			err = merr
+		case measure:
+			return s.serveMeasure(req, stream, maxBytes, ttl)
+		}
+	}
 	var obj *Object
 	if err == nil {
 		obj, err = s.openLocal(ctx, req.GetKey(), rangeFromProto(req.GetRange()), req.GetInfoOnly())

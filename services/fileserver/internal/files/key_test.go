@@ -93,3 +93,28 @@ func TestETag(t *testing.T) {
 		t.Errorf("ETag = %s", got)
 	}
 }
+
+// A data file's owner is decided by its table, partition and offsets, not its checksum:
+// the owner of a tail span is known before its bytes are.
+func TestOwnerKey(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	data := layout.DataKey("default", "orders", 3, 10, 200, sha)
+	span := TailIdentity("default", "orders", 3, 10, 200)
+	if OwnerKey(data) != span || OwnerKey(span) != span {
+		t.Errorf("OwnerKey(%s) = %s, OwnerKey(%s) = %s; want both %s", data, OwnerKey(data), span, OwnerKey(span), span)
+	}
+	if other := layout.DataKey("default", "orders", 3, 10, 200, strings.Repeat("cd", 32)); OwnerKey(other) != span {
+		t.Errorf("another checksum of the same span: %s", OwnerKey(other))
+	}
+	for _, k := range []string{
+		layout.MetadataKey("default", "orders", "00002-3f2b1c4e-0000-4000-8000-000000000000.metadata.json"),
+		"default/orders/data/_kafka_partition=0/bench.parquet",
+	} {
+		if OwnerKey(k) != k {
+			t.Errorf("OwnerKey(%s) = %s, want the key itself", k, OwnerKey(k))
+		}
+	}
+	if ValidKey(span) != nil {
+		t.Errorf("a span's identity is not a valid key: %v", ValidKey(span))
+	}
+}

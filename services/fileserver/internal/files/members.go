@@ -73,12 +73,12 @@ func (m *members) run(ctx context.Context) {
 	}
 }
 
-// ownerOf returns the owner of key and its gRPC address. With no file server known (no
+// ownerOf returns the owner of key (decided by its OwnerKey) and its gRPC address. With no file server known (no
 // list read yet, or none registered) this node serves everything itself.
 func (m *members) ownerOf(key string) (node, addr string) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	o := owner.Of(key, m.nodes)
+	o := owner.Of(OwnerKey(key), m.nodes)
 	if o == "" {
 		return m.self, ""
 	}

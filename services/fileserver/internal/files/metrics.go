@@ -16,7 +16,8 @@ import (
 type Stats struct {
 	CacheHits      int64 // reads this node served from its cache without a build
 	CacheMisses    int64 // reads this node had to build (or wait for a build) first
-	Builds         int64 // files built into the cache
+	Builds         int64 // files built into the cache (tail files included)
+	TailBuilds     int64 // tail files of live loads built (measured) into the cache
 	BuildFailures  int64
 	Forwarded      int64 // reads sent to their owner (whatever the outcome)
 	Fallbacks      int64 // reads served here because the owner did not answer
@@ -28,7 +29,7 @@ type metrics struct {
 	cacheHits, cacheMisses, builds, buildFailures metric.Int64Counter
 	forwards, bytesServed, reports                metric.Int64Counter
 
-	nHits, nMisses, nBuilt, nFailed, nFwd, nFallbacks, nBytesFwd, nReported atomic.Int64
+	nHits, nMisses, nBuilt, nTail, nFailed, nFwd, nFallbacks, nBytesFwd, nReported atomic.Int64
 }
 
 func newMetrics(m metric.Meter, cache *filecache.Cache) (*metrics, error) {
@@ -39,7 +40,7 @@ func newMetrics(m metric.Meter, cache *filecache.Cache) (*metrics, error) {
 	mt.cacheMisses, errs[1] = m.Int64Counter("mink.fileserver.cache.misses",
 		metric.WithDescription("Reads the owner had to build the file for (or wait for its build)."), metric.WithUnit("{read}"))
 	mt.builds, errs[2] = m.Int64Counter("mink.fileserver.builds",
-		metric.WithDescription("Files built into the cache, by kind (data, metadata)."), metric.WithUnit("{file}"))
+		metric.WithDescription("Files built into the cache, by kind (data, metadata, tail: a live load's tail file measured)."), metric.WithUnit("{file}"))
 	mt.buildFailures, errs[3] = m.Int64Counter("mink.fileserver.build_failures",
 		metric.WithDescription("Builds that failed, by kind and reason (unavailable, mismatch, offsets_gone, not_found, no_space, error)."), metric.WithUnit("{file}"))
 	mt.forwards, errs[4] = m.Int64Counter("mink.fileserver.forwarded_reads",
@@ -73,6 +74,9 @@ func (m *metrics) miss(ctx context.Context) { m.nMisses.Add(1); m.cacheMisses.Ad
 
 func (m *metrics) built(ctx context.Context, kind string) {
 	m.nBuilt.Add(1)
+	if kind == "tail" {
+		m.nTail.Add(1)
+	}
 	m.builds.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", kind)))
 }
 
@@ -108,7 +112,7 @@ func (m *metrics) served(ctx context.Context, api string, n int64) {
 
 func (m *metrics) stats() Stats {
 	return Stats{
-		CacheHits: m.nHits.Load(), CacheMisses: m.nMisses.Load(), Builds: m.nBuilt.Load(),
+		CacheHits: m.nHits.Load(), CacheMisses: m.nMisses.Load(), Builds: m.nBuilt.Load(), TailBuilds: m.nTail.Load(),
 		BuildFailures: m.nFailed.Load(), Forwarded: m.nFwd.Load(), Fallbacks: m.nFallbacks.Load(),
 		BytesForwarded: m.nBytesFwd.Load(), Reported: m.nReported.Load(),
 	}

@@ -87,9 +87,9 @@ func TestPostgresOutage(t *testing.T) {
 	}
 }
 
-// TestKafkaOutage is the seed's "Kafka is unreachable: builds fail until Kafka answers.
-// Cached data files are still served." Table loads do not read Kafka yet (they will with
-// live loads, issue 7).
+// TestKafkaOutage is the seed's "Kafka is unreachable: Table loads, builds and indexing
+// fail until Kafka answers. Cached data files are still served." Loads are live (they
+// read Kafka's last stable offsets): 503 naming Kafka. TestLiveLoadKafkaOutage has more.
 func TestKafkaOutage(t *testing.T) {
 	e := newEnv(t, envOptions{persistentKafka: true})
 	nodes := e.startNodes(2)
@@ -120,9 +120,15 @@ func TestKafkaOutage(t *testing.T) {
 		if resp.StatusCode != 200 || !bytes.Equal(body, fb.bytes) {
 			t.Errorf("%s: cached read while Kafka is down: %d", n.id, resp.StatusCode)
 		}
-		// Metadata comes from Postgres: loads work, as does planning a scan.
+		// Metadata files come from Postgres: still served, so an engine that loaded the
+		// table before can still plan its scan.
 		if resp, _ := get(t, "GET", objectURL(n, e.metaKey), nil); resp.StatusCode != 200 {
 			t.Errorf("%s: metadata file while Kafka is down: %d", n.id, resp.StatusCode)
+		}
+		// Table loads: 503 in the Iceberg envelope, naming Kafka.
+		resp, body = get(t, "GET", n.catalog+"/v1/namespaces/default/tables/orders", nil)
+		if ie := icebergError(t, body); resp.StatusCode != 503 || ie.Type != "ServiceUnavailableException" || !strings.Contains(ie.Message, "kafka is unavailable") {
+			t.Errorf("%s: load while Kafka is down: %d %+v", n.id, resp.StatusCode, ie)
 		}
 	}
 	if got := counter(t, b, "mink.fileserver.build_failures", map[string]string{"reason": "unavailable"}) +

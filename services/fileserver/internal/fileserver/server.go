@@ -30,6 +30,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/services/fileserver/internal/catalog"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
+	"github.com/minkhq/mink/services/fileserver/internal/live"
 	"github.com/minkhq/mink/services/fileserver/internal/s3api"
 )
 
@@ -61,6 +62,9 @@ type Options struct {
 	// ProblemTTL is how long a file that cannot be rebuilt is refused without retrying
 	// (default 1m).
 	ProblemTTL time.Duration
+	// LiveTimeout bounds the live part of a table load: Kafka's offsets and the tail's
+	// builds (default 30s).
+	LiveTimeout time.Duration
 
 	// Telemetry; nil: the otel globals.
 	MeterProvider  metric.MeterProvider
@@ -75,6 +79,7 @@ type Server struct {
 	o          Options
 	log        *slog.Logger
 	store      *files.Store
+	live       *live.Loader
 	cache      *filecache.Cache
 	catalogLis net.Listener
 	s3Lis      net.Listener
@@ -152,8 +157,13 @@ func New(o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.live, err = live.New(live.Options{DB: o.DB, Kafka: o.Kafka, Files: s.store,
+		LookupTimeout: o.LookupTimeout, Meter: meter, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
 	cat, err := catalog.New(catalog.Options{DB: o.DB, FileIO: catalog.S3Config(s.s3Endpoint, o.Region),
-		LookupTimeout: o.LookupTimeout, Logger: s.log})
+		LookupTimeout: o.LookupTimeout, Live: s.live, LiveTimeout: o.LiveTimeout, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +190,13 @@ func (s *Server) S3Endpoint() string    { return s.s3Endpoint }
 // Stats are the read path's counters, and the cache's figures.
 func (s *Server) Stats() (files.Stats, filecache.Stats) { return s.store.Stats(), s.cache.Stats() }
 
+// LiveStats are the live loads' counters.
+func (s *Server) LiveStats() live.Stats { return s.live.Stats() }
+
 // Figures are the file server's figures for the admin API's GetStatus.
 func (s *Server) Figures() map[string]string {
 	st, cs := s.Stats()
+	ls := s.live.Stats()
 	rate := "n/a"
 	if n := st.CacheHits + st.CacheMisses; n > 0 {
 		rate = strconv.FormatFloat(float64(st.CacheHits)/float64(n), 'f', 3, 64)
@@ -194,6 +208,8 @@ func (s *Server) Figures() map[string]string {
 		"cache_hit_rate": rate, "builds": strconv.FormatInt(st.Builds, 10),
 		"build_failures": strconv.FormatInt(st.BuildFailures, 10), "forwarded_reads": strconv.FormatInt(st.Forwarded, 10),
 		"files_reported": strconv.FormatInt(st.Reported, 10),
+		"live_loads":     strconv.FormatInt(ls.Loads, 10), "live_loads_reused": strconv.FormatInt(ls.Reused, 10),
+		"live_load_failures": strconv.FormatInt(ls.Failed, 10), "tail_builds": strconv.FormatInt(st.TailBuilds, 10),
 	}
 }
 
@@ -284,6 +300,7 @@ func (s *Server) run(ctx context.Context) error {
 	err := g.Wait()
 	cancelReqs()
 	s.handlers.Wait()
+	s.live.Close()
 	if cerr := s.store.Close(); cerr != nil {
 		s.log.Warn("closing connections to other file servers", "error", cerr)
 	}

@@ -26,7 +26,8 @@ const (
 // collect deletes what no live snapshot names any more: mink_data_files rows (and
 // live-load tail rows past their expiry), this writer's metadata files outside the
 // current metadata chain (the current JSON, its metadata log, live snapshots' manifest
-// lists and manifests), and index ranges Kafka no longer holds that no live snapshot
+// lists and manifests), live loads' metadata files past their expiry, and index
+// ranges Kafka no longer holds that no live snapshot
 // names, except each partition's last range, where indexing resumes. Each batch is
 // fenced by the lease and checks that the metadata is still the version it was read
 // from, so nothing a newer commit names can go.
@@ -56,6 +57,16 @@ func (tw *tableWriter) collect(ctx context.Context) error {
 		return refs.Meta[k] || !icebergmeta.IsWriterKey(tw.tbl.Namespace, tw.tbl.Name, k)
 	})
 	if err := tw.deleteKeys(ctx, "meta_file", `DELETE FROM mink_meta_files WHERE table_id = $1 AND key = ANY($2)`, metaKeys, &budget); err != nil {
+		return err
+	}
+	// Live loads' metadata files (metadata/live/, stored by file servers) expire: they
+	// go once expired, never before. The writer's own never expire.
+	liveKeys, err := tw.keys(ctx, `SELECT key FROM mink_meta_files WHERE table_id = $1 AND expires_at < now()`)
+	if err != nil {
+		return err
+	}
+	if err := tw.deleteKeys(ctx, "meta_file", `DELETE FROM mink_meta_files
+		WHERE table_id = $1 AND key = ANY($2) AND expires_at < now()`, liveKeys, &budget); err != nil {
 		return err
 	}
 	return tw.collectRanges(ctx, refs, &budget)

@@ -1,0 +1,173 @@
+package icebergmeta_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/tables"
+)
+
+// A live load's metadata: the committed snapshot plus one append of the tail, current on
+// main, with the parent's manifests carried as they are; every new file under
+// metadata/live/, none a writer key; the coverage extended by the tail; iceberg-go plans
+// the committed files and the tail's.
+func TestLive(t *testing.T) {
+	ctx := context.Background()
+	s := store{}
+	r := icebergmeta.NewReader(s)
+	tbl := testTable(t, nil)
+	res, err := icebergmeta.Create(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(res)
+	created := current(t, s, res)
+
+	// A table with only its first (empty) metadata: the load is all tail.
+	live, err := icebergmeta.Live(ctx, r, tbl, created, icebergmeta.LiveChange{
+		Add:      []icebergmeta.DataFile{file(0, 0, 5, 5)},
+		Coverage: map[int32]icebergmeta.Coverage{0: {Start: 0, End: 5}},
+		Summary:  map[string]string{"mink.live": "true"},
+		Now:      time.Now(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.Version != created.Version || live.Snapshot.ParentSnapshotID != nil ||
+		live.Metadata.CurrentSnapshot().SnapshotID != live.Snapshot.SnapshotID {
+		t.Fatalf("live over empty metadata: version %d, snapshot %+v", live.Version, live.Snapshot)
+	}
+
+	base := created
+	for i := int64(0); i < 2; i++ {
+		res, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{
+			Operation: table.OpAppend, Now: time.Now(),
+			Add:      []icebergmeta.DataFile{file(0, i*10, i*10+10, 10), file(1, i*10, i*10+10, 10)},
+			Coverage: map[int32]icebergmeta.Coverage{0: {Start: 0, End: i*10 + 10}, 1: {Start: 0, End: i*10 + 10}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.put(res)
+		base = current(t, s, res)
+	}
+	parent := base.Metadata.CurrentSnapshot()
+	tail := []icebergmeta.DataFile{file(0, 20, 25, 5), file(0, 25, 27, 2)}
+	live, err = icebergmeta.Live(ctx, r, tbl, base, icebergmeta.LiveChange{
+		Add:      tail,
+		Coverage: map[int32]icebergmeta.Coverage{0: {Start: 0, End: 27}},
+		Summary:  map[string]string{"mink.live": "true"},
+		Now:      time.Now(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(live)
+	if live.Version != base.Version {
+		t.Errorf("live version %d, want the base's %d", live.Version, base.Version)
+	}
+	for _, f := range live.Files {
+		if !icebergmeta.IsLiveKey("ns", "events", f.Key) || icebergmeta.IsWriterKey("ns", "events", f.Key) {
+			t.Errorf("live file %s: live %v, writer %v", f.Key, icebergmeta.IsLiveKey("ns", "events", f.Key), icebergmeta.IsWriterKey("ns", "events", f.Key))
+		}
+	}
+	if len(live.Files) != 3 { // tail manifest, manifest list, metadata JSON
+		t.Errorf("%d live files, want 3", len(live.Files))
+	}
+	md := current(t, s, live).Metadata
+	snap := md.CurrentSnapshot()
+	if snap.ParentSnapshotID == nil || *snap.ParentSnapshotID != parent.SnapshotID || md.TableUUID() != base.Metadata.TableUUID() {
+		t.Fatalf("live snapshot %+v: want parent %d and the same table", snap, parent.SnapshotID)
+	}
+	if len(md.Snapshots()) != len(base.Metadata.Snapshots())+1 {
+		t.Errorf("%d snapshots, want the base's %d and one", len(md.Snapshots()), len(base.Metadata.Snapshots()))
+	}
+	cov, err := icebergmeta.ParseCoverage(snap.Summary)
+	if err != nil || cov[0] != (icebergmeta.Coverage{Start: 0, End: 27}) || cov[1] != (icebergmeta.Coverage{Start: 0, End: 20}) {
+		t.Errorf("live coverage %v %v", cov, err)
+	}
+	p := snap.Summary.Properties
+	if p["mink.live"] != "true" || p["added-data-files"] != "2" || p["total-records"] != strconv.Itoa(40+7) {
+		t.Errorf("live summary %v", p)
+	}
+	// The parent's manifests are carried unchanged: the live list names them.
+	parentMs, _ := r.ManifestList(ctx, parent)
+	liveMs, err := r.ManifestList(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range parentMs {
+		if !slices.ContainsFunc(liveMs, func(l iceberg.ManifestFile) bool { return l.FilePath() == m.FilePath() }) {
+			t.Errorf("parent manifest %s not carried", m.FilePath())
+		}
+	}
+	got, err := r.SnapshotFiles(ctx, snap)
+	if err != nil || len(got) != 6 {
+		t.Fatalf("live snapshot files %v %v", got, err)
+	}
+	if d := files(t, s, md); len(d) != 6 {
+		t.Fatalf("iceberg-go reads %d data files, want 6", len(d))
+	}
+}
+
+// With live loads on, a snapshot replaced as current is kept for the live TTL (capped
+// by the retention age) even when it is older than the age and beyond the newest kept:
+// a load snapshot built on it keeps its files.
+func TestRetentionKeepsReplacedSnapshotsForLiveLoads(t *testing.T) {
+	ctx := context.Background()
+	props := map[string]string{table.MinSnapshotsToKeepKey: "1", table.MaxSnapshotAgeMsKey: strconv.Itoa(int(time.Hour / time.Millisecond)),
+		tables.PropLiveTTL: "10m"}
+	if ret := icebergmeta.RetentionOf(props); ret.KeepSuperseded != 10*time.Minute {
+		t.Fatalf("retention %+v, want replaced snapshots kept 10m", ret)
+	}
+	if ttl := icebergmeta.LiveTTLOf(map[string]string{table.MaxSnapshotAgeMsKey: "60000"}); ttl != time.Minute {
+		t.Errorf("live TTL %v, want the 1m retention age", ttl)
+	}
+	if ret := icebergmeta.RetentionOf(map[string]string{tables.PropLiveLoad: "false"}); ret.KeepSuperseded != 0 {
+		t.Errorf("retention with live loads off %+v", ret)
+	}
+	s := store{}
+	r := icebergmeta.NewReader(s)
+	tbl := testTable(t, props)
+	res, err := icebergmeta.Create(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(res)
+	base := current(t, s, res)
+	// A snapshot two hours older than t0: past the age. (Snapshot times never go back
+	// before the metadata's last update, which is now: t0 is ahead.)
+	t0 := time.Now().Add(3 * time.Hour)
+	commit := func(at time.Time, i int64) {
+		t.Helper()
+		res, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{
+			Operation: table.OpAppend, Add: []icebergmeta.DataFile{file(0, i, i+1, 1)}, Now: at,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.put(res)
+		base = current(t, s, res)
+	}
+	commit(t0.Add(-2*time.Hour), 0)
+	old := base.Metadata.CurrentSnapshot().SnapshotID
+	commit(t0, 1) // replaces the old one now: kept
+	if base.Metadata.SnapshotByID(old) == nil {
+		t.Fatal("the snapshot replaced just now was expired")
+	}
+	commit(t0.Add(5*time.Minute), 2) // replaced 5m ago: kept
+	if base.Metadata.SnapshotByID(old) == nil {
+		t.Fatal("a snapshot replaced 5m ago was expired (live TTL 10m)")
+	}
+	commit(t0.Add(11*time.Minute), 3) // replaced 11m ago: expired
+	if base.Metadata.SnapshotByID(old) != nil {
+		t.Fatal("a snapshot replaced 11m ago, two hours old, is still kept")
+	}
+}

@@ -1,0 +1,436 @@
+package files
+
+// Tail files of live table loads. A load names, per partition, offsets beyond the
+// committed snapshot that no file yet holds; the file of such a span is measured (built
+// once, from Kafka, with parquetbuild.DefaultSettings like an indexed range) by its
+// owner, which keeps it in its cache and records it in mink_data_files with an
+// expiry, so that any node can serve (or rebuild) it. Its key is layout.DataKey, so a
+// later commit of the identical range names the same file.
+//
+// A data file's owner is a function of its table, partition and offsets, not of its
+// checksum (OwnerKey): so the owner of a span is known before its bytes are, and the
+// node that measures a tail file is the node that serves it.
+//
+// A measure travels like a forwarded read: ReadFile with info only, for the span's
+// identity key (TailIdentity), marked by request metadata; the owner answers with the
+// file's info and names the file and where it ends in the trailer.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/filecache"
+	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tables"
+)
+
+const (
+	// Request metadata of a measure (a ReadFile of a span's identity key).
+	mdMeasureMaxBytes = "mink-measure-max-bytes"
+	mdMeasureTTL      = "mink-measure-ttl-ms"
+	// Trailer of a measure's answer.
+	mdMeasuredKey  = "mink-measured-key"
+	mdMeasuredEnd  = "mink-measured-end"
+	mdMeasuredRead = "mink-measured-read"
+	// recallFor is how long an owner remembers a span it measured: a load on another
+	// node that looked for tail files just before this one was recorded asks again.
+	recallFor = time.Minute
+)
+
+var (
+	dataKeyRE  = regexp.MustCompile(`^(.+/data/_kafka_partition=\d+/\d{20}-\d{20})-[0-9a-f]+\.parquet$`)
+	identityRE = regexp.MustCompile(`^([^/]+)/([^/]+)/data/_kafka_partition=(\d+)/(\d{20})-(\d{20})$`)
+	// errCut ends a tail build at its byte budget.
+	errCut = errors.New("tail cut at its byte budget")
+)
+
+// OwnerKey is what decides a key's owner: a data file's key without its checksum (its
+// table, partition and offsets), any other key as it is.
+func OwnerKey(key string) string {
+	if m := dataKeyRE.FindStringSubmatch(key); m != nil {
+		return m[1]
+	}
+	return key
+}
+
+// TailIdentity names the span [start, end) of a partition before its file exists: the
+// OwnerKey of the data file of that span.
+func TailIdentity(ns, name string, partition int32, start, end int64) string {
+	return strings.TrimSuffix(layout.DataKey(ns, name, partition, start, end, ""), "-.parquet")
+}
+
+// MeasureRequest asks for the tail file of offsets [Start, End) of a partition.
+type MeasureRequest struct {
+	Table      tables.Table
+	Partition  int32
+	Start, End int64
+	// MaxBytes bounds the record bytes (keys, values, header keys and values) the build
+	// reads: it stops before the record that would pass it (never before the first).
+	MaxBytes int64
+	// TTL is how long the file's row stays at least (expires_at = now() + TTL).
+	TTL time.Duration
+}
+
+// Measured is a measured tail file: its key (recorded in mink_data_files), its end
+// (before the requested one when the byte budget cut it), and the record bytes its
+// build read.
+type Measured struct {
+	Key  string
+	End  int64
+	Read int64
+}
+
+// Measure returns the tail file of req's span, measured by its owner (this node or the
+// one TailIdentity hashes to, like a forwarded read) once: concurrent measures of one
+// span share a build, and a span measured in the last minute whose file is still cached
+// is not built again.
+func (s *Store) Measure(ctx context.Context, req MeasureRequest) (Measured, error) {
+	if req.End <= req.Start || req.MaxBytes <= 0 || req.TTL <= 0 {
+		return Measured{}, fmt.Errorf("files: bad tail span [%d, %d) (max %d bytes, ttl %v)", req.Start, req.End, req.MaxBytes, req.TTL)
+	}
+	id := TailIdentity(req.Table.Namespace, req.Table.Name, req.Partition, req.Start, req.End)
+	node, addr := s.members.ownerOf(id)
+	if node == s.o.NodeID || addr == "" {
+		return s.measureLocal(ctx, req)
+	}
+	m, err := s.forwardMeasure(ctx, node, addr, id, req)
+	var un *unreachedError
+	if errors.As(err, &un) && ctx.Err() == nil {
+		if s.logOnce("unreachable "+node, 10*time.Second) {
+			s.log.WarnContext(ctx, "owner unreachable; measuring its tail files here (logged once per 10s per owner)",
+				"span", id, "owner", node, "addr", addr, "error", un.err)
+		}
+		s.met.forwarded(ctx, "fallback")
+		return s.measureLocal(ctx, req)
+	}
+	return m, err
+}
+
+func (s *Store) forwardMeasure(ctx context.Context, node, addr, id string, req MeasureRequest) (Measured, error) {
+	conn, err := s.peers.conn(addr)
+	if err != nil {
+		return Measured{}, &unreachedError{node, addr, err}
+	}
+	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, mdForwardedBy, s.o.NodeID,
+		mdMeasureMaxBytes, strconv.FormatInt(req.MaxBytes, 10), mdMeasureTTL, strconv.FormatInt(req.TTL.Milliseconds(), 10)))
+	defer cancel()
+	stream, err := filev1.NewFileServiceClient(conn).ReadFile(sctx, &filev1.ReadFileRequest{Key: id, InfoOnly: true})
+	if err != nil {
+		s.met.forwarded(ctx, "error")
+		return Measured{}, &unreachedError{node, addr, err}
+	}
+	var answered bool
+	for {
+		_, err = stream.Recv()
+		if err != nil {
+			break
+		}
+		answered = true
+	}
+	tr := stream.Trailer()
+	if !errors.Is(err, io.EOF) {
+		if len(tr.Get(mdServedBy)) == 0 && ctx.Err() == nil {
+			s.met.forwarded(ctx, "error")
+			return Measured{}, &unreachedError{node, addr, err}
+		}
+		s.met.forwarded(ctx, "ok") // the owner answered; its answer is an error
+		return Measured{}, err
+	}
+	s.met.forwarded(ctx, "ok")
+	keys, ends, reads := tr.Get(mdMeasuredKey), tr.Get(mdMeasuredEnd), tr.Get(mdMeasuredRead)
+	var end, read int64
+	var err1, err2 error
+	if len(ends) == 1 && len(reads) == 1 {
+		end, err1 = strconv.ParseInt(ends[0], 10, 64)
+		read, err2 = strconv.ParseInt(reads[0], 10, 64)
+	}
+	if !answered || len(keys) != 1 || len(ends) != 1 || len(reads) != 1 || err1 != nil || err2 != nil {
+		return Measured{}, apierr.New(apierr.Internal, "owner %s answered the measure of %s without naming the file", node, id)
+	}
+	return Measured{Key: keys[0], End: end, Read: read}, nil
+}
+
+// isMeasure reports whether a ReadFile is a measure, and its budget and TTL.
+func isMeasure(ctx context.Context) (maxBytes int64, ttl time.Duration, ok bool, err error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	mb, tt := md.Get(mdMeasureMaxBytes), md.Get(mdMeasureTTL)
+	if len(mb) == 0 && len(tt) == 0 {
+		return 0, 0, false, nil
+	}
+	if len(mb) != 1 || len(tt) != 1 {
+		return 0, 0, true, apierr.Invalid("metadata", "a measure needs one %s and one %s", mdMeasureMaxBytes, mdMeasureTTL)
+	}
+	maxBytes, err1 := strconv.ParseInt(mb[0], 10, 64)
+	ms, err2 := strconv.ParseInt(tt[0], 10, 64)
+	if err1 != nil || err2 != nil || maxBytes <= 0 || ms <= 0 {
+		return 0, 0, true, apierr.Invalid("metadata", "bad measure budget %q or ttl %q", mb[0], tt[0])
+	}
+	return maxBytes, time.Duration(ms) * time.Millisecond, true, nil
+}
+
+// serveMeasure answers a measure forwarded by another node: the span is measured here,
+// whatever this node thinks its owner is (as ReadFile does).
+func (s *Store) serveMeasure(req *filev1.ReadFileRequest, stream grpc.ServerStreamingServer[filev1.ReadFileResponse], maxBytes int64, ttl time.Duration) error {
+	ctx := stream.Context()
+	m, err := s.measureKey(ctx, req.GetKey(), maxBytes, ttl)
+	var obj *Object
+	if err == nil {
+		if f, ok := s.o.Cache.Get(m.Key); ok {
+			obj, err = s.fromFile(f, nil, true, false)
+		} else { // evicted since: served as any file is
+			obj, err = s.openLocal(ctx, m.Key, nil, true)
+		}
+	}
+	if !errors.Is(err, errStopping) {
+		tr := metadata.Pairs(mdServedBy, s.o.NodeID)
+		if err == nil {
+			tr.Append(mdMeasuredKey, m.Key)
+			tr.Append(mdMeasuredEnd, strconv.FormatInt(m.End, 10))
+			tr.Append(mdMeasuredRead, strconv.FormatInt(m.Read, 10))
+		}
+		stream.SetTrailer(tr)
+	}
+	if err != nil {
+		return apierr.GRPC(err)
+	}
+	defer obj.Close()
+	return stream.Send(&filev1.ReadFileResponse{Part: &filev1.ReadFileResponse_Info{Info: &filev1.FileInfo{
+		Size: obj.Size, Etag: obj.ETag, LastModified: timestamppb.New(obj.LastModified),
+		Offset: obj.Offset, Length: obj.Length, ServedBy: obj.ServedBy, CacheHit: obj.CacheHit,
+	}}})
+}
+
+// measureKey measures the span an identity key names.
+func (s *Store) measureKey(ctx context.Context, id string, maxBytes int64, ttl time.Duration) (Measured, error) {
+	p := identityRE.FindStringSubmatch(id)
+	if p == nil {
+		return Measured{}, apierr.Invalid("key", "%q names no tail span", id)
+	}
+	part, err1 := strconv.ParseInt(p[3], 10, 32)
+	start, err2 := strconv.ParseInt(p[4], 10, 64)
+	end, err3 := strconv.ParseInt(p[5], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil || end <= start {
+		return Measured{}, apierr.Invalid("key", "%q names no tail span", id)
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
+	t, err := tables.Get(lctx, s.o.DB, p[1], p[2])
+	cancel()
+	if err != nil {
+		if apierr.Classify(err) == apierr.NotFound {
+			return Measured{}, err
+		}
+		return Measured{}, postgresErr(err, "look up the table of %s", id)
+	}
+	// A peer cannot make this node build more than the table allows.
+	props := t.Props()
+	if end-start > props.LiveMaxRecords {
+		return Measured{}, apierr.Invalid("key", "span %s is longer than the table's %s (%d)", id, tables.PropLiveMaxRecords, props.LiveMaxRecords)
+	}
+	return s.measureLocal(ctx, MeasureRequest{Table: t, Partition: int32(part), Start: start, End: end,
+		MaxBytes: min(maxBytes, props.LiveMaxBytes), TTL: ttl})
+}
+
+// measureFlight is one tail build that every concurrent measure of the span waits for.
+type measureFlight struct {
+	done chan struct{}
+	m    Measured
+	err  error
+}
+
+type recalled struct {
+	m   Measured
+	row tailRow
+	at  time.Time
+}
+
+// tailRow is a measured tail file's mink_data_files row.
+type tailRow struct {
+	table           int64
+	key             string
+	partition       int32
+	start, end      int64
+	records, size   int64
+	sha256          string
+	settings, stats []byte
+}
+
+// measureLocal measures req's span here, sharing a build under way, or recalling one
+// made in the last minute whose file is still cached.
+func (s *Store) measureLocal(ctx context.Context, req MeasureRequest) (Measured, error) {
+	id := TailIdentity(req.Table.Namespace, req.Table.Name, req.Partition, req.Start, req.End) + "|" + strconv.FormatInt(req.MaxBytes, 10)
+	s.mu.Lock()
+	if r, ok := s.measured[id]; ok && time.Since(r.at) < recallFor && s.o.Cache.Contains(r.m.Key) {
+		s.mu.Unlock()
+		// Its row may have expired and been collected since: record it again.
+		lctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
+		defer cancel()
+		if _, _, _, err := s.record(lctx, r.row, req.TTL); err != nil {
+			return Measured{}, err
+		}
+		return r.m, nil
+	}
+	f, ok := s.measures[id]
+	if !ok {
+		if s.closed {
+			s.mu.Unlock()
+			return Measured{}, apierr.Wrap(apierr.Unavailable, errStopping, "file server %s", s.o.NodeID)
+		}
+		f = &measureFlight{done: make(chan struct{})}
+		s.measures[id] = f
+		s.builds.Add(1)
+		go func() {
+			defer s.builds.Done()
+			m, row, err := s.measure(req)
+			s.mu.Lock()
+			delete(s.measures, id)
+			if err == nil {
+				for k, r := range s.measured {
+					if time.Since(r.at) >= recallFor {
+						delete(s.measured, k)
+					}
+				}
+				s.measured[id] = recalled{m: m, row: row, at: time.Now()}
+			}
+			s.mu.Unlock()
+			f.m, f.err = m, err
+			close(f.done)
+		}()
+	}
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.m, f.err
+	case <-ctx.Done():
+		return Measured{}, ctx.Err()
+	}
+}
+
+// measure builds req's span from Kafka into the cache, records it, and commits it.
+func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
+	ctx, cancel := context.WithTimeout(s.base, s.o.BuildTimeout)
+	defer cancel()
+	began := time.Now()
+	t := req.Table
+	fail := func(err error) (Measured, tailRow, error) {
+		s.met.buildFailed(ctx, "tail", reasonOf(err))
+		return Measured{}, tailRow{}, err
+	}
+	settings := parquetbuild.DefaultSettings()
+	settingsJSON, err := json.Marshal(settings)
+	if err != nil {
+		return fail(err)
+	}
+	// Reserve about what the build may write; the cache evicts more if it writes more.
+	p, err := s.o.Cache.Create(min(req.MaxBytes, s.o.Cache.Stats().Max/4))
+	if err != nil {
+		if errors.Is(err, filecache.ErrNoSpace) {
+			err = apierr.Wrap(apierr.ResourceExhausted, err, "no cache space to build a tail file now")
+		}
+		return fail(err)
+	}
+	defer p.Abort() // a no-op once committed
+	b, err := parquetbuild.NewBuilder(p, t.Spec, settings)
+	if err != nil {
+		return fail(err)
+	}
+	end, read := req.End, int64(0)
+	err = s.o.Kafka.ReadRange(ctx, t.Topic, req.Partition, req.Start, req.End, func(r record.Record) error {
+		n := int64(len(r.Key) + len(r.Value))
+		for _, h := range r.Headers {
+			n += int64(len(h.Key) + len(h.Value))
+		}
+		if read > 0 && read+n > req.MaxBytes {
+			end = r.Offset
+			return errCut
+		}
+		read += n
+		return b.Add(r)
+	})
+	if err != nil && !errors.Is(err, errCut) {
+		return fail(s.tailErr(ctx, t, req, err))
+	}
+	fs, err := b.Close()
+	if err != nil {
+		return fail(fmt.Errorf("build the tail of %s partition %d [%d, %d): %w", t.FullName(), req.Partition, req.Start, end, err))
+	}
+	if fs.Size != p.Written() {
+		return fail(fmt.Errorf("build the tail of %s partition %d [%d, %d): measured %d bytes, wrote %d", t.FullName(), req.Partition, req.Start, end, fs.Size, p.Written()))
+	}
+	stats, err := json.Marshal(fs.Columns)
+	if err != nil {
+		return fail(err)
+	}
+	key := layout.DataKey(t.Namespace, t.Name, req.Partition, req.Start, end, fs.SHA256)
+	row := tailRow{table: t.ID, key: key, partition: req.Partition, start: req.Start, end: end,
+		records: fs.RowCount, size: fs.Size, sha256: fs.SHA256, settings: settingsJSON, stats: stats}
+	lctx, lcancel := context.WithTimeout(ctx, s.o.LookupTimeout)
+	defer lcancel()
+	created, size, sha, err := s.record(lctx, row, req.TTL)
+	if err != nil {
+		return fail(err)
+	}
+	if size != fs.Size || sha != fs.SHA256 {
+		return fail(fmt.Errorf("tail file %s is recorded with %d bytes and sha256 %s, built with %d bytes and sha256 %s", key, size, sha, fs.Size, fs.SHA256))
+	}
+	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: ETag(fs.SHA256), LastModified: created.UTC()}); err != nil {
+		return fail(fmt.Errorf("cache tail file %s: %w", key, err))
+	}
+	s.met.built(ctx, "tail")
+	s.log.Debug("measured a tail file", "key", key, "table", t.FullName(), "partition", req.Partition,
+		"start_offset", req.Start, "end_offset", end, "requested_end", req.End, "records", fs.RowCount,
+		"bytes", fs.Size, "elapsed", time.Since(began))
+	return Measured{Key: key, End: end, Read: read}, row, nil
+}
+
+// record writes a tail file's row, readable for ttl at least. The row may exist: the
+// same span measured before, or committed (same offsets, same bytes). A committed row
+// keeps no expiry of its own; this sets one, which only matters once no snapshot of the
+// writer's names the file. It returns what the row records.
+func (s *Store) record(ctx context.Context, r tailRow, ttl time.Duration) (created time.Time, size int64, sha string, err error) {
+	err = s.o.DB.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
+			record_count, file_size, sha256, settings, stats, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond')
+		ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)
+		RETURNING created_at, file_size, sha256`,
+		r.table, r.key, r.partition, r.start, r.end, r.records, r.size, r.sha256, r.settings, r.stats,
+		float64(ttl.Milliseconds())).Scan(&created, &size, &sha)
+	if err != nil {
+		return time.Time{}, 0, "", postgresErr(err, "record tail file %s", r.key)
+	}
+	return created, size, sha, nil
+}
+
+// tailErr says why reading a tail from Kafka failed, naming Kafka when it is Kafka's
+// doing.
+func (s *Store) tailErr(ctx context.Context, t tables.Table, req MeasureRequest, err error) error {
+	where := fmt.Sprintf("topic %q partition %d offsets [%d, %d)", t.Topic, req.Partition, req.Start, req.End)
+	switch {
+	case errors.Is(err, kafkasrc.ErrUnavailable), errors.Is(err, kafkasrc.ErrUnknownTopic):
+		return apierr.Wrap(apierr.Unavailable, err, "cannot build the tail of %s from %s: kafka is unavailable", t.FullName(), where)
+	case errors.Is(err, kafkasrc.ErrNotStable), errors.Is(err, kafkasrc.ErrOffsetsGone):
+		// Kafka moved since the load read its offsets (retention, a truncated log);
+		// the next load reads them again.
+		return apierr.Wrap(apierr.Unavailable, err, "cannot build the tail of %s from %s: kafka's offsets moved since the load read them", t.FullName(), where)
+	case errors.Is(err, kafkasrc.ErrClosed), s.base.Err() != nil:
+		return apierr.Wrap(apierr.Unavailable, errors.Join(errStopping, err), "cannot build the tail of %s: file server %s", t.FullName(), s.o.NodeID)
+	case ctx.Err() != nil:
+		return apierr.Wrap(apierr.Unavailable, err, "building the tail of %s from %s took longer than %v", t.FullName(), where, s.o.BuildTimeout)
+	}
+	return fmt.Errorf("build the tail of %s from %s: %w", t.FullName(), where, err)
+}
