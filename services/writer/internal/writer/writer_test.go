@@ -92,8 +92,10 @@ func TestCommitsTileKafka(t *testing.T) {
 	if main.SnapshotID != md.CurrentSnapshot().SnapshotID {
 		t.Fatalf("refs.main is %d, current %d", main.SnapshotID, md.CurrentSnapshot().SnapshotID)
 	}
-	if n := len(slices.Collect(md.PreviousFiles())); int64(n) != v.version-1 {
-		t.Fatalf("metadata log has %d entries at version %d", n, v.version)
+	// The log keeps write.metadata.previous-versions-max (10) entries: a slow run commits
+	// more versions than that.
+	if n := len(slices.Collect(md.PreviousFiles())); int64(n) != min(v.version-1, 10) {
+		t.Fatalf("metadata log has %d entries at version %d, want min(version-1, 10)", n, v.version)
 	}
 	if md.CurrentSnapshot().Summary.Operation != table.OpAppend {
 		t.Fatalf("operation %s", md.CurrentSnapshot().Summary.Operation)
