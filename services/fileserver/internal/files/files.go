@@ -34,6 +34,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/peers"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tables"
@@ -104,7 +105,7 @@ type Store struct {
 	o       Options
 	log     *slog.Logger
 	members *members
-	peers   *peers
+	peers   *peers.Pool
 	met     *metrics
 
 	base context.Context // builds run under it, not under a caller's request
@@ -165,7 +166,7 @@ func New(o Options) (*Store, error) {
 		o:        o,
 		log:      log,
 		members:  &members{db: o.DB, self: o.NodeID, interval: o.MemberRefresh, log: log},
-		peers:    newPeers(o.DialOptions),
+		peers:    peers.New(o.DialOptions...),
 		met:      met,
 		base:     base,
 		stop:     stop,
@@ -191,7 +192,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.stop()
 	s.builds.Wait()
-	return s.peers.close()
+	return s.peers.Close()
 }
 
 // Stats are the store's counters since start.

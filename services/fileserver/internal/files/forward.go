@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -124,7 +122,7 @@ func (e *unreachedError) Unwrap() error { return e.err }
 
 // forward opens key at its owner node and returns the object its stream carries.
 func (s *Store) forward(ctx context.Context, node, addr, key string, rng *Range, infoOnly bool) (*Object, error) {
-	conn, err := s.peers.conn(addr)
+	conn, err := s.peers.Conn(addr)
 	if err != nil {
 		return nil, &unreachedError{node, addr, err}
 	}
@@ -202,47 +200,3 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// peers keeps one client connection per owner address, made on first use.
-type peers struct {
-	opts   []grpc.DialOption
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	closed bool
-}
-
-func newPeers(opts []grpc.DialOption) *peers {
-	return &peers{
-		opts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
-		conns: map[string]*grpc.ClientConn{},
-	}
-}
-
-func (p *peers) conn(addr string) (*grpc.ClientConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errors.New("file server is stopping")
-	}
-	if c := p.conns[addr]; c != nil {
-		return c, nil
-	}
-	// NewClient does not dial: it connects on first use and reconnects by itself.
-	c, err := grpc.NewClient(addr, p.opts...)
-	if err != nil {
-		return nil, err
-	}
-	p.conns[addr] = c
-	return c, nil
-}
-
-func (p *peers) close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	var errs []error
-	for addr, c := range p.conns {
-		errs = append(errs, c.Close())
-		delete(p.conns, addr)
-	}
-	return errors.Join(errs...)
-}

@@ -123,7 +123,7 @@ func (s *Store) Measure(ctx context.Context, req MeasureRequest) (Measured, erro
 }
 
 func (s *Store) forwardMeasure(ctx context.Context, node, addr, id string, req MeasureRequest) (Measured, error) {
-	conn, err := s.peers.conn(addr)
+	conn, err := s.peers.Conn(addr)
 	if err != nil {
 		return Measured{}, &unreachedError{node, addr, err}
 	}
