@@ -79,9 +79,11 @@ test: postgres $(BIN)/grpcurl ## Run every test (real Postgres, real processes, 
 test-race: postgres $(BIN)/grpcurl ## Run the lease library and server tests with the race detector.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./pkg/... ./services/...
 
+BENCH_FLAGS ?=
+
 .PHONY: bench
-bench: postgres ## Run the benchmarks.
-	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
+bench: postgres ## Run the benchmarks beside their baselines and write docs/benchmarks.md (sizes: BENCH_FLAGS, see -h).
+	$(GO) run ./bench/cmd/minkbench -out docs/benchmarks.md -work $(TMP)/bench $(BENCH_FLAGS)
 
 .PHONY: dev
 dev: build $(BIN)/grpcurl ## Run a local cluster: Postgres and Kafka (embedded) under .tmp/dev, 2 indexers, a writer, 2 file servers, a demo table. Ctrl-C stops it; data stays.

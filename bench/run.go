@@ -1,0 +1,539 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tables"
+)
+
+// Config is one run's sizes. The defaults finish within 10 minutes on 2 cores.
+type Config struct {
+	Items []int // which of issue 10's items to run (1-8)
+
+	Compression string // producer batch codec of the benchmark topics
+	Reps        int    // repetitions of each measurement; the best is reported
+
+	// 1, 2: indexing and builds.
+	OneRecords       int           // records in the one-partition topic
+	Partitions       int           // partitions of the all-partitions topic
+	PartitionRecords int           // records per partition of it
+	Procs            []int         // indexer process counts for all partitions
+	RangeBytes       int64         // mink.range.target-bytes
+	RangeMaxAge      time.Duration // mink.range.max-age
+	IndexTTL         time.Duration // lease_ttl of the indexing processes (rounds every TTL/3)
+
+	// 3-6: the file server.
+	FS FSConfig
+
+	// 7: coordination.
+	CoordNodes      []int
+	CoordTables     int
+	CoordPartitions int
+
+	// 8: failover.
+	FailoverTrials     int
+	FailoverTTL        time.Duration
+	FailoverPartitions int
+	FailoverMaxAge     time.Duration
+
+	ProfileDir string // CPU profiles of in-process runs; "" is the Env's work folder
+	Timeout    time.Duration
+}
+
+// DefaultConfig is what make bench runs.
+func DefaultConfig() Config {
+	return Config{
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8},
+		Compression: "none",
+		Reps:        3,
+
+		OneRecords:       200_000,
+		Partitions:       4,
+		PartitionRecords: 150_000,
+		Procs:            []int{1, 2, 4},
+		RangeBytes:       8 << 20,
+		RangeMaxAge:      2 * time.Second,
+		IndexTTL:         900 * time.Millisecond,
+
+		FS: DefaultFSConfig(),
+
+		CoordNodes:      []int{10, 50, 100},
+		CoordTables:     100,
+		CoordPartitions: 32,
+
+		FailoverTrials:     3,
+		FailoverTTL:        3 * time.Second,
+		FailoverPartitions: 4,
+		FailoverMaxAge:     100 * time.Millisecond,
+
+		Timeout: 10 * time.Minute,
+	}
+}
+
+// Validate checks the sizes.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, it := range c.Items {
+		if it < 1 || it > 8 {
+			bad("items: %d is not one of issue 10's items (1-8)", it)
+		}
+	}
+	if c.Reps < 1 {
+		bad("reps: %d, want at least 1", c.Reps)
+	}
+	if c.OneRecords < 1000 || c.PartitionRecords < 1000 || c.Partitions < 1 {
+		bad("records and partitions: want at least 1000 records per partition and 1 partition")
+	}
+	if c.RangeBytes < 1024 {
+		bad("range-bytes: %d, want at least 1024", c.RangeBytes)
+	}
+	for _, n := range c.Procs {
+		if n < 1 {
+			bad("procs: %d, want at least 1", n)
+		}
+	}
+	for _, n := range c.CoordNodes {
+		if n < 1 {
+			bad("coord-nodes: %d, want at least 1", n)
+		}
+	}
+	if c.FailoverTrials < 1 || c.FailoverPartitions < 2 {
+		bad("failover: want at least 1 trial and 2 partitions")
+	}
+	if c.IndexTTL < 300*time.Millisecond || c.FailoverTTL < 300*time.Millisecond {
+		bad("lease TTLs: want at least 300ms")
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) has(item int) bool { return slices.Contains(c.Items, item) }
+
+// Run measures every configured item and returns the report; an item that fails is
+// reported as failed and the others still run.
+func Run(ctx context.Context, e *Env, c Config) *Report {
+	r := &Report{Started: time.Now(), LoadStart: loadAvg()}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	if c.ProfileDir == "" {
+		c.ProfileDir = e.Work + "/profiles"
+	}
+	item := func(n int, title string) *Item {
+		it := &Item{N: n, Title: title}
+		r.Items = append(r.Items, it)
+		return it
+	}
+	fail := func(it *Item, err error) {
+		e.Log.Error("item failed", "item", it.N, "error", err)
+		it.Status = "failed: " + err.Error()
+	}
+	var idx *indexingResult
+	if c.has(1) || c.has(2) || c.has(3) || c.has(4) || c.has(5) || c.has(6) {
+		it1 := item(1, "Indexing")
+		it2 := item(2, "Builds")
+		var err error
+		idx, err = runIndexing(ctx, e, c, it1, it2)
+		if err != nil && idx != nil {
+			if idx.run != nil {
+				idx.run.Close()
+			}
+			idx = nil
+		}
+		if err != nil {
+			if it1.Status == "" {
+				fail(it1, err)
+			}
+			if it2.Status == "" {
+				fail(it2, err)
+			}
+		}
+		if !c.has(1) {
+			r.Items = slices.DeleteFunc(r.Items, func(i *Item) bool { return i == it1 })
+		}
+		if !c.has(2) {
+			r.Items = slices.DeleteFunc(r.Items, func(i *Item) bool { return i == it2 })
+		}
+	}
+	if c.has(3) || c.has(4) || c.has(5) || c.has(6) {
+		its := map[int]*Item{}
+		for n, title := range map[int]string{3: "Cached reads", 4: "Table load latency", 5: "End-to-end freshness", 6: "Scans with iceberg-go"} {
+			if c.has(n) {
+				its[n] = &Item{N: n, Title: title}
+			}
+		}
+		if idx == nil {
+			for _, it := range its {
+				it.Status = "skipped: needs the indexed table of item 1"
+			}
+		} else {
+			runFileServer(ctx, e, c, idx, its)
+		}
+		for _, n := range slices.Sorted(maps.Keys(its)) {
+			r.Items = append(r.Items, its[n])
+		}
+	}
+	if c.has(7) {
+		it := item(7, "Coordination")
+		if err := runCoord(ctx, e, c, it); err != nil {
+			fail(it, err)
+		}
+	}
+	if c.has(8) {
+		it := item(8, "Failover")
+		if err := runFailover(ctx, e, c, it); err != nil {
+			fail(it, err)
+		}
+	}
+	if idx != nil {
+		idx.run.Close()
+	}
+	r.Duration = time.Since(r.Started)
+	r.Describe(context.WithoutCancel(ctx), e)
+	return r
+}
+
+// indexingResult is what items 3-6 reuse: the one-partition table, indexed.
+type indexingResult struct {
+	topic     string
+	sizes     Sizes
+	run       *IndexRun
+	buildMBps float64 // item 2's rate, MB of records per second
+
+	buildProfile Profile // item 2's builds, profiled
+}
+
+// props are the benchmark tables' properties: ranges cut by size (the age only cuts the
+// last one), and, for the writer of items 3-6, quick commits and no assembly, so the
+// data files are the indexed ranges.
+func props(c Config) map[string]string {
+	return map[string]string{
+		tables.PropRangeTargetBytes: strconv.FormatInt(c.RangeBytes, 10),
+		tables.PropRangeMaxAge:      c.RangeMaxAge.String(),
+		tables.PropCommitInterval:   "500ms",
+		propAssemblyTarget:          "1024",
+		propMaintenance:             "24h",
+	}
+}
+
+// best runs fn reps times and returns the shortest time.
+func best(reps int, fn func() (time.Duration, error)) (time.Duration, error) {
+	var b time.Duration
+	for range reps {
+		d, err := fn()
+		if err != nil {
+			return 0, err
+		}
+		if b == 0 || d < b {
+			b = d
+		}
+	}
+	return b, nil
+}
+
+func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexingResult, error) {
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	one, all := "bench-one-"+suffix, "bench-all-"+suffix
+	if err := e.CreateTopic(ctx, one, 1); err != nil {
+		return nil, err
+	}
+	if err := e.CreateTopic(ctx, all, int32(c.Partitions)); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	oneSizes, err := e.Produce(ctx, one, 1, c.OneRecords, c.Compression, 1)
+	if err != nil {
+		return nil, err
+	}
+	allSizes, err := e.Produce(ctx, all, int32(c.Partitions), c.PartitionRecords, c.Compression, 2)
+	if err != nil {
+		return nil, err
+	}
+	n1, b1 := oneSizes.Total()
+	n2, b2 := allSizes.Total()
+	e.Log.Info("produced", "records", n1+n2, "MB", (b1+b2)/1e6, "in", time.Since(t0).Round(time.Millisecond))
+	kc, err := e.Kafka()
+	if err != nil {
+		return nil, err
+	}
+	defer kc.Close()
+
+	// One partition: each repetition runs Mink's indexer process, then the bare loop,
+	// the indexer's read path in-process and the range builds over the same offsets,
+	// so that load from elsewhere on the machine hits Mink and its baselines alike.
+	// The best of each is reported; the first run's ranges are the cuts of all.
+	var (
+		mink               Measured
+		keep               *IndexRun
+		res                = &indexingResult{topic: one, sizes: oneSizes}
+		bare, tail, builds time.Duration
+		cuts               Cuts
+		idxOpt             = IndexOptions{Procs: 1, Topic: one, Partitions: 1, TTL: c.IndexTTL, Props: props(c), Timeout: 5 * time.Minute}
+		buildRanges        []ranges.Range
+		buildTable         tables.Table
+	)
+	defer func() {
+		if res.run == nil && keep != nil {
+			keep.Close()
+		}
+	}()
+	for rep := range c.Reps {
+		run, err := e.RunIndexers(ctx, idxOpt)
+		if err != nil {
+			return nil, err
+		}
+		m, err := run.Measure(oneSizes)
+		if err != nil {
+			run.Close()
+			return nil, err
+		}
+		e.Log.Info("indexed one partition", "MB/s", MBps(m.Bytes, m.Took), "ranges", len(m.Ranges))
+		if rep == 0 {
+			// Items 2-6 use the first run's table and ranges.
+			keep, cuts, buildRanges, buildTable = run, m.Cuts[0], m.Ranges, run.Table
+		} else {
+			run.Close()
+		}
+		if rep == 0 || m.Took < mink.Took {
+			mink = m
+		}
+		d, err := e.BareLoop(ctx, one, EventSpec, cuts)
+		if err != nil {
+			return nil, err
+		}
+		bare = minPos(bare, d)
+		if d, err = TailerLoop(ctx, kc, one, EventSpec, cuts); err != nil {
+			return nil, err
+		}
+		tail = minPos(tail, d)
+		if d, err = RangeBuilds(ctx, kc, buildTable, buildRanges); err != nil {
+			return nil, err
+		}
+		builds = minPos(builds, d)
+	}
+	res.run = keep
+	// The baselines ran over the first run's ranges: rates are over those bytes.
+	var cutBytes, cutRecords, fileBytes int64
+	for _, r := range buildRanges {
+		cutBytes += oneSizes.Bytes(0, r.Start, r.End)
+		cutRecords += r.End - r.Start
+		fileBytes += r.Size
+	}
+	res.buildMBps = MBps(cutBytes, builds)
+	consume, err := best(c.Reps, func() (time.Duration, error) { return e.ConsumeOnly(ctx, one, cuts) })
+	if err != nil {
+		return res, err
+	}
+	recs, err := e.Fetch(ctx, one, cuts)
+	if err != nil {
+		return res, err
+	}
+	encode, err := best(c.Reps, func() (time.Duration, error) { return EncodeOnly(EventSpec, cuts, recs) })
+	recs = nil
+	if err != nil {
+		return res, err
+	}
+
+	it1.Rows = append(it1.Rows,
+		Speed("one partition, 1 indexer process: MB/s", MBps(mink.Bytes, mink.Took), MBps(cutBytes, bare), "MB/s"),
+		Speed("one partition, 1 indexer process: records/s", PerSec(mink.Records, mink.Took), PerSec(cutRecords, bare), "rec/s"),
+		Speed("indexer read path in-process (kafkasrc.Tailer + builder, no Postgres)", MBps(cutBytes, tail), MBps(cutBytes, bare), "MB/s"),
+		Info("bare loop stage: franz-go consume only", fmtNum(MBps(cutBytes, consume))+" MB/s"),
+		Info("bare loop stage: decode + encode only (records in memory)", fmtNum(MBps(cutBytes, encode))+" MB/s"),
+	)
+	it1.Notes = append(it1.Notes,
+		fmt.Sprintf("Data: %s records (%.1f MB of keys and values, JSON events of ~%d bytes, producer compression %s) in one partition; "+
+			"%d ranges of mink.range.target-bytes %d measured (%.1f MB of Parquet), the last range (cut by age) left out.",
+			fmtNum(float64(cutRecords)), float64(cutBytes)/1e6, cutBytes/max(1, cutRecords), c.Compression,
+			len(buildRanges), c.RangeBytes, float64(fileBytes)/1e6),
+		"Mink: a real mink-indexer process; time from its partition lease's acquisition to the store of its last measured range, both by the database clock. "+
+			"Baseline (bare loop): a franz-go consumer, rowcodec decode and the same parquetbuild encode into io.Discard in this process, cutting files at the same offsets; no Postgres, no leases.",
+		fmt.Sprintf("Best of %d runs each, Mink and its baselines interleaved; MB are 10^6 bytes of record keys and values.", c.Reps),
+	)
+
+	if err := runAllPartitions(ctx, e, c, all, allSizes, it1); err != nil {
+		e.Log.Error("all partitions failed", "error", err)
+		it1.Notes = append(it1.Notes, "All partitions: **failed**: "+err.Error())
+	}
+
+	it2.Rows = append(it2.Rows,
+		Speed("uncached build (rangefile.Build per range): MB/s of records", MBps(cutBytes, builds), MBps(cutBytes, bare), "MB/s"),
+		Speed("uncached build: MB/s of Parquet written", float64(fileBytes)/1e6/builds.Seconds(), float64(fileBytes)/1e6/bare.Seconds(), "MB/s"),
+	)
+	it2.Notes = append(it2.Notes,
+		fmt.Sprintf("The %d ranges of item 1 rebuilt one after another by rangefile.Build (kafkasrc.ReadRange with one fetch ahead, "+
+			"the builder, and the size and SHA-256 check against the index) into io.Discard, as an owner builds an uncached file; the file server's "+
+			"disk write is not included. Baseline: the bare loop of item 1 over the same offsets, interleaved.", len(buildRanges)))
+
+	// Profiles of the in-process paths, kept for go tool pprof and shown where Mink is
+	// below half its baseline.
+	profiles := map[string]func() error{
+		"bare-loop":    func() error { _, err := e.BareLoop(ctx, one, EventSpec, cuts); return err },
+		"tailer-loop":  func() error { _, err := TailerLoop(ctx, kc, one, EventSpec, cuts); return err },
+		"range-builds": func() error { _, err := RangeBuilds(ctx, kc, buildTable, buildRanges); return err },
+	}
+	got := map[string]Profile{}
+	for _, name := range slices.Sorted(maps.Keys(profiles)) {
+		p, err := ProfileCPU(c.ProfileDir, name, func() error { return repeatFor(2*time.Second, profiles[name]) })
+		if err != nil {
+			return res, err
+		}
+		got[name] = p
+	}
+	res.buildProfile = got["range-builds"]
+	for _, it := range []*Item{it1, it2} {
+		if lowRows(it) {
+			it.Profile = append(it.Profile, got["bare-loop"], got["tailer-loop"], got["range-builds"])
+		}
+	}
+	// The indexer processes themselves, recorded with perf when they are slow.
+	for _, row := range it1.Rows {
+		if !row.Low || !strings.Contains(row.What, "indexer process") {
+			continue
+		}
+		run, err := e.RunIndexers(ctx, IndexOptions{Procs: 1, Topic: one, Partitions: 1, TTL: c.IndexTTL, Props: props(c),
+			Timeout: 5 * time.Minute, PerfDir: c.ProfileDir})
+		if err != nil {
+			return res, err
+		}
+		run.Close()
+		it1.Profile = append(it1.Profile, run.Perf)
+		break
+	}
+	return res, nil
+}
+
+// runAllPartitions indexes every partition of topic all with 1, 2 and 4 processes,
+// beside one bare loop per partition at once, interleaved likewise.
+func runAllPartitions(ctx context.Context, e *Env, c Config, all string, allSizes Sizes, it1 *Item) error {
+	var allCuts []Cuts
+	for _, n := range c.Procs {
+		var m Measured
+		var bareAll time.Duration
+		for rep := range c.Reps {
+			run, err := e.RunIndexers(ctx, IndexOptions{Procs: n, Topic: all, Partitions: int32(c.Partitions), TTL: c.IndexTTL, Props: props(c), Timeout: 5 * time.Minute})
+			if err != nil {
+				return err
+			}
+			got, err := run.Measure(allSizes)
+			run.Close()
+			if err != nil {
+				return err
+			}
+			if rep == 0 || got.Took < m.Took {
+				m = got
+			}
+			if allCuts == nil {
+				allCuts = got.Cuts
+			}
+			d, err := e.BareLoopParallel(ctx, all, EventSpec, allCuts)
+			if err != nil {
+				return err
+			}
+			bareAll = minPos(bareAll, d)
+		}
+		var allBytes int64
+		for _, ct := range allCuts {
+			allBytes += allSizes.Bytes(ct.Partition, ct.From, ct.End())
+		}
+		it1.Rows = append(it1.Rows, Speed(fmt.Sprintf("%d partitions, %d indexer process(es): MB/s", c.Partitions, n),
+			MBps(m.Bytes, m.Took), MBps(allBytes, bareAll), "MB/s"))
+		it1.Notes = append(it1.Notes, fmt.Sprintf("%d process(es): partitions per process %v, leases taken within %s of each other.",
+			n, spreadOf(m.Spread), fmtDur(m.Stagger)))
+	}
+	it1.Notes = append(it1.Notes, fmt.Sprintf("All partitions: %d partitions x %s records; real processes (lease_ttl %s, rounds every %s), "+
+		"all registered before the table is created so each takes its share in its next round. Baseline: one bare loop per partition, all at once.",
+		c.Partitions, fmtNum(float64(c.PartitionRecords)), c.IndexTTL, c.IndexTTL/3))
+	return nil
+}
+
+func minPos(a, b time.Duration) time.Duration {
+	if a == 0 || b < a {
+		return b
+	}
+	return a
+}
+
+func spreadOf(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, m[k]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func runCoord(ctx context.Context, e *Env, c Config, it *Item) error {
+	for _, n := range c.CoordNodes {
+		res, err := e.Coordinate(ctx, n, c.CoordTables, c.CoordPartitions)
+		if err != nil {
+			return err
+		}
+		for _, ph := range res.Phases {
+			leases := ph.LeasesPerNd
+			// Baseline: the same round with one renewal statement per held lease
+			// instead of one for all of them.
+			perLease := ph.StmtsPerRnd - 1 + leases
+			// The summary keeps the start's statements and the join's rounds.
+			it.Rows = append(it.Rows,
+				Row{What: fmt.Sprintf("%d nodes x %d tables x %d partitions, %s: statements per node per round", ph.Nodes, res.Tables, res.Partitions, ph.Name),
+					Mink: fmt.Sprintf("%.2f", ph.StmtsPerRnd), Baseline: fmt.Sprintf("%.1f (one renewal per lease, %.0f leases held)", perLease, leases),
+					Ratio: fmtRatio(perLease / ph.StmtsPerRnd), Detail: ph.Name != "start"},
+				Row{What: fmt.Sprintf("%d nodes, %s: rounds to converge", ph.Nodes, ph.Name),
+					Mink: strconv.Itoa(ph.Passes), Baseline: fmt.Sprintf("%d (fewest the rules allow)", ph.MinPasses),
+					Ratio: fmtRatio(float64(ph.MinPasses) / float64(ph.Passes)), Detail: ph.Name != "join"},
+			)
+		}
+		it.Rows = append(it.Rows, Info(fmt.Sprintf("%d nodes: one round's duration p50 / p99", n),
+			fmtDur(res.RoundP50)+" / "+fmtDur(res.RoundP99)))
+		e.Log.Info("coordination", "nodes", n, "took", res.Took.Round(time.Millisecond))
+	}
+	it.Notes = append(it.Notes,
+		"Simulated nodes: lease.Manager instances (indexer and writer roles) in this process, each with its own Register/Round/Leave, against one real Postgres, as pkg/lease/sim_test.go does. "+
+			"A pass runs one round of every node in turn; \"rounds to converge\" counts passes until one moves no lease (that quiet pass included), so in a real cluster it is that many lease_ttl/3 intervals.",
+		"Phases: start (all leases free), join (one more node: every share drops and nodes above it hand back one partition per table per round), leave (one node leaves cleanly).",
+		"Statements are SQL statements counted by lease.Stats (a round sends them in 2 to 4 round trips: heartbeat and renewal in one batch, the cluster view in another, then at most one release and one acquire). "+
+			"Baseline for statements: the same round renewing each held lease with its own statement. Ratio > 1 means Mink sends that many times fewer.",
+	)
+	return nil
+}
+
+func runFailover(ctx context.Context, e *Env, c Config, it *Item) error {
+	trials, err := e.Failover(ctx, FailoverOptions{Trials: c.FailoverTrials, TTL: c.FailoverTTL, Partitions: int32(c.FailoverPartitions),
+		MaxAge: c.FailoverMaxAge, Timeout: max(30*time.Second, 5*c.FailoverTTL)})
+	if err != nil {
+		return err
+	}
+	bound := c.FailoverTTL + c.FailoverTTL/3
+	var idx, taken []time.Duration
+	for i, t := range trials {
+		row := Bound(fmt.Sprintf("trial %d: SIGKILL %s (%d partitions) to indexing again elsewhere", i+1, t.Victim, t.Partitions), t.Indexing, bound)
+		row.Detail = true
+		it.Rows = append(it.Rows, row)
+		idx, taken = append(idx, t.Indexing), append(taken, t.Taken)
+	}
+	it.Rows = append(it.Rows,
+		Bound(fmt.Sprintf("median of %d: to indexing again", len(trials)), Percentile(idx, 50), bound),
+		Bound(fmt.Sprintf("worst of %d: to indexing again", len(trials)), slices.Max(idx), bound),
+		Bound(fmt.Sprintf("worst of %d: to lease taken over", len(trials)), slices.Max(taken), bound),
+	)
+	for i, t := range trials {
+		if len(t.Diag) > 0 {
+			it.Notes = append(it.Notes, fmt.Sprintf("Trial %d exceeded the bound; the surviving processes' last warnings: `%s`", i+1, strings.Join(t.Diag, "` · `")))
+		}
+	}
+	it.Notes = append(it.Notes,
+		fmt.Sprintf("Two real mink-indexer processes (lease_ttl %s, rounds every %s) over a %d-partition topic receiving a record per partition every 10 ms; "+
+			"mink.range.max-age %s, so a range is stored that often. The process holding leases gets SIGKILL; a fresh process replaces it and the leases rebalance before the next trial.",
+			c.FailoverTTL, c.FailoverTTL/3, c.FailoverPartitions, c.FailoverMaxAge),
+		fmt.Sprintf("Measured by the database clock from just before the SIGKILL to the first range stored under a new epoch for every partition the victim held. "+
+			"Bound: the seed's lease_ttl + one round = %s. The new holder's first range also waits up to mink.range.max-age.", bound),
+	)
+	return nil
+}
