@@ -79,6 +79,13 @@ test: postgres $(BIN)/grpcurl ## Run every test (real Postgres, real processes, 
 test-race: postgres $(BIN)/grpcurl ## Run the lease library and server tests with the race detector.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./pkg/... ./services/...
 
+CHAOS_DURATION ?= 5m
+CHAOS_TIMEOUT  ?= 2h
+
+.PHONY: chaos
+chaos: postgres ## Run the long randomised fault-injection run (CHAOS_DURATION=5m; MINK_CHAOS_SEED=<seed> replays one).
+	MINK_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestRandomChaos$$' -v ./test/chaos
+
 BENCH_FLAGS ?=
 
 .PHONY: bench

@@ -1,0 +1,743 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/ranges"
+)
+
+// indexing waits until the indexers hold their share of table (and, when a writer runs,
+// one of them the writer lease) and every partition has ranges.
+func (c *cluster) indexing(table int64, partitions int32, share map[string]int, writer bool) shares {
+	c.t.Helper()
+	return waitFor(c.t, 30*time.Second, fmt.Sprintf("shares %v and ranges on all %d partitions", share, partitions), func() (shares, bool) {
+		s := c.shares(table)
+		for id, n := range share {
+			if s.partitions[id] != n {
+				return s, false
+			}
+		}
+		if writer && s.writer == "" {
+			return s, false
+		}
+		return s, len(c.rangesPerPartition(table)) == int(partitions)
+	})
+}
+
+// partitionLeases are a table's live partition leases held by holder, by partition.
+func (c *cluster) partitionLeases(table int64, holder string) map[int32]leaseRow {
+	c.t.Helper()
+	out := map[int32]leaseRow{}
+	for _, l := range c.mustLeases() {
+		if l.table == table && l.kind == "partition" && l.live && l.holder == holder {
+			out[l.partition] = l
+		}
+	}
+	return out
+}
+
+// addDataPath starts a writer and a file server once they are wired, so the checker can
+// scan every table through the catalog.
+func (c *cluster) addDataPath() {
+	if withCatalog {
+		c.addNode("writer", "wr-1")
+		c.addNode("fileserver", "fs-1")
+	}
+}
+
+// onePerNode checks that every node still runs its first process: it recovered without a
+// restart.
+func (c *cluster) onePerNode() {
+	c.t.Helper()
+	for _, n := range c.nodesOf("") {
+		if h := n.history(); len(h) != 1 || h[0].exited() {
+			c.t.Errorf("%s: %d processes, current %s: it did not recover without a restart", n.id, len(h), n.current().exitState())
+		}
+	}
+}
+
+// TestNodeCrash is the seed's "A node crashes: its leases expire after lease_ttl. Other
+// nodes take them, and indexing resumes from the indexed ranges." An indexer is
+// SIGKILLed while records arrive: its leases stay its own until their expiry (database
+// clock), are taken no earlier and within lease_ttl after it, and the new holder's first
+// range starts exactly where the dead one's last range ended.
+func TestNodeCrash(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	a := c.addNode("indexer", "idx-a")
+	c.addNode("indexer", "idx-b")
+	c.addDataPath()
+	table := c.createTable(a, "crash", 4)
+	pr := c.produce(20*time.Millisecond, map[string]int32{"crash": 4})
+	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, false)
+
+	a.kill()
+	killed := c.dbNow()
+	// Its leases as its last renewal left them (read after it died, so no renewal is
+	// still to come; a statement in flight at the kill could only make them later).
+	dead := c.partitionLeases(table, "idx-a")
+	if len(dead) != 2 {
+		t.Fatalf("the killed node holds %d live partition leases, want 2", len(dead))
+	}
+	var firstExpiry time.Time
+	for _, d := range dead {
+		if firstExpiry.IsZero() || d.expires.Before(firstExpiry) {
+			firstExpiry = d.expires
+		}
+	}
+
+	// Shortly before the first expiry, they are still the dead node's.
+	waitFor(t, 2*c.ttl, "the database clock to near the first expiry", func() (time.Time, bool) {
+		now := c.dbNow()
+		return now, !now.Before(firstExpiry.Add(-c.ttl / 4))
+	})
+	ls := c.mustLeases()
+	if at := ls[0].at; at.Before(firstExpiry) {
+		for _, l := range ls {
+			if d, ok := dead[l.partition]; ok && l.table == table && l.kind == "partition" && (l.holder != "idx-a" || l.epoch != d.epoch) {
+				t.Errorf("partition %d was taken (%v) %v before its lease expired", l.partition, l, firstExpiry.Sub(at))
+			}
+		}
+	} else {
+		t.Logf("the check before expiry ran late (%v after it); skipped", at.Sub(firstExpiry))
+	}
+
+	// After lease_ttl, idx-b takes them: never before their expiry, within lease_ttl of it.
+	waitFor(t, 4*c.ttl, "idx-b to hold all 4 partitions", func() (shares, bool) {
+		s := c.shares(table)
+		return s, s.partitions["idx-b"] == 4
+	})
+	now := c.partitionLeases(table, "idx-b")
+	for p, d := range dead {
+		l := now[p]
+		switch {
+		case l.epoch <= d.epoch:
+			t.Errorf("partition %d: taken under epoch %d, the dead node's was %d", p, l.epoch, d.epoch)
+		case l.acquired.Before(d.expires):
+			t.Errorf("partition %d: taken at %v, before the dead node's lease expired at %v", p, l.acquired, d.expires)
+		case l.acquired.Sub(d.expires) > c.ttl:
+			t.Errorf("partition %d: taken %v after the dead node's lease expired, more than lease_ttl", p, l.acquired.Sub(d.expires))
+		default:
+			t.Logf("partition %d: expired %v after the kill, taken %v after expiry (lease_ttl %v)",
+				p, d.expires.Sub(killed).Round(time.Millisecond), l.acquired.Sub(d.expires).Round(time.Millisecond), c.ttl)
+		}
+	}
+
+	// Indexing resumes from the ranges: the new epoch's first range starts where the old
+	// epoch's last one ended.
+	waitFor(t, 20*time.Second, "ranges under the new epochs", func() (string, bool) {
+		for p := range dead {
+			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == now[p].epoch }) {
+				return fmt.Sprintf("partition %d has none", p), false
+			}
+		}
+		return "", true
+	})
+	rs := c.ranges(table)
+	for p, d := range dead {
+		for i, r := range rs {
+			if r.partition == p && r.epoch == now[p].epoch {
+				if i == 0 || rs[i-1].partition != p || rs[i-1].epoch != d.epoch || rs[i-1].end != r.start {
+					t.Errorf("partition %d: the new holder's first range [%d, %d) does not follow the dead holder's last range", p, r.start, r.end)
+				} else {
+					t.Logf("partition %d: resumed at offset %d", p, r.start)
+				}
+				break
+			}
+		}
+	}
+	pr.halt()
+	c.check()
+}
+
+// TestNodeJoin is the seed's "A node joins: every share drops. Other nodes hand back one
+// partition per table per round." One indexer holds two 6-partition tables; two more
+// join. Sampling the lease table every 25ms, no node's count of one table ever drops by
+// more than one within a round (lease_ttl/3), until every share is 2.
+func TestNodeJoin(t *testing.T) {
+	c := newCluster(t, clusterOptions{ttl: 3 * time.Second})
+	a := c.addNode("indexer", "idx-a")
+	c.addDataPath()
+	t1 := c.createTable(a, "join1", 6)
+	t2 := c.createTable(a, "join2", 6)
+	pr := c.produce(50*time.Millisecond, map[string]int32{"join1": 6, "join2": 6})
+	c.indexing(t1, 6, map[string]int{"idx-a": 6}, false)
+	c.indexing(t2, 6, map[string]int{"idx-a": 6}, false)
+
+	type sample struct {
+		at     time.Time
+		counts map[string]int // "<table>/<node>" -> live partition leases
+	}
+	var samples []sample
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(25 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ls, err := c.leases(ctx)
+			cancel()
+			if err == nil && len(ls) > 0 {
+				s := sample{at: ls[0].at, counts: map[string]int{}}
+				for _, l := range ls {
+					if l.kind == "partition" && l.live {
+						s.counts[fmt.Sprintf("%d/%s", l.table, l.holder)]++
+					}
+				}
+				samples = append(samples, s)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}()
+
+	joined := time.Now()
+	c.addNode("indexer", "idx-b")
+	c.addNode("indexer", "idx-c")
+	even := map[string]int{"idx-a": 2, "idx-b": 2, "idx-c": 2}
+	for _, table := range []int64{t1, t2} {
+		waitFor(t, 10*c.ttl, "every share to drop to 2", func() (shares, bool) {
+			s := c.shares(table)
+			for id, n := range even {
+				if s.partitions[id] != n {
+					return s, false
+				}
+			}
+			return s, true
+		})
+	}
+	t.Logf("shares even %v after the joins", time.Since(joined).Round(time.Millisecond))
+	close(stop)
+	<-done
+
+	// Rounds are lease_ttl/3 apart, so two hand-backs of one table by one node in one
+	// round land milliseconds apart and in two rounds about lease_ttl/3 apart: a window of
+	// lease_ttl/6 tells them apart with room for a round that runs late. Counting the
+	// steps (each a drop of one) below checks the same from the other side.
+	window := c.ttl / 6
+	keys := map[string]bool{}
+	for _, s := range samples {
+		for k := range s.counts {
+			keys[k] = true
+		}
+	}
+	drops := map[string]int{}
+	for k := range keys {
+		for i := range samples {
+			if i > 0 && samples[i].counts[k] < samples[i-1].counts[k] {
+				drops[k]++
+			}
+			for j := i + 1; j < len(samples) && samples[j].at.Sub(samples[i].at) < window; j++ {
+				if d := samples[i].counts[k] - samples[j].counts[k]; d > 1 {
+					t.Errorf("%s: %d leases handed back within %v (from %d at %v to %d at %v): more than one per round",
+						k, d, samples[j].at.Sub(samples[i].at).Round(time.Millisecond), samples[i].counts[k],
+						samples[i].at.Format("15:04:05.000"), samples[j].counts[k], samples[j].at.Format("15:04:05.000"))
+					break
+				}
+			}
+		}
+	}
+	for _, table := range []int64{t1, t2} {
+		k := fmt.Sprintf("%d/idx-a", table)
+		// idx-a went from 6 to 2, one lease at a time.
+		if drops[k] < 4 {
+			t.Errorf("%s handed back its leases in %d steps, want 4 (one per round)", k, drops[k])
+		}
+	}
+	t.Logf("%d samples; hand-back steps per table and node: %v", len(samples), drops)
+	pr.halt()
+	c.check()
+}
+
+// TestPostgresUnreachable is the seed's "Postgres is unreachable: table loads, and reads of
+// data files not in the owner's cache, answer 503. Cached files are still served.
+// Indexers and writers stop. Once Postgres answers, every node takes its share again
+// without a restart."
+func TestPostgresUnreachable(t *testing.T) {
+	// lease_ttl 3s: the margin measured (lease_ttl/6) is then 500ms, well above how late
+	// the 20ms status polls can see a change on a loaded machine.
+	c := newCluster(t, clusterOptions{ttl: 3 * time.Second})
+	a := c.addNode("indexer", "idx-a")
+	c.addNode("indexer", "idx-b")
+	c.addNode("writer", "wr-1")
+	fs := c.addNode("fileserver", "fs-1")
+	table := c.createTable(a, "pgdown", 4)
+	pr := c.produce(20*time.Millisecond, map[string]int32{"pgdown": 4})
+	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, true)
+	var w warmed
+	if withCatalog {
+		w = c.warm(fs, table)
+	}
+	pre := map[int32]int64{}
+	for _, l := range c.mustLeases() {
+		if l.table == table && l.kind == "partition" {
+			pre[l.partition] = l.epoch
+		}
+	}
+
+	// Every node's own view while Postgres is gone. Postgres runs on this machine, so
+	// while it is down the test reads the clock it uses directly.
+	var watches []*leaseWatch
+	for _, n := range c.nodesOf("") {
+		if n.role != "fileserver" {
+			watches = append(watches, watch(t, n, localClock))
+		}
+	}
+	waitFor(t, 5*time.Second, "every watch to see leases", func() (int, bool) {
+		for _, w := range watches {
+			if !w.ready() {
+				return 0, false
+			}
+		}
+		return len(watches), true
+	})
+	for _, w := range watches {
+		w.arm()
+	}
+	if err := c.pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	waitFor(t, 2*c.ttl, "every indexer and writer to stop acting", func() (string, bool) {
+		for _, w := range watches {
+			if !w.stopped() {
+				return w.String(), false
+			}
+		}
+		return "", true
+	})
+	var latest time.Time
+	for _, w := range watches {
+		_, _, notActing := w.snapshot()
+		t.Logf("%s stopped acting %v after Postgres went down", w.n.id, notActing.Sub(down).Round(time.Millisecond))
+		if e := w.checkStoppedBeforeExpiry(t); e.After(latest) {
+			latest = e
+		}
+		w.halt()
+	}
+	for _, n := range c.nodesOf("") {
+		if !n.running() {
+			t.Errorf("%s exited while Postgres was down: %s", n.id, n.current().exitState())
+		}
+	}
+	t.Run("catalog and S3 while Postgres is down", func(t *testing.T) {
+		needCatalog(t)
+		catURL, s3, err := fs.endpoints()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := do(t, "GET", catURL, "/v1/namespaces/default/tables/pgdown", nil)
+		if e, ok := icebergError(r.body); r.status != 503 || !ok || e.Code != 503 || e.Type != "ServiceUnavailableException" {
+			t.Errorf("table load: %d %s, want 503 ServiceUnavailableException in the Iceberg envelope", r.status, r.body)
+		}
+		if _, err := c.scan(fs, "default", "pgdown"); !isUnavailable(err) {
+			t.Errorf("iceberg-go load: %v, want rest.ErrServiceUnavailable", err)
+		}
+		r = do(t, "GET", s3, "/"+layout.Bucket+"/"+w.uncached, nil)
+		if e, ok := s3Error(r.body); r.status != 503 || !ok || e.Code != "ServiceUnavailable" || !strings.Contains(strings.ToLower(e.Message), "postgres") {
+			t.Errorf("uncached read: %d %s, want 503 ServiceUnavailable naming Postgres", r.status, r.body)
+		}
+		r = do(t, "GET", s3, "/"+layout.Bucket+"/"+w.cached, nil)
+		if r.status != 200 || string(r.body) != string(w.body) {
+			t.Errorf("cached read: %d, %d bytes of %d", r.status, len(r.body), len(w.body))
+		}
+	})
+
+	// Hold the outage until every lease has expired by Postgres's clock.
+	until(latest.Add(c.ttl / 3))
+	if err := c.pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	backDB := c.dbNow()
+	s := waitFor(t, 4*c.ttl, "every node to take its share again", func() (shares, bool) {
+		s := c.shares(table)
+		return s, s.partitions["idx-a"] == 2 && s.partitions["idx-b"] == 2 && s.writer == "wr-1"
+	})
+	t.Logf("Postgres back: shares %v again after %v", s, time.Since(back).Round(time.Millisecond))
+	for _, n := range c.nodesOf("") {
+		if n.role == "fileserver" {
+			continue
+		}
+		waitFor(t, 2*c.ttl, n.id+" to act again", func() (string, bool) {
+			st, err := n.status()
+			if err != nil {
+				return err.Error(), false
+			}
+			return st.GetLastError(), st.GetActing()
+		})
+	}
+	c.onePerNode()
+	// Nothing was written under the leases held before the outage: every range stored
+	// since is under a newer epoch.
+	waitFor(t, 20*time.Second, "ranges on every partition after the outage", func() (map[int32]int, bool) {
+		after := map[int32]int{}
+		for _, r := range c.ranges(table) {
+			if r.created.After(backDB) {
+				after[r.partition]++
+			}
+		}
+		return after, len(after) == 4
+	})
+	for _, r := range c.ranges(table) {
+		if r.created.After(backDB) && r.epoch <= pre[r.partition] {
+			t.Errorf("partition %d: range [%d, %d) stored after the outage under epoch %d, held before it", r.partition, r.start, r.end, r.epoch)
+		}
+	}
+	t.Run("catalog and S3 after Postgres is back", func(t *testing.T) {
+		needCatalog(t)
+		catURL, s3, err := fs.endpoints()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := do(t, "GET", catURL, "/v1/namespaces/default/tables/pgdown", nil); r.status != 200 {
+			t.Errorf("table load: %d %s", r.status, r.body)
+		}
+		if r := do(t, "GET", s3, "/"+layout.Bucket+"/"+w.uncached, nil); r.status != 200 {
+			t.Errorf("formerly uncached read: %d %s", r.status, r.body)
+		}
+	})
+	pr.halt()
+	c.check()
+}
+
+// TestKafkaUnreachable is the seed's "Kafka is unreachable: table loads, builds and
+// indexing fail until Kafka answers. Cached data files are still served." Every node
+// stays up and keeps its leases (Postgres answers); once Kafka is back, indexing resumes
+// without a restart.
+func TestKafkaUnreachable(t *testing.T) {
+	c := newCluster(t, clusterOptions{persistent: true})
+	a := c.addNode("indexer", "idx-a")
+	b := c.addNode("indexer", "idx-b")
+	c.addNode("writer", "wr-1")
+	fs := c.addNode("fileserver", "fs-1")
+	table := c.createTable(a, "kafkadown", 4)
+	pr := c.produce(20*time.Millisecond, map[string]int32{"kafkadown": 4})
+	before := c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, true)
+	var w warmed
+	if withCatalog {
+		w = c.warm(fs, table)
+		// An uncached file that exists now: the writer may have replaced the one warm chose.
+		keys := c.dataFiles(table)
+		w.uncached = keys[len(keys)-1]
+	}
+
+	pr.paused.Store(true)
+	outA, outB := len(a.current().out.String()), len(b.current().out.String())
+	c.kafka.Stop()
+	down := time.Now()
+	downDB := c.dbNow()
+	// A range being cut when Kafka went away may still be stored: it is cut at most
+	// mink.range.max-age (300ms) after its first record. Nothing after that.
+	quiet := downDB.Add(time.Second)
+	t.Run("catalog and S3 while Kafka is down", func(t *testing.T) {
+		needCatalog(t)
+		catURL, s3, err := fs.endpoints()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A build and a load each give up on Kafka after their timeout: ask both at once.
+		start := time.Now()
+		type answer struct {
+			r   httpResult
+			err error
+		}
+		build, load := make(chan answer, 1), make(chan answer, 1)
+		go func() {
+			r, err := fetch("GET", s3, "/"+layout.Bucket+"/"+w.uncached, nil)
+			build <- answer{r, err}
+		}()
+		go func() {
+			r, err := fetch("GET", catURL, "/v1/namespaces/default/tables/kafkadown", nil)
+			load <- answer{r, err}
+		}()
+		r := do(t, "GET", s3, "/"+layout.Bucket+"/"+w.cached, nil)
+		if r.status != 200 || string(r.body) != string(w.body) {
+			t.Errorf("cached read: %d, %d bytes of %d", r.status, len(r.body), len(w.body))
+		}
+		a := <-build
+		if e, ok := s3Error(a.r.body); a.err != nil || a.r.status != 503 || !ok || e.Code != "ServiceUnavailable" || !strings.Contains(strings.ToLower(e.Message), "kafka") {
+			t.Errorf("uncached read (a build): %d %s %v, want 503 ServiceUnavailable naming Kafka", a.r.status, a.r.body, a.err)
+		}
+		// The seed: table loads fail too while Kafka is unreachable.
+		a = <-load
+		if e, ok := icebergError(a.r.body); a.err != nil || a.r.status != 503 || !ok || e.Code != 503 {
+			t.Errorf("table load: %d %s %v, want 503 in the Iceberg envelope (seed: loads fail while Kafka is unreachable)", a.r.status, a.r.body, a.err)
+		}
+		t.Logf("the build and the load answered 503 within %v", time.Since(start).Round(time.Millisecond))
+	})
+	// Indexing fails: each indexer says so (its Kafka client gives up after its timeout).
+	waitFor(t, 20*time.Second, "both indexers to report indexing failures", func() (bool, bool) {
+		return true, strings.Contains(a.current().out.String()[outA:], "indexing failed") &&
+			strings.Contains(b.current().out.String()[outB:], "indexing failed")
+	})
+	t.Logf("indexers reported failures %v into the outage", time.Since(down).Round(time.Millisecond))
+	// Hold the outage for a few lease rounds: nodes stay up, keep acting and keep their
+	// shares, and no range is stored.
+	until(down.Add(time.Second + c.ttl))
+	for _, n := range c.nodesOf("") {
+		st, err := n.status()
+		switch {
+		case err != nil:
+			t.Errorf("%s does not answer while Kafka is down: %v", n.id, err)
+		case n.role != "fileserver" && !st.GetActing():
+			t.Errorf("%s stopped acting while only Kafka is down (last error %q)", n.id, st.GetLastError())
+		}
+	}
+	if s := c.shares(table); s.String() != before.String() {
+		t.Errorf("shares moved while only Kafka was down: %v, before %v", s, before)
+	}
+	for _, r := range c.ranges(table) {
+		if r.created.After(quiet) {
+			t.Errorf("partition %d: range [%d, %d) stored %v into the Kafka outage", r.partition, r.start, r.end, r.created.Sub(downDB))
+		}
+	}
+
+	c.kafka.Restart()
+	pr.paused.Store(false)
+	backDB := c.dbNow()
+	back := time.Now()
+	waitFor(t, 30*time.Second, "ranges on every partition after Kafka is back", func() (map[int32]int, bool) {
+		after := map[int32]int{}
+		for _, r := range c.ranges(table) {
+			if r.created.After(backDB) {
+				after[r.partition]++
+			}
+		}
+		return after, len(after) == 4
+	})
+	t.Logf("Kafka back: every partition indexed again after %v", time.Since(back).Round(time.Millisecond))
+	c.onePerNode()
+	t.Run("catalog and S3 after Kafka is back", func(t *testing.T) {
+		needCatalog(t)
+		_, s3, err := fs.endpoints()
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the uncached file to build", func() (int, bool) {
+			r := do(t, "GET", s3, "/"+layout.Bucket+"/"+w.uncached, nil)
+			return r.status, r.status == 200
+		})
+	})
+	pr.halt()
+	c.check()
+}
+
+// TestPausedStaleHolder: an indexer is paused (SIGSTOP) past lease_ttl while records
+// arrive; the other takes its partitions; then it wakes (SIGCONT) believing for a moment
+// that it still holds them. Postgres rejects every write under the old epochs (the very
+// write it would make is shown to fail), nothing is stored under them after the
+// takeover, it takes its share back under new epochs, and the table view stays exact.
+func TestPausedStaleHolder(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	a := c.addNode("indexer", "idx-a")
+	c.addNode("indexer", "idx-b")
+	c.addDataPath()
+	table := c.createTable(a, "paused", 4)
+	pr := c.produce(20*time.Millisecond, map[string]int32{"paused": 4})
+	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, false)
+
+	a.pause()
+	old := c.partitionLeases(table, "idx-a")
+	if len(old) != 2 {
+		t.Fatalf("the paused node holds %d live partition leases, want 2", len(old))
+	}
+	waitFor(t, 4*c.ttl, "idx-b to take every partition", func() (shares, bool) {
+		s := c.shares(table)
+		return s, s.partitions["idx-b"] == 4
+	})
+	takeover := c.partitionLeases(table, "idx-b")
+	for p, o := range old {
+		if n := takeover[p]; n.epoch <= o.epoch || n.acquired.Before(o.expires) {
+			t.Errorf("partition %d: taken under epoch %d at %v; the paused holder's epoch %d expired at %v", p, n.epoch, n.acquired, o.epoch, o.expires)
+		}
+	}
+
+	// The write the stale holder would make next (its next range, under its lease) is
+	// rejected by Postgres, and changes nothing.
+	ctx := context.Background()
+	for p, o := range old {
+		st, err := ranges.State(ctx, c.db, table, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale := lease.Lease{Scope: lease.PartitionScope(table, p), Holder: "idx-a", TableName: "default.paused", Epoch: o.epoch}
+		err = ranges.Append(ctx, c.db, stale, ranges.Range{Table: table, Partition: p, Start: st.IndexedEnd, End: st.IndexedEnd + 1,
+			Records: 1, Size: 1, SHA256: strings.Repeat("0", 64), Settings: []byte("{}"), Stats: []byte("[]")})
+		if !errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("partition %d: a write under the stale epoch %d answered %v, want ErrLeaseLost", p, o.epoch, err)
+		}
+		if after, _ := ranges.State(ctx, c.db, table, p); after != st {
+			t.Errorf("partition %d: the rejected write changed the index: %+v, was %+v", p, after, st)
+		}
+	}
+	// Let the new holder store past where the paused one stopped before it wakes.
+	waitFor(t, 20*time.Second, "ranges under the new epochs", func() (string, bool) {
+		for p := range old {
+			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == takeover[p].epoch }) {
+				return fmt.Sprintf("partition %d has none", p), false
+			}
+		}
+		return "", true
+	})
+
+	a.resume()
+	s := waitFor(t, 8*c.ttl, "idx-a to take its share back", func() (shares, bool) {
+		s := c.shares(table)
+		return s, s.partitions["idx-a"] == 2 && s.partitions["idx-b"] == 2
+	})
+	t.Logf("after SIGCONT: %v", s)
+	c.onePerNode()
+	pr.halt()
+	c.check()
+	for _, r := range c.ranges(table) {
+		if o, ok := old[r.partition]; ok && r.epoch == o.epoch && !r.created.Before(takeover[r.partition].acquired) {
+			t.Errorf("partition %d: range [%d, %d) stored under the stale epoch %d after the takeover", r.partition, r.start, r.end, r.epoch)
+		}
+	}
+	st, _ := a.status()
+	t.Logf("idx-a after waking: %d leases lost, last error %q", st.GetLeaseStats().GetLost(), st.GetLastError())
+}
+
+// TestPartitionFromPostgres: one indexer is cut from Postgres alone (its proxy drops every
+// byte; Kafka and its admin API stay reachable). By the database clock it stops acting
+// under each lease before the lease can expire, the other node takes each one only
+// after that, so no two nodes ever index a partition at once; once the network heals it
+// takes its share again without a restart.
+func TestPartitionFromPostgres(t *testing.T) {
+	// lease_ttl 3s, as in TestPostgresUnreachable: a 500ms margin to measure.
+	c := newCluster(t, clusterOptions{ttl: 3 * time.Second})
+	a := c.addNode("indexer", "idx-a")
+	c.addNode("indexer", "idx-b")
+	c.addDataPath()
+	table := c.createTable(a, "cut", 4)
+	pr := c.produce(20*time.Millisecond, map[string]int32{"cut": 4})
+	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, false)
+
+	w := watch(t, a, c.dbClock)
+	waitFor(t, 5*time.Second, "the watch to see idx-a's leases", func() (bool, bool) { return true, w.ready() })
+	w.arm()
+	a.cut()
+	cut := time.Now()
+	waitFor(t, 2*c.ttl, "idx-a to stop acting", func() (string, bool) { return w.String(), w.stopped() })
+	_, goneAt, notActing := w.snapshot()
+	t.Logf("idx-a stopped acting %v after the cut", time.Since(cut).Round(time.Millisecond))
+	w.checkStoppedBeforeExpiry(t)
+	w.halt()
+	if !a.running() {
+		t.Fatalf("idx-a exited when cut from Postgres: %s", a.current().exitState())
+	}
+	if st, err := a.status(); err != nil || st.GetActing() || st.GetLastError() == "" {
+		t.Errorf("idx-a's status while cut: %v, %v", st, err)
+	}
+
+	waitFor(t, 4*c.ttl, "idx-b to take every partition", func() (shares, bool) {
+		s := c.shares(table)
+		return s, s.partitions["idx-b"] == 4
+	})
+	for _, l := range c.partitionLeases(table, "idx-b") {
+		k := fmt.Sprintf("PARTITION/%d/%d", table, l.partition)
+		if g, ok := goneAt[k]; ok {
+			if !l.acquired.After(g) {
+				t.Errorf("partition %d: idx-b took it at %v, while idx-a still acted under it (until %v)", l.partition, l.acquired, g)
+			} else {
+				t.Logf("partition %d: idx-a stopped %v before idx-b took it", l.partition, l.acquired.Sub(g).Round(time.Millisecond))
+			}
+		}
+	}
+	_ = notActing
+
+	a.heal()
+	healed := time.Now()
+	s := waitFor(t, 8*c.ttl, "idx-a to take its share again", func() (shares, bool) {
+		s := c.shares(table)
+		return s, s.partitions["idx-a"] == 2 && s.partitions["idx-b"] == 2
+	})
+	t.Logf("healed: %v after %v", s, time.Since(healed).Round(time.Millisecond))
+	c.onePerNode()
+	pr.halt()
+	c.check()
+}
+
+// TestRestartSameNodeID: an indexer hangs (SIGSTOP) and its supervisor starts a new
+// process with the same node id. The new process takes the node's leases over at once,
+// under new epochs, without waiting for them to expire; when the old process wakes
+// (SIGCONT) it is fenced out of everything, stores nothing, and exits.
+func TestRestartSameNodeID(t *testing.T) {
+	c := newCluster(t, clusterOptions{})
+	a := c.addNode("indexer", "idx-a")
+	c.addNode("indexer", "idx-b")
+	c.addDataPath()
+	table := c.createTable(a, "restart", 4)
+	pr := c.produce(20*time.Millisecond, map[string]int32{"restart": 4})
+	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, false)
+
+	a.pause()
+	before := c.partitionLeases(table, "idx-a")
+	old := a.replace()
+	a.waitRegistered()
+	after := c.partitionLeases(table, "idx-a")
+	if len(after) != len(before) {
+		t.Fatalf("the new process holds %d of the node's %d leases", len(after), len(before))
+	}
+	for p, b := range before {
+		n := after[p]
+		switch {
+		case n.epoch <= b.epoch:
+			t.Errorf("partition %d: adopted under epoch %d, the old process held %d", p, n.epoch, b.epoch)
+		case !n.acquired.Before(b.expires):
+			t.Errorf("partition %d: adopted at %v, not before the old lease expired (%v)", p, n.acquired, b.expires)
+		default:
+			t.Logf("partition %d: adopted under epoch %d, %v before the old lease would have expired", p, n.epoch, b.expires.Sub(n.acquired).Round(time.Millisecond))
+		}
+	}
+	waitFor(t, 20*time.Second, "ranges under the adopted epochs", func() (string, bool) {
+		for p := range before {
+			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == after[p].epoch }) {
+				return fmt.Sprintf("partition %d has none", p), false
+			}
+		}
+		return "", true
+	})
+
+	old.signal(t, syscall.SIGCONT)
+	old.paused.Store(false)
+	select {
+	case <-old.done:
+	case <-time.After(3 * c.ttl):
+		t.Fatalf("the replaced process still runs %v after waking", 3*c.ttl)
+	}
+	if old.state.ExitCode() == 0 || !strings.Contains(old.out.String(), lease.ErrReplaced.Error()) {
+		t.Errorf("the replaced process exited with %v; its log does not say %q", old.state, lease.ErrReplaced)
+	}
+	if s := c.shares(table); s.partitions["idx-a"] != 2 || s.partitions["idx-b"] != 2 {
+		t.Errorf("shares after the old process woke: %v", s)
+	}
+	pr.halt()
+	c.check()
+	for _, r := range c.ranges(table) {
+		if b, ok := before[r.partition]; ok && r.epoch == b.epoch && !r.created.Before(after[r.partition].acquired) {
+			t.Errorf("partition %d: range [%d, %d) stored under the replaced process's epoch %d after the takeover", r.partition, r.start, r.end, r.epoch)
+		}
+	}
+}
