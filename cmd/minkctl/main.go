@@ -2,7 +2,7 @@
 // node (--addr) and names the node that must answer (--node), which the dialed node
 // forwards to.
 //
-//	minkctl [flags] status | nodes | leases | drain NODE | undrain NODE
+//	minkctl [flags] status [--cluster] | nodes | leases | drain NODE | undrain NODE
 //	minkctl [flags] table create NAME --topic T --column id:long:required ... | drop NAME |
 //	                      list | describe NAME
 //	minkctl [flags] scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
@@ -34,7 +34,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)) }
 const usage = `usage: minkctl [--addr HOST:PORT] [--node NAME] [-o table|json] COMMAND [ARGS]
 
 commands:
-  status                 status of the dialed node, or of --node
+  status [--cluster]     status of the dialed node, or of --node; --cluster: every node
+                         and every table's per-partition lag at a glance
   nodes                  live members of the cluster
   leases [--table ID]    leases (of one table)
   drain NODE             NODE releases its leases and takes none until undrained
@@ -228,7 +229,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"status":         {run: (*cli).status},
+	"status":         {flags: statusFlags, run: (*cli).status},
 	"nodes":          {run: (*cli).nodes},
 	"leases":         {flags: leasesFlags, run: (*cli).leases},
 	"drain":          {args: 1, argsHelp: "NODE", run: (*cli).drain},
@@ -240,7 +241,10 @@ var commands = map[string]command{
 	"scan":           {args: 1, argsHelp: "NAMESPACE.TABLE", flags: scanFlags, run: (*cli).scan},
 }
 
-func (c *cli) status(ctx context.Context, _ []string, _ any) error {
+func (c *cli) status(ctx context.Context, _ []string, f any) error {
+	if *f.(*bool) {
+		return c.overview(ctx)
+	}
 	resp, err := c.client.GetStatus(ctx, &adminv1.GetStatusRequest{Node: c.node})
 	if err != nil {
 		return err

@@ -237,15 +237,12 @@ func (s *Server) listLeases(ctx context.Context, req *adminv1.ListLeasesRequest)
 func (s *Server) drainNode(ctx context.Context, _ *adminv1.DrainNodeRequest) (*adminv1.DrainNodeResponse, error) {
 	s.leases.SetDraining(true)
 	s.log.InfoContext(ctx, "draining: releasing every lease and taking none")
+	// Answer once a round begun after the flag has released the leases in Postgres, so
+	// the caller can rely on them being free (a round already under way may not have).
 	ctx, cancel := context.WithTimeout(ctx, s.leases.Config().TTL)
 	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for len(s.leases.Held()) > 0 && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
+	if err := s.leases.AwaitRound(ctx); err != nil {
+		s.log.WarnContext(ctx, "drain: no round completed in time; leases are released at the next one", "error", err)
 	}
 	resp := &adminv1.DrainNodeResponse{NodeId: s.self, Draining: s.leases.Draining()}
 	for _, l := range s.leases.Held() {

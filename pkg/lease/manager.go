@@ -98,6 +98,8 @@ type Manager struct {
 	startedAt  time.Time
 	lastRenew  time.Time // local time at which the last successful renewal was sent
 	lastErr    error
+	roundSeq   uint64 // rounds started
+	lastOK     uint64 // the latest started round that completed without error
 	registered bool
 	base       context.Context // parent of worker contexts; ends when Run ends
 	wg         sync.WaitGroup
@@ -270,6 +272,17 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 		}
 	}()
 	m.expireLocally()
+	m.mu.Lock()
+	m.roundSeq++
+	seq := m.roundSeq
+	m.mu.Unlock()
+	defer func() {
+		if err == nil {
+			m.mu.Lock()
+			m.lastOK = max(m.lastOK, seq)
+			m.mu.Unlock()
+		}
+	}()
 	start := time.Now()
 
 	b := &pgx.Batch{}
@@ -563,6 +576,31 @@ func (m *Manager) SetDraining(on bool) {
 	m.mu.Unlock()
 	m.log.Info("draining changed", "draining", on)
 	m.Kick()
+}
+
+// AwaitRound starts a round now and waits until a round that began after the call has
+// completed: what the node was told before (a drain, say) is then done in Postgres, not
+// only locally.
+func (m *Manager) AwaitRound(ctx context.Context) error {
+	m.mu.Lock()
+	want := m.roundSeq + 1
+	m.mu.Unlock()
+	m.Kick()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		done := m.lastOK >= want
+		m.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lease: waiting for a round: %w", context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
 }
 
 // Draining reports whether the node is draining.

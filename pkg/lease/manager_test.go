@@ -498,6 +498,15 @@ func TestDrain(t *testing.T) {
 		return c["idx-a"] == 2 && c["idx-b"] == 2
 	})
 	a.m.SetDraining(true)
+	// Once a round begun after the drain has completed, Postgres has the leases free.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.m.AwaitRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := countHeld(t, db, tbl); c["idx-a"] != 0 {
+		t.Fatalf("idx-a holds %d partitions in Postgres after a round with the drain", c["idx-a"])
+	}
 	leasetest.Eventually(t, 5*time.Second, "idx-b holds all 4 while idx-a drains", func() bool { return countHeld(t, db, tbl)["idx-b"] == 4 })
 	m, err := lease.LookupMember(context.Background(), db, "idx-a")
 	if err != nil || !m.Draining {

@@ -52,7 +52,19 @@ func TestMinkctl(t *testing.T) {
 		return out
 	}
 
-	out := ok(nil, "--addr", a, "status")
+	// The cluster at a glance: every node (asked through idx-a) and every table's lag.
+	out := ok(nil, "--addr", a, "status", "--cluster")
+	for _, w := range []string{"idx-a", "wr-1", "partition_leases=2", "writer_leases=1", "default.clicks", "TOTAL", "HIGH WATERMARK"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("status --cluster does not show %q:\n%s", w, out)
+		}
+	}
+	jsonLines := strings.Split(strings.TrimSpace(ok(nil, "--addr", a, "-o", "json", "status", "--cluster")), "\n")
+	if len(jsonLines) != 3 { // two nodes, one table
+		t.Errorf("status --cluster -o json: %d lines, want 3:\n%s", len(jsonLines), strings.Join(jsonLines, "\n"))
+	}
+
+	out = ok(nil, "--addr", a, "status")
 	for _, w := range []string{"NODE", "idx-a", "indexer", "partition_leases=2", "default.clicks"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("status does not show %q:\n%s", w, out)
