@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -130,10 +131,25 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
 	defer mp.Shutdown(context.WithoutCancel(ctx))
-	// Spans are made and propagated (a forwarded request is one trace across two nodes);
-	// an exporter is added when the cluster has somewhere to send them.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res))
-	defer tp.Shutdown(context.WithoutCancel(ctx))
+	// Spans are made and propagated (a forwarded request is one trace across two nodes),
+	// and exported over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT names a collector.
+	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if otlpConfigured() {
+		// The standard OTEL_EXPORTER_OTLP_* variables say where and how; the exporter
+		// connects lazily, so a collector that is down costs nothing but dropped spans.
+		texp, err := otlptracegrpc.New(ctx)
+		if err != nil {
+			return fmt.Errorf("node: OTLP trace exporter (OTEL_EXPORTER_OTLP_*): %w", err)
+		}
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(texp))
+	}
+	tp := sdktrace.NewTracerProvider(tpOpts...)
+	defer func() {
+		// Flush what is batched, but never let a dead collector hold up the exit.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		tp.Shutdown(sctx)
+	}()
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	otelOpts := []otelgrpc.Option{
 		otelgrpc.WithMeterProvider(mp), otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(prop),
@@ -312,6 +328,11 @@ func (n *Node) Run(ctx context.Context) error {
 		log.Info("stopped")
 	}
 	return err
+}
+
+// otlpConfigured reports whether the environment names an OTLP collector for traces.
+func otlpConfigured() bool {
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
 // runLeases applies the schema, then runs the node's membership and lease rounds until
