@@ -20,6 +20,7 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -98,8 +99,9 @@ var Endpoints = []string{
 }
 
 type catalog struct {
-	o   Options
-	log *slog.Logger
+	o      Options
+	log    *slog.Logger
+	fileIO []byte // o.FileIO as JSON, the config of every load
 
 	mu     sync.Mutex
 	logged map[string]time.Time // rate-limited log lines: when last logged
@@ -135,7 +137,11 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c := &catalog{o: o, log: o.Logger, logged: map[string]time.Time{}}
+	fileIO, err := json.Marshal(o.FileIO)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: FileIO: %w", err)
+	}
+	c := &catalog{o: o, log: o.Logger, fileIO: fileIO, logged: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	// GET patterns also match HEAD; the handlers tell them apart.
 	mux.HandleFunc("GET /v1/config", c.config)
@@ -188,6 +194,11 @@ func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 		apierr.WriteIceberg(w, r, fmt.Errorf("encode response: %w", err), "")
 		return
 	}
+	writeBody(w, r, body)
+}
+
+// writeBody answers 200 with body, a JSON document.
+func writeBody(w http.ResponseWriter, r *http.Request, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
@@ -393,12 +404,6 @@ func tableNotFound(err error) string {
 	return noSuchTable
 }
 
-type loadTableResult struct {
-	MetadataLocation string            `json:"metadata-location"`
-	Metadata         json.RawMessage   `json:"metadata"`
-	Config           map[string]string `json:"config"`
-}
-
 func (c *catalog) loadTable(w http.ResponseWriter, r *http.Request) {
 	ns, err := namespace(r)
 	if err != nil {
@@ -440,9 +445,33 @@ func (c *catalog) loadTable(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeJSON(w, r, loadTableResult{
-		MetadataLocation: layout.URI(cur.key),
-		Metadata:         cur.content,
-		Config:           c.o.FileIO,
-	})
+	body, err := c.loadTableResult(cur.key, cur.content)
+	if err != nil {
+		apierr.WriteIceberg(w, r, fmt.Errorf("table %s: %w", cur.table.FullName(), err), "")
+		return
+	}
+	writeBody(w, r, body)
+}
+
+// loadTableResult is the JSON of a LoadTableResult: the metadata file's bytes as they
+// are stored, in an envelope, without decoding or re-encoding them (encoding/json would
+// validate and compact all of them, for every load, as a json.RawMessage). The files
+// are written by Mink's own encoder (pkg/icebergmeta), as one JSON object.
+func (c *catalog) loadTableResult(key string, metadata []byte) ([]byte, error) {
+	if m := bytes.TrimSpace(metadata); len(m) < 2 || m[0] != '{' || m[len(m)-1] != '}' {
+		return nil, fmt.Errorf("its metadata file %s is not a JSON object", key)
+	}
+	loc, err := json.Marshal(layout.URI(key))
+	if err != nil {
+		return nil, err
+	}
+	const (
+		head = `{"metadata-location":`
+		mid  = `,"metadata":`
+		tail = `,"config":`
+	)
+	b := make([]byte, 0, len(head)+len(loc)+len(mid)+len(metadata)+len(tail)+len(c.fileIO)+1)
+	b = append(append(append(append(b, head...), loc...), mid...), metadata...)
+	b = append(append(append(b, tail...), c.fileIO...), '}')
+	return b, nil
 }

@@ -166,7 +166,7 @@ func New(o Options) (*Store, error) {
 		o:        o,
 		log:      log,
 		members:  &members{db: o.DB, self: o.NodeID, interval: o.MemberRefresh, log: log},
-		peers:    peers.New(o.DialOptions...),
+		peers:    peers.New(append(relayDialOptions(), o.DialOptions...)...),
 		met:      met,
 		base:     base,
 		stop:     stop,

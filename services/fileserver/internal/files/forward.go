@@ -5,11 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
@@ -23,9 +29,31 @@ const (
 	// mdForwardedBy marks a forwarded read (for the owner's logs and traces).
 	mdForwardedBy = "mink-forwarded-by"
 	// chunkSize is the bytes per streamed message: large enough that per-message costs
-	// vanish, well under gRPC's 4 MiB default message limit.
-	chunkSize = 256 << 10
+	// vanish, well under gRPC's 4 MiB default message limit. The owner's gRPC encodes
+	// each message into a buffer of its default pool, which hands out 1 MiB for anything
+	// over 32 KiB and zeroes all of it: a chunk just under 1 MiB (its message, with the
+	// field's tag and length, is at most 1 MiB) wastes none of that zeroing.
+	chunkSize = 1<<20 - 16
+	// Flow control and reads of the connections to other file servers (relayDialOptions).
+	windowStream = 2 << 20
+	windowConn   = 8 << 20
+	readBuffer   = 64 << 10
 )
+
+// relayDialOptions are for the connections to other file servers, which carry
+// forwarded reads: bulk streams one way, owner to relay. A fixed stream window of two
+// chunks (gRPC starts from 64 KiB and grows it by its BDP estimate) lets the owner send
+// the next chunk while this node writes the last one to its client. What a window admits
+// waits in memory while the client reads slower than the owner sends: at most
+// windowStream per forwarded read, windowConn per owner. A larger read buffer than
+// gRPC's 32 KiB takes in more frames per read.
+func relayDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(windowStream),
+		grpc.WithInitialConnWindowSize(windowConn),
+		grpc.WithReadBufferSize(readBuffer),
+	}
+}
 
 // Register adds the file service to a gRPC server.
 func (s *Store) Register(gs *grpc.Server) { filev1.RegisterFileServiceServer(gs, s) }
@@ -68,10 +96,19 @@ func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamin
 	if obj.Body == nil {
 		return nil
 	}
+	// One buffer for every message of the stream: Send has copied the chunk into gRPC's
+	// own encoding buffer (the proto codec marshals before Send returns), and stats
+	// handlers must copy what they keep of a message (stats.OutPayload; otelgrpc keeps
+	// nothing). Only the x/net/trace event log, off unless grpc.EnableTracing is set,
+	// would format a sent message later.
+	p := bufPool.Get(int(min(obj.Length, chunkSize)))
+	defer bufPool.Put(p)
+	buf := *p
 	for sent := int64(0); sent < obj.Length; {
-		// A fresh buffer per message: stats handlers may hold a sent message.
-		buf := make([]byte, min(chunkSize, obj.Length-sent))
-		n, err := io.ReadFull(obj.Body, buf)
+		if grpc.EnableTracing {
+			buf = make([]byte, len(buf))
+		}
+		n, err := io.ReadFull(obj.Body, buf[:min(int64(len(buf)), obj.Length-sent)])
 		if err != nil {
 			return apierr.GRPC(fmt.Errorf("read %s at %d: %w", req.GetKey(), obj.Offset+sent, err))
 		}
@@ -82,6 +119,46 @@ func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamin
 		s.met.served(ctx, "forward", int64(n))
 	}
 	return nil
+}
+
+// bufPool holds the buffers of chunks: the owners' send buffers, and the buffers a
+// relayed chunk is gathered in from its HTTP/2 frames. Unlike gRPC's default pool it
+// does not zero a buffer it hands out: every byte used is written first.
+var bufPool = newChunkPool(32<<10, 128<<10, 512<<10, msgSize)
+
+// msgSize bounds the wire size of a chunk's message: the chunk, its field tag and length.
+const msgSize = chunkSize + 16
+
+// chunkPool is a mem.BufferPool with a few sizes of buffer, up to msgSize: a whole
+// chunk, or a range of a column chunk or two (what Parquet readers ask for). A buffer of
+// a few KiB (a footer) or of more than msgSize is allocated as it is.
+type chunkPool struct {
+	sizes []int // ascending
+	pools []sync.Pool
+}
+
+func newChunkPool(sizes ...int) *chunkPool {
+	return &chunkPool{sizes: sizes, pools: make([]sync.Pool, len(sizes))}
+}
+
+func (c *chunkPool) Get(n int) *[]byte {
+	i, _ := slices.BinarySearch(c.sizes, n)
+	if n < c.sizes[0]/8 || i == len(c.sizes) {
+		b := make([]byte, n)
+		return &b
+	}
+	if b, ok := c.pools[i].Get().(*[]byte); ok {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]byte, n, c.sizes[i])
+	return &b
+}
+
+func (c *chunkPool) Put(b *[]byte) {
+	if i, ok := slices.BinarySearch(c.sizes, cap(*b)); ok {
+		c.pools[i].Put(b)
+	}
 }
 
 func rangeFromProto(r *filev1.ByteRange) *Range {
@@ -129,13 +206,14 @@ func (s *Store) forward(ctx context.Context, node, addr, key string, rng *Range,
 	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, mdForwardedBy, s.o.NodeID))
 	stream, err := filev1.NewFileServiceClient(conn).ReadFile(sctx, &filev1.ReadFileRequest{
 		Key: key, Range: rangeToProto(rng), InfoOnly: infoOnly,
-	})
+	}, grpc.ForceCodecV2(relayCodec{}))
 	if err != nil {
 		cancel()
 		s.met.forwarded(ctx, "error")
 		return nil, &unreachedError{node, addr, err}
 	}
-	first, err := stream.Recv()
+	var first relayMsg
+	err = stream.RecvMsg(&first)
 	if err != nil {
 		cancel()
 		if errors.Is(err, io.EOF) {
@@ -148,7 +226,8 @@ func (s *Store) forward(ctx context.Context, node, addr, key string, rng *Range,
 		s.met.forwarded(ctx, "ok") // the owner answered; its answer is an error
 		return nil, err
 	}
-	info := first.GetInfo()
+	info := first.info
+	first.free()
 	if info == nil {
 		cancel()
 		s.met.forwarded(ctx, "error")
@@ -162,40 +241,124 @@ func (s *Store) forward(ctx context.Context, node, addr, key string, rng *Range,
 		close: func() error { cancel(); return nil },
 	}
 	if !infoOnly {
-		obj.Body = &chunkReader{stream: stream, left: info.GetLength(), node: node, key: key}
+		r := &chunkReader{stream: stream, left: info.GetLength(), node: node, key: key}
+		obj.Body = r
+		obj.close = func() error { r.msg.free(); cancel(); return nil }
 	}
 	return obj, nil
 }
 
+// relayMsg is a ReadFileResponse as received, for relaying its chunk without copying it:
+// chunk points into buf, gRPC's receive buffer, which the receiver frees once the chunk
+// is written.
+type relayMsg struct {
+	info  *filev1.FileInfo
+	chunk []byte
+	buf   mem.Buffer
+}
+
+func (m *relayMsg) free() {
+	if m.buf != nil {
+		m.buf.Free()
+	}
+	*m = relayMsg{}
+}
+
+// relayCodec is the proto codec, except that it decodes a relayMsg: a chunk is left in
+// the received buffer rather than copied out of it as proto.Unmarshal does for bytes
+// fields. The owner's encoding of a chunk (field 2, its length, its bytes) is read with
+// protowire; any other message is decoded by proto.Unmarshal.
+type relayCodec struct{}
+
+func (relayCodec) Name() string { return "proto" } // the content-subtype: the owner decodes with its proto codec
+
+func (relayCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return encoding.GetCodecV2("proto").Marshal(v)
+}
+
+func (relayCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(*relayMsg)
+	if !ok {
+		return encoding.GetCodecV2("proto").Unmarshal(data, v)
+	}
+	buf := data.MaterializeToBuffer(bufPool) // one copy at most, into a pooled buffer
+	b := buf.ReadOnlyData()
+	if num, typ, n := protowire.ConsumeTag(b); num == 2 && typ == protowire.BytesType {
+		if chunk, k := protowire.ConsumeBytes(b[n:]); k >= 0 && n+k == len(b) {
+			*m = relayMsg{chunk: chunk, buf: buf}
+			return nil
+		}
+	}
+	defer buf.Free()
+	var resp filev1.ReadFileResponse
+	if err := proto.Unmarshal(b, &resp); err != nil {
+		return err
+	}
+	*m = relayMsg{info: resp.GetInfo(), chunk: resp.GetChunk()}
+	return nil
+}
+
 // chunkReader reads a forwarded file's bytes from its stream. It fails (rather than
 // ending short) if the stream ends before the promised length: a truncated file must
-// never look whole.
+// never look whole. WriteTo hands each received chunk to the writer as it is, without
+// copying it.
 type chunkReader struct {
 	stream    grpc.ServerStreamingClient[filev1.ReadFileResponse]
-	buf       []byte
-	left      int64 // bytes promised and not yet received
+	msg       relayMsg // the last message received; msg.chunk is what is left of it
+	left      int64    // bytes promised and not yet received
 	node, key string
 }
 
+// next receives the next chunk into r.msg, freeing the one before.
+func (r *chunkReader) next() error {
+	r.msg.free()
+	if r.left == 0 {
+		return io.EOF
+	}
+	err := r.stream.RecvMsg(&r.msg)
+	if errors.Is(err, io.EOF) {
+		return apierr.New(apierr.Unavailable, "owner %s ended %s %d bytes early", r.node, r.key, r.left)
+	}
+	if err != nil {
+		return err
+	}
+	if r.msg.info != nil {
+		return apierr.New(apierr.Internal, "owner %s sent the info of %s twice", r.node, r.key)
+	}
+	r.left -= int64(len(r.msg.chunk))
+	if r.left < 0 {
+		return apierr.New(apierr.Internal, "owner %s sent more of %s than it promised", r.node, r.key)
+	}
+	return nil
+}
+
 func (r *chunkReader) Read(p []byte) (int, error) {
-	for len(r.buf) == 0 {
-		if r.left == 0 {
-			return 0, io.EOF
-		}
-		msg, err := r.stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return 0, apierr.New(apierr.Unavailable, "owner %s ended %s %d bytes early", r.node, r.key, r.left)
-		}
-		if err != nil {
+	for len(r.msg.chunk) == 0 {
+		if err := r.next(); err != nil {
 			return 0, err
 		}
-		r.buf = msg.GetChunk()
-		r.left -= int64(len(r.buf))
-		if r.left < 0 {
-			return 0, apierr.New(apierr.Internal, "owner %s sent more of %s than it promised", r.node, r.key)
+	}
+	n := copy(p, r.msg.chunk)
+	r.msg.chunk = r.msg.chunk[n:]
+	return n, nil
+}
+
+func (r *chunkReader) WriteTo(w io.Writer) (int64, error) {
+	var written int64
+	for {
+		if len(r.msg.chunk) > 0 {
+			n, err := w.Write(r.msg.chunk)
+			written += int64(n)
+			r.msg.chunk = r.msg.chunk[n:]
+			if err != nil {
+				return written, err
+			}
+		}
+		if err := r.next(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return written, nil
+			}
+			return written, err
 		}
 	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
 }

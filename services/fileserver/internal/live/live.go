@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -81,6 +82,9 @@ const (
 	CutMaxRecords         = "max-records"
 	CutMaxBytes           = "max-bytes"
 	maxConcurrentMeasures = 8
+	// coverageKeys bounds the coverages kept by metadata key: a few per table read at
+	// once (the current metadata, and the one before while loads catch up).
+	coverageKeys = 512
 )
 
 // PartitionKey is the summary key of one partition's live figure (a Suffix* constant).
@@ -147,6 +151,7 @@ type Loader struct {
 	flights map[string]*flight
 	recent  map[string]recent
 	builds  sync.WaitGroup
+	covs    *lru.Cache[string, map[int32]icebergmeta.Coverage] // by metadata key
 
 	loads    metric.Int64Counter
 	duration metric.Float64Histogram
@@ -186,7 +191,12 @@ func New(o Options) (*Loader, error) {
 		o.Logger = slog.Default()
 	}
 	base, stop := context.WithCancel(context.Background())
-	l := &Loader{o: o, log: o.Logger, base: base, stop: stop, flights: map[string]*flight{}, recent: map[string]recent{}}
+	covs, err := newCoverageCache()
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	l := &Loader{o: o, log: o.Logger, base: base, stop: stop, flights: map[string]*flight{}, recent: map[string]recent{}, covs: covs}
 	var err1, err2 error
 	l.loads, err1 = o.Meter.Int64Counter("mink.fileserver.live.loads",
 		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (an earlier load's, same tail), committed (no tail), disabled (mink.live-load=false), error."),
@@ -249,17 +259,9 @@ func (l *Loader) Load(ctx context.Context, t tables.Table, base Base) (Result, e
 }
 
 func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, base Base) (Result, error) {
-	md, err := table.ParseMetadataBytes(base.Content)
+	cov, err := l.coverage(t, base)
 	if err != nil {
-		return Result{}, fmt.Errorf("table %s: current metadata %s: %w", t.FullName(), base.Key, err)
-	}
-	var summary *table.Summary
-	if s := md.CurrentSnapshot(); s != nil {
-		summary = s.Summary
-	}
-	cov, err := icebergmeta.ParseCoverage(summary)
-	if err != nil {
-		return Result{}, fmt.Errorf("table %s: %w", t.FullName(), err)
+		return Result{}, err
 	}
 	kctx, kcancel := context.WithTimeout(ctx, l.o.KafkaTimeout)
 	offs, err := l.o.Kafka.Offsets(kctx, t.Topic)
@@ -318,7 +320,7 @@ func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, b
 			bctx, cancel := context.WithTimeout(l.base, l.o.LoadTimeout)
 			defer cancel()
 			began := time.Now()
-			res, err := l.build(bctx, t, props, ttl, base, md, spans)
+			res, err := l.build(bctx, t, props, ttl, base, spans)
 			if err == nil {
 				l.duration.Record(bctx, time.Since(began).Seconds())
 			}
@@ -356,6 +358,41 @@ func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, b
 	return f.res, nil
 }
 
+// coverage is what the current snapshot of base covers, by partition (read only: the
+// map is shared). A metadata file never changes once named, so each is parsed once;
+// the coverage of the last coverageKeys keys is kept.
+func (l *Loader) coverage(t tables.Table, base Base) (map[int32]icebergmeta.Coverage, error) {
+	if cov, ok := l.covs.Get(base.Key); ok {
+		return cov, nil
+	}
+	md, err := parseMetadata(t, base)
+	if err != nil {
+		return nil, err
+	}
+	var summary *table.Summary
+	if s := md.CurrentSnapshot(); s != nil {
+		summary = s.Summary
+	}
+	cov, err := icebergmeta.ParseCoverage(summary)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.FullName(), err)
+	}
+	l.covs.Add(base.Key, cov)
+	return cov, nil
+}
+
+func newCoverageCache() (*lru.Cache[string, map[int32]icebergmeta.Coverage], error) {
+	return lru.New[string, map[int32]icebergmeta.Coverage](coverageKeys)
+}
+
+func parseMetadata(t tables.Table, base Base) (table.Metadata, error) {
+	md, err := table.ParseMetadataBytes(base.Content)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: current metadata %s: %w", t.FullName(), base.Key, err)
+	}
+	return md, nil
+}
+
 // loadKey names a load's outcome: the same committed metadata, settings and tail
 // spans make the same load.
 func loadKey(t tables.Table, props tables.Props, ttl time.Duration, baseKey string, spans []span) string {
@@ -384,7 +421,11 @@ type tail struct {
 }
 
 // build makes the load snapshot of spans.
-func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, md table.Metadata, spans []span) (Result, error) {
+func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, spans []span) (Result, error) {
+	md, err := parseMetadata(t, base)
+	if err != nil {
+		return Result{}, err
+	}
 	cands, err := l.candidates(ctx, t, spans)
 	if err != nil {
 		return Result{}, err

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -183,10 +184,19 @@ const (
 
 // sendBody copies n bytes of body to w, a chunk per write deadline. A cache file's body
 // is an *io.LimitedReader over an *os.File, which it hands to net/http as one, so the
-// kernel sends it (sendfile) without copying it through user space.
+// kernel sends it (sendfile) without copying it through user space. A forwarded body
+// (an io.WriterTo) writes each chunk it receives from the owner straight to w.
 func sendBody(w http.ResponseWriter, body io.Reader, n int64) (int64, error) {
 	rc := http.NewResponseController(w)
 	defer rc.SetWriteDeadline(time.Time{})
+	if wt, ok := body.(io.WriterTo); ok {
+		dw := &deadlineWriter{w: w, rc: rc, left: n}
+		m, err := wt.WriteTo(dw)
+		if err == nil && m < n {
+			err = io.ErrUnexpectedEOF
+		}
+		return m, err
+	}
 	var sent int64
 	for sent < n {
 		rc.SetWriteDeadline(time.Now().Add(writeIdle))
@@ -208,6 +218,29 @@ func sendBody(w http.ResponseWriter, body io.Reader, n int64) (int64, error) {
 		}
 	}
 	return sent, nil
+}
+
+// deadlineWriter writes at most left bytes to w, moving the write deadline on every
+// sendChunk bytes.
+type deadlineWriter struct {
+	w     io.Writer
+	rc    *http.ResponseController
+	left  int64
+	since int64 // bytes written since the deadline was last moved
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > d.left {
+		return 0, errors.New("s3api: the body is longer than its length")
+	}
+	if d.since == 0 || d.since >= sendChunk {
+		d.rc.SetWriteDeadline(time.Now().Add(writeIdle))
+		d.since = 0
+	}
+	n, err := d.w.Write(p)
+	d.left -= int64(n)
+	d.since += int64(n)
+	return n, err
 }
 
 // precondition evaluates If-Match, If-None-Match, If-Unmodified-Since and
