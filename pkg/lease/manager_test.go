@@ -356,7 +356,14 @@ func TestFenceBlocksTakeoverDuringWrite(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	time.Sleep(600 * time.Millisecond) // past expiry: the taker is blocked on the row lock
+	// Wait until the lease has expired and the taker is blocked on the row lock the fence
+	// holds: a backend of this database waiting on a lock.
+	leasetest.Eventually(t, 10*time.Second, "the taker blocked on the fenced lease row", func() bool {
+		var waiting int
+		err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting > 0
+	})
 	select {
 	case <-took:
 		t.Fatal("lease taken while a fenced write held it")

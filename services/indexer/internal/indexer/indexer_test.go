@@ -312,7 +312,18 @@ func TestHandoffMidStream(t *testing.T) {
 		return st.Ranges >= 2
 	})
 	e.startIndexer(t, "idx-b") // shares drop: idx-a hands one partition over
-	time.Sleep(300 * time.Millisecond)
+	leasetest.Eventually(t, 10*time.Second, "idx-b to hold a partition", func() bool {
+		ls, err := lease.ListLeases(context.Background(), e.db, tbl.ID)
+		if err != nil {
+			return false
+		}
+		for _, l := range ls {
+			if l.Holder == "idx-b" {
+				return true
+			}
+		}
+		return false
+	})
 	stopA() // clean leave mid-stream: idx-b takes the rest
 	<-produced
 	cancel()
