@@ -15,6 +15,7 @@ import (
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
@@ -224,10 +225,10 @@ func TailerLoop(ctx context.Context, kc *kafkasrc.Client, topic string, spec tab
 // RangeBuilds rebuilds each range's file as an owner does for an uncached read:
 // rangefile.Build (kafkasrc.ReadRange, the builder, and the size and checksum check
 // against the index) into io.Discard, one range after another.
-func RangeBuilds(ctx context.Context, kc *kafkasrc.Client, t tables.Table, rs []ranges.Range) (time.Duration, error) {
+func RangeBuilds(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, rs []ranges.Range) (time.Duration, error) {
 	start := time.Now()
 	for _, r := range rs {
-		if _, err := rangefile.Build(ctx, kc, t, r, io.Discard); err != nil {
+		if _, err := rangefile.Build(ctx, kc, codecs, t, r, io.Discard); err != nil {
 			return 0, err
 		}
 	}

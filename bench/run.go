@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -278,6 +279,7 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 		idxOpt             = IndexOptions{Procs: 1, Topic: one, Partitions: 1, TTL: c.IndexTTL, Props: props(c), Timeout: 5 * time.Minute}
 		buildRanges        []ranges.Range
 		buildTable         tables.Table
+		buildCodecs        *tablecodec.Codecs
 	)
 	defer func() {
 		if res.run == nil && keep != nil {
@@ -298,6 +300,7 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 		if rep == 0 {
 			// Items 2-6 use the first run's table and ranges.
 			keep, cuts, buildRanges, buildTable = run, m.Cuts[0], m.Ranges, run.Table
+			buildCodecs = tablecodec.New(run.DB, nil)
 		} else {
 			run.Close()
 		}
@@ -313,7 +316,7 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 			return nil, err
 		}
 		tail = minPos(tail, d)
-		if d, err = RangeBuilds(ctx, kc, buildTable, buildRanges); err != nil {
+		if d, err = RangeBuilds(ctx, kc, buildCodecs, buildTable, buildRanges); err != nil {
 			return nil, err
 		}
 		builds = minPos(builds, d)
@@ -377,7 +380,7 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 	profiles := map[string]func() error{
 		"bare-loop":    func() error { _, err := e.BareLoop(ctx, one, EventSpec, cuts); return err },
 		"tailer-loop":  func() error { _, err := TailerLoop(ctx, kc, one, EventSpec, cuts); return err },
-		"range-builds": func() error { _, err := RangeBuilds(ctx, kc, buildTable, buildRanges); return err },
+		"range-builds": func() error { _, err := RangeBuilds(ctx, kc, buildCodecs, buildTable, buildRanges); return err },
 	}
 	got := map[string]Profile{}
 	for _, name := range slices.Sorted(maps.Keys(profiles)) {

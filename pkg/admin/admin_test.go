@@ -214,11 +214,11 @@ func TestNodeErrors(t *testing.T) {
 		{"tables not served", func() error {
 			_, err := a.client.CreateTable(ctx, &adminv1.CreateTableRequest{Name: "events"})
 			return err
-		}, codes.Unimplemented, []string{"issue 4"}},
+		}, codes.Unimplemented, []string{"no table administration"}},
 		{"tables not served, forwarded", func() error {
 			_, err := a.client.DescribeTable(ctx, &adminv1.DescribeTableRequest{Node: "b", Name: "events"})
 			return err
-		}, codes.Unimplemented, []string{"issue 4"}},
+		}, codes.Unimplemented, []string{"no table administration"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -309,6 +309,9 @@ func (tables) ListTables(context.Context, *adminv1.ListTablesRequest) (*adminv1.
 func (tables) DescribeTable(context.Context, *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error) {
 	return &adminv1.DescribeTableResponse{}, nil
 }
+func (tables) AlterTable(_ context.Context, r *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
+	return nil, apierr.Invalid("changes[0]", "widen %q: string cannot become long", r.GetName())
+}
 
 func TestTablesErrorsMapped(t *testing.T) {
 	db := migrated(t)
@@ -327,6 +330,10 @@ func TestTablesErrorsMapped(t *testing.T) {
 	_, err = a.client.CreateTable(ctx, &adminv1.CreateTableRequest{Node: "b", Name: "events"})
 	if status.Code(err) != codes.AlreadyExists {
 		t.Errorf("CreateTable of an existing table: %v", err)
+	}
+	_, err = a.client.AlterTable(ctx, &adminv1.AlterTableRequest{Node: "b", Name: "events"})
+	if status.Code(err) != codes.InvalidArgument || badField(err) != "changes[0]" {
+		t.Errorf("AlterTable forwarded: %v", err)
 	}
 	_, err = a.client.DropTable(ctx, &adminv1.DropTableRequest{Node: "b", Name: "events"})
 	if status.Code(err) != codes.Internal { // an unclassified error is Internal, never Unknown

@@ -31,6 +31,7 @@ type Tables interface {
 	DropTable(context.Context, *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error)
 	ListTables(context.Context, *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error)
 	DescribeTable(context.Context, *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error)
+	AlterTable(context.Context, *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error)
 }
 
 // Options builds a Server.
@@ -171,8 +172,18 @@ func (s *Server) DescribeTable(ctx context.Context, req *adminv1.DescribeTableRe
 		})
 }
 
-var errNoTables = apierr.New(apierr.Unimplemented,
-	"table administration is not served yet: tables land with issue 4 (tables over Kafka topics)")
+func (s *Server) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_AlterTable_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
+			if s.tables == nil {
+				return nil, errNoTables
+			}
+			return s.tables.AlterTable(ctx, req)
+		})
+}
+
+// errNoTables: a node built without table administration (tests of the lease API).
+var errNoTables = apierr.New(apierr.Unimplemented, "this node serves no table administration")
 
 func (s *Server) getStatus(_ context.Context, _ *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
 	m := s.leases

@@ -61,8 +61,7 @@ func Create(t Table) (*Result, error) {
 	order := table.UnsortedSortOrder
 	steps := []func() error{
 		func() error { return b.SetUUID(uuid.New()) },
-		func() error { return b.AddSchema(t.Schema) },
-		func() error { return b.SetCurrentSchemaID(-1) },
+		func() error { return addSchemas(b, t) },
 		func() error { return b.AddSortOrder(&order) },
 		func() error { return b.SetDefaultSortOrderID(-1) },
 		func() error { return b.AddPartitionSpec(&spec, true) },
@@ -76,6 +75,24 @@ func Create(t Table) (*Result, error) {
 		}
 	}
 	return finish(t, b, 1, &Result{})
+}
+
+// addSchemas adds every schema of t to a new table's metadata and makes t.Schema current.
+func addSchemas(b *table.MetadataBuilder, t Table) error {
+	all := t.Schemas
+	if len(all) == 0 {
+		all = []*iceberg.Schema{t.Schema}
+	}
+	for _, s := range all {
+		c := iceberg.NewSchema(s.ID, s.Fields()...)
+		if err := b.AddSchema(c); err != nil {
+			return err
+		}
+		if c.ID != s.ID {
+			return fmt.Errorf("schema %d was added as %d", s.ID, c.ID)
+		}
+	}
+	return b.SetCurrentSchemaID(t.Schema.ID)
 }
 
 // Change is what one commit does to a table.
@@ -108,6 +125,9 @@ func Commit(ctx context.Context, r *Reader, t Table, base Base, ch Change) (*Res
 		return nil, fmt.Errorf("icebergmeta: %w", err)
 	}
 	res := &Result{}
+	if err := syncSchemas(b, md, t); err != nil {
+		return nil, err
+	}
 	var newID *int64
 	if ch.Operation != "" {
 		snap, files, err := newSnapshot(ctx, r, t, md, ch, snapshotOptions{})
@@ -208,7 +228,7 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 	if err != nil {
 		return nil, nil, err
 	}
-	schema := md.CurrentSchema()
+	schema := currentSchema(t, md)
 	parent := md.CurrentSnapshot()
 	var parentID *int64
 	if parent != nil {

@@ -44,8 +44,57 @@ const FormatVersion = 2
 // Table is what a table's metadata is made of besides its files.
 type Table struct {
 	Namespace, Name string
-	Schema          *iceberg.Schema   // tableschema.Spec.IcebergSchema: stable field ids
-	Properties      map[string]string // served as Iceberg table properties
+	// Schema is the current schema (the table's current schema version's, with stable
+	// field ids); Schemas are every schema of the table's versions, Schema among them
+	// (nil: only Schema). A commit adds those the metadata lacks and makes Schema
+	// current: the schema updates of Iceberg schema evolution.
+	Schema     *iceberg.Schema
+	Schemas    []*iceberg.Schema
+	Properties map[string]string // served as Iceberg table properties
+}
+
+// syncSchemas adds t's schemas that md lacks, in order, and makes t.Schema current.
+func syncSchemas(b *table.MetadataBuilder, md table.Metadata, t Table) error {
+	if t.Schema == nil {
+		return nil
+	}
+	all := t.Schemas
+	if len(all) == 0 {
+		all = []*iceberg.Schema{t.Schema}
+	}
+	have := map[int]bool{}
+	for _, s := range md.Schemas() {
+		have[s.ID] = true
+	}
+	for _, s := range all {
+		if have[s.ID] {
+			continue
+		}
+		// The builder may renumber what it is given; ours come numbered as Postgres
+		// stores them, so hand it a copy and check the number held.
+		c := iceberg.NewSchema(s.ID, s.Fields()...)
+		if err := b.AddSchema(c); err != nil {
+			return fmt.Errorf("icebergmeta: add schema %d: %w", s.ID, err)
+		}
+		if c.ID != s.ID {
+			return fmt.Errorf("icebergmeta: schema %d was added as %d", s.ID, c.ID)
+		}
+		have[s.ID] = true
+	}
+	if md.CurrentSchema().ID != t.Schema.ID {
+		if err := b.SetCurrentSchemaID(t.Schema.ID); err != nil {
+			return fmt.Errorf("icebergmeta: set current schema %d: %w", t.Schema.ID, err)
+		}
+	}
+	return nil
+}
+
+// currentSchema is the schema new snapshots are written with: t's when it names one.
+func currentSchema(t Table, md table.Metadata) *iceberg.Schema {
+	if t.Schema != nil {
+		return t.Schema
+	}
+	return md.CurrentSchema()
 }
 
 // Location is the table's Iceberg location.
@@ -203,6 +252,9 @@ var DefaultProperties = map[string]string{
 	table.MinSnapshotsToKeepKey:               strconv.Itoa(DefaultMinSnapshots),
 	table.ManifestMergeEnabledKey:             "true",
 }
+
+// PropertiesOf are the Iceberg properties the metadata of t carries once committed.
+func PropertiesOf(t Table) map[string]string { return tableProperties(t) }
 
 // tableProperties are the Iceberg properties served for t: its own, less the ones
 // Iceberg reserves for itself, over DefaultProperties.

@@ -53,6 +53,10 @@ func Live(ctx context.Context, r *Reader, t Table, base Base, ch LiveChange) (*R
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: %w", err)
 	}
+	// Tail files may have a newer schema version than the commit the load builds on.
+	if err := syncSchemas(b, md, t); err != nil {
+		return nil, err
+	}
 	snap, files, err := newSnapshot(ctx, r, t, md, Change{
 		Operation: table.OpAppend, Add: ch.Add, Coverage: ch.Coverage, Summary: ch.Summary, Now: ch.Now,
 	}, snapshotOptions{dir: LiveDir, noMerge: true})

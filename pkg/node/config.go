@@ -22,6 +22,8 @@ import (
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/registry"
+	"github.com/minkhq/mink/pkg/tablecodec"
 )
 
 // Config is one role process's configuration. Every field with a flag has an environment
@@ -39,6 +41,10 @@ type Config struct {
 	MetricsAddr     string
 	ShutdownTimeout time.Duration
 	LogLevel        slog.Level
+
+	// Registry is how every role reaches the Schema Registry of Avro, Protobuf and JSON
+	// Schema tables (--schema-registry-*).
+	Registry registry.Config
 
 	MaxPartitions int // indexer
 
@@ -63,6 +69,8 @@ type Deps struct {
 	AdvertiseAddr string
 	DB            *pgxpool.Pool
 	Kafka         *kafkasrc.Client
+	Registry      *registry.Client   // nil when no --schema-registry-url is set
+	Codecs        *tablecodec.Codecs // decoders of every table's files (schema versions, registry schemas)
 	Meter         metric.Meter
 	Logger        *slog.Logger
 
@@ -98,6 +106,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "address to serve Prometheus /metrics on (empty: off)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run on after a stop signal")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	c.Registry.RegisterFlags(fs)
 	switch c.Role {
 	case lease.RoleIndexer:
 		fs.IntVar(&c.MaxPartitions, "max-partitions", 0, "most partition leases this node holds (0: no cap)")
@@ -156,6 +165,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout", "%v must be positive", c.ShutdownTimeout)
+	}
+	if err := c.Registry.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxPartitions < 0 {
 		bad("max-partitions", "%d is negative (0 means no cap)", c.MaxPartitions)

@@ -41,7 +41,9 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pgschema"
+	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/tableadmin"
+	"github.com/minkhq/mink/pkg/tablecodec"
 )
 
 // Node is one role process, with its listeners bound.
@@ -169,10 +171,17 @@ func (n *Node) Run(ctx context.Context) error {
 		return &flagenv.FlagError{Flag: "kafka-brokers", Err: err}
 	}
 	defer kc.Close()
+	schemaReg, err := registry.New(cfg.Registry)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	defer schemaReg.Close()
+	codecs := tablecodec.New(pool, schemaReg)
 	dialOpts := []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))}
 	var parts Parts
 	if cfg.Setup != nil {
 		if parts, err = cfg.Setup(Deps{Config: n.cfg, NodeID: n.id, AdvertiseAddr: n.advertise, DB: pool, Kafka: kc,
+			Registry: schemaReg, Codecs: codecs,
 			Meter: mp.Meter("github.com/minkhq/mink/" + string(cfg.Role)), Logger: log, DialOptions: dialOpts,
 			MeterProvider: mp, TracerProvider: tp, Propagator: prop}); err != nil {
 			return fmt.Errorf("node: %w", err)
@@ -201,7 +210,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	tablesSvc := cfg.Tables
 	if tablesSvc == nil {
-		tablesSvc = &tableadmin.Service{DB: pool, Kafka: kc}
+		tablesSvc = &tableadmin.Service{DB: pool, Kafka: kc, Codecs: codecs}
 	}
 	if err := leaseMetrics(meter, mgr); err != nil {
 		return fmt.Errorf("node: metrics: %w", err)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 
-	"github.com/apache/iceberg-go"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/minkhq/mink/pkg/record"
@@ -32,10 +31,11 @@ var ErrClosed = errors.New("parquetbuild: builder is closed")
 type Builder struct {
 	out      *hashingWriter
 	settings Settings
-	dec      *rowcodec.Decoder
+	dec      rowcodec.RowDecoder
 	pw       *parquet.Writer
-	plans    []fieldPlan
-	leaves   []*leaf // by Parquet column index
+	nfields  int      // top-level fields: the length of every row
+	cols     []column // by Parquet column index
+	leaves   []*leaf  // by Parquet column index
 	row      rowcodec.Row
 
 	chunkRows int // rows per parquet-go call; writeChunkRows but for tests
@@ -54,37 +54,8 @@ type Builder struct {
 	closed bool
 }
 
-// shape is how a top-level field maps onto Parquet columns.
-type shape uint8
-
-const (
-	shapePrimitive shape = iota // one column
-	shapeList                   // optional list of optional primitives: one column
-	shapeHeaders                // list of struct{key, value}: two columns
-)
-
-// conv is how a rowcodec value becomes a parquet value.
-type conv uint8
-
-const (
-	convBool conv = iota
-	convInt32
-	convInt64
-	convFloat
-	convDouble
-	convBytes
-	convFixed
-)
-
-type fieldPlan struct {
-	shape    shape
-	col      int // first Parquet column of the field
-	conv     conv
-	required bool
-	leaf     *leaf
-}
-
-// NewBuilder starts a file written to w. spec and s must be valid.
+// NewBuilder starts a file of a table spec's rows (decoded by rowcodec.NewDecoder)
+// written to w. spec and s must be valid.
 func NewBuilder(w io.Writer, spec tableschema.Spec, s Settings) (*Builder, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -93,97 +64,51 @@ func NewBuilder(w io.Writer, spec tableschema.Spec, s Settings) (*Builder, error
 	if err != nil {
 		return nil, err
 	}
+	return NewBuilderFor(w, dec, s)
+}
+
+// NewBuilderFor starts a file written to w whose rows dec decodes: the columns are
+// dec.Fields(), any nesting of struct, list and map over Iceberg primitives, each field
+// with its Iceberg id (positive, unique). s must be valid. A row whose values do not
+// have the shape of the fields fails the file (Add returns an error; the Builder is
+// then unusable).
+func NewBuilderFor(w io.Writer, dec rowcodec.RowDecoder, s Settings) (_ *Builder, err error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		// Fields now come from Avro, Protobuf and JSON schemas: one that parquet-go
+		// cannot take must fail its table, not the process.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("parquetbuild: internal error: %v", r)
+		}
+	}()
 	fields := dec.Fields()
-	schema, err := parquetSchema(fields)
-	if err != nil {
+	if err := checkFieldIDs(fields); err != nil {
 		return nil, err
 	}
 	b := &Builder{
 		out:       &hashingWriter{w: w, h: sha256.New()},
 		settings:  s,
 		dec:       dec,
+		nfields:   len(fields),
 		chunkRows: writeChunkRows,
 		first:     -1,
 		last:      -1,
 	}
+	// The plan first: it refuses what parquet-go cannot represent (levels past 255).
 	if err := b.plan(fields); err != nil {
 		return nil, err
 	}
-	if got := len(schema.Columns()); got != len(b.leaves) {
-		return nil, fmt.Errorf("parquetbuild: schema has %d columns, plan %d", got, len(b.leaves)) // a bug
+	schema, err := parquetSchema(fields)
+	if err != nil {
+		return nil, fmt.Errorf("parquetbuild: %w", err)
+	}
+	if err := b.checkPlan(schema); err != nil {
+		return nil, err
 	}
 	b.pw = parquet.NewWriter(b.out, s.writerOptions(schema))
 	return b, nil
-}
-
-func (b *Builder) plan(fields []iceberg.NestedField) error {
-	newLeaf := func(id int, bt iceberg.Type) *leaf {
-		l := &leaf{fieldID: id}
-		if bt != nil {
-			l.bounds = boundsFor(bt)
-		}
-		b.leaves = append(b.leaves, l)
-		return l
-	}
-	for _, f := range fields {
-		p := fieldPlan{col: len(b.leaves), required: f.Required}
-		switch t := f.Type.(type) {
-		case *iceberg.ListType:
-			if st, ok := t.Element.(*iceberg.StructType); ok {
-				// Only _kafka_headers: list<struct<key string required, value binary>>.
-				if f.Name != tableschema.ColumnKafkaHeaders || len(st.FieldList) != 2 {
-					return fmt.Errorf("parquetbuild: field %q: lists of structs are not supported", f.Name)
-				}
-				p.shape = shapeHeaders
-				newLeaf(st.FieldList[0].ID, nil)
-				newLeaf(st.FieldList[1].ID, nil)
-				break
-			}
-			c, err := convOf(t.Element)
-			if err != nil {
-				return fmt.Errorf("parquetbuild: field %q: %w", f.Name, err)
-			}
-			p.shape, p.conv = shapeList, c
-			p.leaf = newLeaf(t.ElementID, nil) // no bounds inside lists, as Iceberg
-		default:
-			c, err := convOf(t)
-			if err != nil {
-				return fmt.Errorf("parquetbuild: field %q: %w", f.Name, err)
-			}
-			p.shape, p.conv = shapePrimitive, c
-			p.leaf = newLeaf(f.ID, t)
-		}
-		b.plans = append(b.plans, p)
-	}
-	return nil
-}
-
-func convOf(t iceberg.Type) (conv, error) {
-	switch t := t.(type) {
-	case iceberg.BooleanType:
-		return convBool, nil
-	case iceberg.Int32Type, iceberg.DateType:
-		return convInt32, nil
-	case iceberg.Int64Type, iceberg.TimeType, iceberg.TimestampType, iceberg.TimestampTzType:
-		return convInt64, nil
-	case iceberg.Float32Type:
-		return convFloat, nil
-	case iceberg.Float64Type:
-		return convDouble, nil
-	case iceberg.StringType, iceberg.BinaryType:
-		return convBytes, nil
-	case iceberg.UUIDType:
-		return convFixed, nil
-	case iceberg.DecimalType:
-		switch p := t.Precision(); {
-		case p <= 9:
-			return convInt32, nil
-		case p <= 18:
-			return convInt64, nil
-		}
-		return convFixed, nil
-	}
-	return 0, fmt.Errorf("type %s is not supported", t)
 }
 
 // Add decodes r and appends its row. Records must come from one partition in increasing
@@ -212,7 +137,12 @@ func (b *Builder) Add(r record.Record) (err error) {
 	if !b.dec.Decode(r, &b.row) {
 		b.decodeErrors++
 	}
-	b.appendRow()
+	if err := b.appendRow(); err != nil {
+		// The decoder broke its contract; the values already taken are only part of
+		// the row, so the file cannot be finished.
+		b.err = fmt.Errorf("parquetbuild: record at offset %d: %w", r.Offset, err)
+		return b.err
+	}
 	if b.rowCount == 0 {
 		b.partition, b.first = r.Partition, r.Offset
 	}
@@ -285,110 +215,6 @@ func (b *Builder) writeChunk() error {
 	b.vals, b.rowEnds = b.vals[:0], b.rowEnds[:0]
 	b.arena.reset()
 	return err
-}
-
-// appendRow appends the values of b.row, column by column as parquet.Row wants them.
-func (b *Builder) appendRow() {
-	vals := b.vals
-	for i := range b.plans {
-		p := &b.plans[i]
-		v := &b.row.Values[i]
-		switch p.shape {
-		case shapePrimitive:
-			l := p.leaf
-			l.values++
-			if !v.Valid {
-				l.nulls++
-				vals = append(vals, parquet.Value{}.Level(0, 0, p.col))
-				continue
-			}
-			def := 1
-			if p.required {
-				def = 0
-			}
-			vals = append(vals, b.convert(p.conv, v).Level(0, def, p.col))
-			if l.bounds != nil {
-				l.bounds.observe(v)
-			}
-
-		case shapeList:
-			// optional list (def 1) / repeated (def 2) / optional element (def 3).
-			l := p.leaf
-			if !v.Valid || len(v.Elems) == 0 {
-				def := 0
-				if v.Valid {
-					def = 1
-				}
-				l.values++
-				l.nulls++
-				vals = append(vals, parquet.Value{}.Level(0, def, p.col))
-				continue
-			}
-			for j := range v.Elems {
-				e := &v.Elems[j]
-				rep := min(j, 1)
-				l.values++
-				if !e.Valid {
-					l.nulls++
-					vals = append(vals, parquet.Value{}.Level(rep, 2, p.col))
-					continue
-				}
-				vals = append(vals, b.convert(p.conv, e).Level(rep, 3, p.col))
-			}
-
-		case shapeHeaders:
-			// key: required inside the required element (max def 2);
-			// value: optional (max def 3).
-			keys, values := b.leaves[p.col], b.leaves[p.col+1]
-			if !v.Valid || len(v.Elems) == 0 {
-				def := 0
-				if v.Valid {
-					def = 1
-				}
-				keys.values++
-				keys.nulls++
-				values.values++
-				values.nulls++
-				vals = append(vals, parquet.Value{}.Level(0, def, p.col), parquet.Value{}.Level(0, def, p.col+1))
-				continue
-			}
-			for j := range v.Elems {
-				keys.values++
-				vals = append(vals, parquet.ByteArrayValue(b.arena.copy(v.Elems[j].Elems[0].Bytes)).Level(min(j, 1), 2, p.col))
-			}
-			for j := range v.Elems {
-				hv := &v.Elems[j].Elems[1]
-				values.values++
-				if !hv.Valid {
-					values.nulls++
-					vals = append(vals, parquet.Value{}.Level(min(j, 1), 2, p.col+1))
-					continue
-				}
-				vals = append(vals, parquet.ByteArrayValue(b.arena.copy(hv.Bytes)).Level(min(j, 1), 3, p.col+1))
-			}
-		}
-	}
-	b.vals = vals
-	b.rowEnds = append(b.rowEnds, len(vals))
-}
-
-func (b *Builder) convert(c conv, v *rowcodec.Value) parquet.Value {
-	switch c {
-	case convBool:
-		return parquet.BooleanValue(v.Int != 0)
-	case convInt32:
-		return parquet.Int32Value(int32(v.Int))
-	case convInt64:
-		return parquet.Int64Value(v.Int)
-	case convFloat:
-		return parquet.FloatValue(float32(v.Float))
-	case convDouble:
-		return parquet.DoubleValue(v.Float)
-	case convBytes:
-		return parquet.ByteArrayValue(b.arena.copy(v.Bytes))
-	default:
-		return parquet.FixedLenByteArrayValue(b.arena.copy(v.Bytes))
-	}
 }
 
 func (b *Builder) stats() FileStats {

@@ -7,8 +7,8 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// fixedType wraps parquet-go's FIXED_LEN_BYTE_ARRAY types (uuid, and decimals of
-// precision > 18) to fix two things engines rely on for pruning:
+// fixedType wraps parquet-go's FIXED_LEN_BYTE_ARRAY types (uuid, fixed(L), and decimals
+// of precision > 18) to fix two things engines rely on for pruning:
 //
 //   - DECIMAL sorts as signed two's complement (Parquet LogicalTypes.md); parquet-go
 //     orders fixed bytes unsigned, which gives a wrong min/max to any page or row group
@@ -40,7 +40,9 @@ func (t fixedType) NewColumnBuffer(columnIndex, numValues int) parquet.ColumnBuf
 }
 
 func (t fixedType) NewColumnIndexer(int) parquet.ColumnIndexer {
-	// Values are at most 16 bytes, the column index size limit: no truncation.
+	// No truncation: uuid and decimals are at most 16 bytes, the column index size
+	// limit, and a truncated fixed(L) bound would no longer be L bytes long, which
+	// readers of fixed-length columns do not expect.
 	return &fixedIndexer{t: t}
 }
 

@@ -14,7 +14,8 @@ import (
 
 // The Parquet schema follows Iceberg's Parquet mapping (Iceberg spec, "Parquet"): every
 // node carries its Iceberg field id, columns keep the Iceberg field order, lists use the
-// standard three-level form, and types are the ones Iceberg's own writer uses.
+// standard three-level form (list.element), maps the standard MAP form (key_value with
+// a required key and the value), and types are the ones Iceberg's own writer uses.
 
 // parquetSchema returns the Parquet schema of a table's fields.
 func parquetSchema(fields []iceberg.NestedField) (*parquet.Schema, error) {
@@ -46,7 +47,22 @@ func nodeOf(t iceberg.Type, required bool, id int) (parquet.Node, error) {
 			return nil, err
 		}
 		n = parquet.List(elem)
+	case *iceberg.MapType:
+		// Map keys are always required (Iceberg spec); parquet.Map marks them so.
+		key, err := nodeOf(t.KeyType, true, t.KeyID)
+		if err != nil {
+			return nil, err
+		}
+		value, err := nodeOf(t.ValueType, t.ValueRequired, t.ValueID)
+		if err != nil {
+			return nil, err
+		}
+		n = parquet.Map(key, value)
 	case *iceberg.StructType:
+		if len(t.FieldList) == 0 {
+			// A group without leaves has no column to carry its nulls.
+			return nil, fmt.Errorf("empty structs are not supported")
+		}
 		g, err := groupOf(t.FieldList)
 		if err != nil {
 			return nil, err
@@ -95,6 +111,11 @@ func leafOf(t iceberg.PrimitiveType) (parquet.Node, error) {
 		return parquet.Leaf(fixedType{Type: parquet.UUID().Type()}), nil
 	case iceberg.BinaryType:
 		return parquet.Leaf(parquet.ByteArrayType), nil
+	case iceberg.FixedType:
+		if t.Len() < 1 {
+			return nil, fmt.Errorf("type %s: length must be positive", t)
+		}
+		return parquet.Leaf(fixedType{Type: parquet.FixedLenByteArrayType(t.Len())}), nil
 	case iceberg.DecimalType:
 		p, s := t.Precision(), t.Scale()
 		switch {

@@ -32,6 +32,19 @@ type Settings struct {
 	PageBufferBytes int `json:"page_buffer_bytes"`
 	// Compression is the page codec: "zstd", "snappy", "gzip" or "none".
 	Compression string `json:"compression"`
+
+	// What the rows were decoded with, besides the records: this package does not read
+	// these, pkg/tablecodec does. They travel with the settings so that every copy of a
+	// file's recipe (ranges, data files, assembled runs, live tails) carries them, and
+	// files built differently never compare equal. Zero is what files had before
+	// schemas could change (omitted from the JSON).
+	//
+	// TableVersion is the version of the table's schema (tableschema.Version.ID).
+	TableVersion int `json:"table_version,omitempty"`
+	// ValueSchemaID and KeySchemaID are the Schema Registry ids values and keys were
+	// decoded with in "latest" mode, where records carry no schema id.
+	ValueSchemaID int `json:"value_schema_id,omitempty"`
+	KeySchemaID   int `json:"key_schema_id,omitempty"`
 }
 
 // CurrentVersion is the layout version new ranges are built with.

@@ -30,11 +30,14 @@ type FileStats struct {
 }
 
 // ColumnStats are one primitive field's metrics, as Iceberg's own Parquet writer records
-// them: counts are Parquet's (for a field inside a list, one entry per element, plus one
-// null entry per null or empty list), and bounds exist only for top-level primitive
-// fields. Bounds use Iceberg's single-value binary serialization (spec Appendix D);
-// strings are truncated to 16 characters and binary to 16 bytes, the upper bound then
-// incremented, as with Iceberg's default metrics mode truncate(16).
+// them: counts are Parquet's (one entry per value of the column: for a field inside a
+// list, one per element, plus one null entry per null or empty list; for a field inside
+// a struct, one null entry per null struct), and bounds exist only for primitive fields
+// reached through structs alone, never inside a list or map (Iceberg Java's
+// ParquetUtil.shouldStoreBounds). Bounds use Iceberg's single-value binary serialization
+// (spec Appendix D); strings are truncated to 16 characters and binary to 16 bytes, the
+// upper bound then incremented, as with Iceberg's default metrics mode truncate(16);
+// fixed(L) bounds are whole values in unsigned byte order, as iceberg-go keeps them.
 type ColumnStats struct {
 	FieldID    int   `json:"field_id"`
 	ValueCount int64 `json:"value_count"`
@@ -63,8 +66,8 @@ type bounds interface {
 	result() (lower, upper []byte)
 }
 
-// boundsFor returns the accumulator for a top-level primitive field, or nil when Iceberg
-// bounds are not kept for it.
+// boundsFor returns the accumulator for a primitive field outside lists and maps, or nil
+// when Iceberg bounds are not kept for it.
 func boundsFor(t iceberg.Type) bounds {
 	switch t := t.(type) {
 	case iceberg.BooleanType:
@@ -81,7 +84,9 @@ func boundsFor(t iceberg.Type) bounds {
 		if t.Precision() <= 18 {
 			return &intBounds{decimal: true}
 		}
-		return &fixedDecimalBounds{}
+		return &fixedBounds{signed: true}
+	case iceberg.FixedType:
+		return &fixedBounds{}
 	case iceberg.StringType:
 		return &prefixBounds{text: true}
 	case iceberg.BinaryType:
@@ -172,8 +177,10 @@ func (b *floatBounds) result() ([]byte, []byte) {
 	return enc(b.min), enc(b.max)
 }
 
-// fixedDecimalBounds: decimals of precision > 18, held as fixed-length two's complement.
-type fixedDecimalBounds struct {
+// fixedBounds: fixed(L), and decimals of precision > 18 (signed), held as fixed-length
+// bytes (decimals: two's complement).
+type fixedBounds struct {
+	signed   bool
 	min, max []byte
 }
 
@@ -188,25 +195,36 @@ func compareSigned(a, b []byte) int {
 	return bytes.Compare(a, b)
 }
 
-func (b *fixedDecimalBounds) observe(v *rowcodec.Value) {
+func (b *fixedBounds) compare(x, y []byte) int {
+	if b.signed {
+		return compareSigned(x, y)
+	}
+	return bytes.Compare(x, y)
+}
+
+func (b *fixedBounds) observe(v *rowcodec.Value) {
 	if b.min == nil {
-		b.min = append([]byte(nil), v.Bytes...)
-		b.max = append([]byte(nil), v.Bytes...)
+		b.min = append([]byte{}, v.Bytes...)
+		b.max = append([]byte{}, v.Bytes...)
 		return
 	}
-	if compareSigned(v.Bytes, b.min) < 0 {
+	if b.compare(v.Bytes, b.min) < 0 {
 		b.min = append(b.min[:0], v.Bytes...)
 	}
-	if compareSigned(v.Bytes, b.max) > 0 {
+	if b.compare(v.Bytes, b.max) > 0 {
 		b.max = append(b.max[:0], v.Bytes...)
 	}
 }
 
-func (b *fixedDecimalBounds) result() ([]byte, []byte) {
+func (b *fixedBounds) result() ([]byte, []byte) {
 	if b.min == nil {
 		return nil, nil
 	}
-	return minimalTwosComplement(b.min), minimalTwosComplement(b.max)
+	if b.signed {
+		// Iceberg serializes decimals as the minimal two's complement.
+		return minimalTwosComplement(b.min), minimalTwosComplement(b.max)
+	}
+	return bytes.Clone(b.min), bytes.Clone(b.max)
 }
 
 // prefixBounds keeps only what truncated bounds need: the least prefix, the greatest

@@ -1,5 +1,6 @@
 // Package rangefile rebuilds the Parquet file of an indexed range from Kafka: the same
-// committed records, the same spec, the same recorded settings, hence the same bytes. A
+// committed records, the same schema version and registry schemas, the same recorded
+// settings, hence the same bytes. A
 // rebuild whose size or checksum differs from what indexing recorded is refused, so wrong
 // bytes are never served (invariant 3).
 package rangefile
@@ -15,6 +16,7 @@ import (
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -25,12 +27,12 @@ var ErrMismatch = errors.New("rebuilt file differs from the indexed one")
 // Build writes the Parquet file of range r of table t to w, reading the range from Kafka,
 // and checks its size and SHA-256 against the index. On ErrMismatch (or any error) what
 // was written to w must be discarded.
-func Build(ctx context.Context, kc *kafkasrc.Client, t tables.Table, r ranges.Range, w io.Writer) (parquetbuild.FileStats, error) {
+func Build(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, r ranges.Range, w io.Writer) (parquetbuild.FileStats, error) {
 	var s parquetbuild.Settings
 	if err := json.Unmarshal(r.Settings, &s); err != nil {
 		return parquetbuild.FileStats{}, fmt.Errorf("range [%d, %d) of %s/%d: bad recorded settings: %w", r.Start, r.End, t.FullName(), r.Partition, err)
 	}
-	fs, err := BuildOffsets(ctx, kc, t, s, r.Partition, r.Start, r.End, w)
+	fs, err := BuildOffsets(ctx, kc, codecs, t, s, r.Partition, r.Start, r.End, w)
 	if err != nil {
 		return fs, err
 	}
@@ -42,9 +44,14 @@ func Build(ctx context.Context, kc *kafkasrc.Client, t tables.Table, r ranges.Ra
 }
 
 // BuildOffsets writes the Parquet file of offsets [start, end) of one partition with the
-// given settings: what indexing measures, assembly merges, and the file server serves.
-func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, error) {
-	b, err := parquetbuild.NewBuilder(w, t.Spec, s)
+// given settings (the schema version and registry ids they name, through codecs): what
+// indexing measures, assembly merges, and the file server serves.
+func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, error) {
+	dec, err := codecs.Decoder(ctx, t, s)
+	if err != nil {
+		return parquetbuild.FileStats{}, err
+	}
+	b, err := parquetbuild.NewBuilderFor(w, dec, s)
 	if err != nil {
 		return parquetbuild.FileStats{}, err
 	}

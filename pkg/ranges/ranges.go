@@ -52,7 +52,8 @@ func Append(ctx context.Context, db lease.DB, l lease.Lease, r Range) error {
 	r.Epoch = l.Epoch
 	return lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE mink_partitions
-			SET indexed_end = $3, first_offset = coalesce(first_offset, $4), last_range_at = now()
+			SET indexed_end = $3, first_offset = coalesce(first_offset, $4), last_range_at = now(),
+			    index_error = NULL, index_error_at = NULL
 			WHERE table_id = $1 AND partition = $2 AND (indexed_end = $4 OR indexed_end IS NULL)`,
 			r.Table, r.Partition, r.End, r.Start)
 		if err != nil {
@@ -83,12 +84,29 @@ type Partition struct {
 	IndexedEnd  int64 // end of its last range: where indexing resumes
 	Ranges      int64
 	LastRangeAt time.Time
+	// IndexError is why indexing of the partition is paused ("" when it is not), and
+	// IndexErrorAt since when, as its indexer last reported.
+	IndexError   string
+	IndexErrorAt time.Time
+}
+
+// SetIndexError records why the holder of partition lease l cannot index now (msg; ""
+// clears it). Only the lease's current holder changes it.
+func SetIndexError(ctx context.Context, db lease.DB, l lease.Lease, msg string) error {
+	_, err := db.Exec(ctx, `UPDATE mink_partitions p
+		SET index_error = nullif($3, ''),
+		    index_error_at = CASE WHEN $3 = '' THEN NULL ELSE coalesce(CASE WHEN p.index_error = $3 THEN p.index_error_at END, now()) END
+		WHERE p.table_id = $1 AND p.partition = $2 AND EXISTS (SELECT 1 FROM mink_leases
+		  WHERE kind = 'partition' AND table_id = $1 AND partition = $2 AND holder = $4 AND epoch = $5 AND expires_at > now())`,
+		l.Table, l.Partition, msg, l.Holder, l.Epoch)
+	return err
 }
 
 // Partitions returns the index state of every partition of a table, by partition.
 func Partitions(ctx context.Context, db lease.DB, table int64) ([]Partition, error) {
 	rows, err := db.Query(ctx, `SELECT p.partition, p.first_offset, p.indexed_end, p.last_range_at,
-			(SELECT count(*) FROM mink_ranges r WHERE r.table_id = p.table_id AND r.partition = p.partition)
+			(SELECT count(*) FROM mink_ranges r WHERE r.table_id = p.table_id AND r.partition = p.partition),
+			coalesce(p.index_error, ''), p.index_error_at
 		FROM mink_partitions p WHERE p.table_id = $1 ORDER BY p.partition`, table)
 	if err != nil {
 		return nil, err
@@ -96,13 +114,16 @@ func Partitions(ctx context.Context, db lease.DB, table int64) ([]Partition, err
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Partition, error) {
 		p := Partition{Table: table}
 		var first, end *int64
-		var last *time.Time
-		err := r.Scan(&p.Partition, &first, &end, &last, &p.Ranges)
+		var last, errAt *time.Time
+		err := r.Scan(&p.Partition, &first, &end, &last, &p.Ranges, &p.IndexError, &errAt)
 		if first != nil && end != nil {
 			p.Indexed, p.FirstOffset, p.IndexedEnd = true, *first, *end
 		}
 		if last != nil {
 			p.LastRangeAt = *last
+		}
+		if errAt != nil {
+			p.IndexErrorAt = *errAt
 		}
 		return p, err
 	})

@@ -9,6 +9,7 @@ package rowcodec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -25,10 +26,12 @@ import (
 //     midnight), timestamp and timestamptz (µs since 1970-01-01 UTC), and decimals of
 //     precision ≤ 18 (the unscaled value).
 //   - Float: float and double.
-//   - Bytes: string (valid UTF-8), binary, uuid (16 bytes), and decimals of precision > 18
-//     (the unscaled value, big-endian two's complement, tableschema.DecimalBytes(P) long).
-//   - Elems: a list's elements, or a struct's fields in order (a _kafka_headers element
-//     is a struct {key, value}).
+//   - Bytes: string (valid UTF-8), binary, uuid (16 bytes), fixed(L) (L bytes), and
+//     decimals of precision > 18 (the unscaled value, big-endian two's complement,
+//     tableschema.DecimalBytes(P) long).
+//   - Elems: a list's elements; a struct's fields in order (a _kafka_headers element is a
+//     struct {key, value}); a map's entries, each a Value{Valid: true, Elems: [key,
+//     value]}, keys never null.
 type Value struct {
 	Valid bool // false: the value is null
 	Int   int64
@@ -42,6 +45,18 @@ type Value struct {
 type Row struct {
 	Values []Value
 }
+
+// RowDecoder turns the records of one table, at one version of its schema, into rows of
+// that schema's fields: exactly one row per record, always. Decode reports whether the
+// record fit; when it did not, every user column is null and _mink_error says why.
+// What Decode writes may alias the record and the decoder's memory until the next call.
+// Implementations are not safe for concurrent use.
+type RowDecoder interface {
+	Fields() []iceberg.NestedField
+	Decode(r record.Record, row *Row) (ok bool)
+}
+
+var _ RowDecoder = (*Decoder)(nil)
 
 // kind is how a primitive is decoded and held; one per Iceberg primitive we support.
 type kind uint8
@@ -88,7 +103,9 @@ type pathNode struct {
 type Decoder struct {
 	spec   tableschema.Spec
 	fields []iceberg.NestedField
-	nUser  int
+	nUser  int // declared columns (JSON) or 1 (raw): the first fields; 0 for registry formats
+	kpos   [kafkaColumns]int
+	others []int // positions of every field that is not a Kafka column: null in error rows
 	cols   []column
 	root   *pathNode
 
@@ -97,7 +114,7 @@ type Decoder struct {
 	errMsg  string // first value error of the current record
 }
 
-// Index of each Kafka column after the user columns.
+// The Kafka columns a decoder fills, as indexes of Decoder.kpos.
 const (
 	offPartition = iota
 	offOffset
@@ -105,17 +122,70 @@ const (
 	offKey
 	offHeaders
 	offError
+	kafkaColumns
 )
 
-// NewDecoder compiles a decoder for spec, which must be valid.
+var kafkaColumnNames = [kafkaColumns]string{tableschema.ColumnKafkaPartition, tableschema.ColumnKafkaOffset,
+	tableschema.ColumnKafkaTimestamp, tableschema.ColumnKafkaKey, tableschema.ColumnKafkaHeaders, tableschema.ColumnMinkError}
+
+// NewDecoder compiles a decoder for version 0 of spec, which must be valid and have its
+// fields from the spec (JSON or raw without a key format).
 func NewDecoder(spec tableschema.Spec) (*Decoder, error) {
 	fields, err := spec.Fields()
 	if err != nil {
 		return nil, err
 	}
-	d := &Decoder{spec: spec, fields: fields, nUser: spec.UserColumnCount()}
+	return NewDecoderAt(spec, fields)
+}
+
+// NewDecoderAt compiles a decoder for a version of a table's schema: spec and the
+// version's top-level fields. For JSON and raw tables the first fields are the declared
+// columns (or "value"), in order; Kafka columns are found by name. Fields of neither kind
+// (registry value columns, a decoded key) are for the caller to fill between Begin and
+// Finish; Decode leaves them null.
+func NewDecoderAt(spec tableschema.Spec, fields []iceberg.NestedField) (*Decoder, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Decoder{spec: spec, fields: fields}
+	switch spec.Format {
+	case tableschema.FormatJSON:
+		d.nUser = len(spec.Columns)
+	case tableschema.FormatRaw:
+		d.nUser = 1
+	}
+	if len(fields) < d.nUser+kafkaColumns {
+		return nil, fmt.Errorf("rowcodec: %d fields for %d user columns", len(fields), d.nUser)
+	}
+	for i := range d.kpos {
+		d.kpos[i] = -1
+	}
+	for i, f := range fields {
+		k := slices.Index(kafkaColumnNames[:], f.Name)
+		if k < 0 {
+			d.others = append(d.others, i)
+			continue
+		}
+		if i < d.nUser {
+			return nil, fmt.Errorf("rowcodec: field %d is %q, want a user column", i, f.Name)
+		}
+		d.kpos[k] = i
+	}
+	for k, p := range d.kpos {
+		if p < 0 {
+			return nil, fmt.Errorf("rowcodec: no %s column", kafkaColumnNames[k])
+		}
+	}
+	if spec.Format == tableschema.FormatRaw && fields[0].Name != tableschema.ColumnRawValue {
+		return nil, fmt.Errorf("rowcodec: raw table's first field is %q", fields[0].Name)
+	}
 	if spec.Format != tableschema.FormatJSON {
 		return d, nil
+	}
+	for i, c := range spec.Columns {
+		if fields[i].Name != c.Name {
+			return nil, fmt.Errorf("rowcodec: field %d is %q, column %d is %q", i, fields[i].Name, i, c.Name)
+		}
 	}
 	d.root = &pathNode{col: -1, children: map[string]*pathNode{}}
 	for i, c := range spec.Columns {
@@ -230,6 +300,15 @@ func (d *Decoder) Fields() []iceberg.NestedField { return d.fields }
 // The row's bytes may alias r's bytes and the decoder's own memory: they stay valid until
 // the next Decode call, as long as r's bytes are not changed.
 func (d *Decoder) Decode(r record.Record, row *Row) (ok bool) {
+	d.Begin(row)
+	reason := d.DecodeValue(r.Value, row.Values[:d.nUser])
+	return d.Finish(r, row, reason)
+}
+
+// Begin starts a row: row gets one null value per field, its memory reused, and the
+// decoder's scratch memory is recycled. Decode is Begin, DecodeValue and Finish; a
+// caller that fills other fields itself calls them in that order.
+func (d *Decoder) Begin(row *Row) {
 	n := len(d.fields)
 	if cap(row.Values) < n {
 		row.Values = make([]Value, n)
@@ -240,35 +319,42 @@ func (d *Decoder) Decode(r record.Record, row *Row) (ok bool) {
 	}
 	d.scratch = d.scratch[:0]
 	d.errMsg = ""
+}
 
-	user := row.Values[:d.nUser]
-	reason := ""
+// DecodeValue decodes a JSON or raw record value into the user columns (the first
+// fields) and returns why it could not, or "".
+func (d *Decoder) DecodeValue(value []byte, user []Value) (reason string) {
 	switch d.spec.Format {
 	case tableschema.FormatRaw:
 		// A raw table has no shape to miss: a tombstone is just a null value.
-		user[0] = Value{Valid: r.Value != nil, Bytes: r.Value}
+		user[0] = Value{Valid: value != nil, Bytes: value}
 	case tableschema.FormatJSON:
-		reason = d.decodeJSON(r.Value, user)
+		return d.decodeJSON(value, user)
 	default:
-		reason = "format " + string(d.spec.Format) + " has no decoder" // unreachable: spec validated
+		return "format " + string(d.spec.Format) + " has no JSON decoder" // a caller's bug
 	}
+	return ""
+}
+
+// Finish fills the Kafka columns of r and, when reason is not "", nulls every other field
+// and sets _mink_error to reason. It reports whether the row decoded (reason == "").
+func (d *Decoder) Finish(r record.Record, row *Row, reason string) (ok bool) {
+	v := row.Values
 	if reason != "" {
-		for i := range user {
-			user[i].Valid = false
+		for _, i := range d.others {
+			v[i].Valid = false
 		}
 	}
-
-	k := row.Values[d.nUser:]
-	k[offPartition] = Value{Valid: true, Int: int64(r.Partition)}
-	k[offOffset] = Value{Valid: true, Int: r.Offset}
-	k[offTimestamp] = Value{Valid: true, Int: r.Timestamp.UnixMicro()}
-	k[offKey] = Value{Valid: r.Key != nil, Bytes: r.Key}
-	d.headers(r.Headers, &k[offHeaders])
-	k[offError] = Value{}
+	v[d.kpos[offPartition]] = Value{Valid: true, Int: int64(r.Partition)}
+	v[d.kpos[offOffset]] = Value{Valid: true, Int: r.Offset}
+	v[d.kpos[offTimestamp]] = Value{Valid: true, Int: r.Timestamp.UnixMicro()}
+	v[d.kpos[offKey]] = Value{Valid: r.Key != nil, Bytes: r.Key}
+	d.headers(r.Headers, &v[d.kpos[offHeaders]])
+	v[d.kpos[offError]] = Value{}
 	if reason != "" {
 		start := len(d.scratch)
 		d.scratch = append(d.scratch, reason...)
-		k[offError] = Value{Valid: true, Bytes: d.scratch[start:]}
+		v[d.kpos[offError]] = Value{Valid: true, Bytes: d.scratch[start:]}
 	}
 	return reason == ""
 }

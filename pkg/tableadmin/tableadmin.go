@@ -7,7 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
+
+	"github.com/apache/iceberg-go"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -16,35 +19,101 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // Service implements admin.Tables.
 type Service struct {
-	DB    lease.DB
-	Kafka *kafkasrc.Client
+	DB     lease.DB
+	Kafka  *kafkasrc.Client
+	Codecs *tablecodec.Codecs // schema versions and the schema registry
 }
 
 var formats = map[adminv1.RecordFormat]tableschema.Format{
-	adminv1.RecordFormat_RECORD_FORMAT_JSON:     tableschema.FormatJSON,
-	adminv1.RecordFormat_RECORD_FORMAT_RAW:      tableschema.FormatRaw,
-	adminv1.RecordFormat_RECORD_FORMAT_AVRO:     tableschema.FormatAvro,
-	adminv1.RecordFormat_RECORD_FORMAT_PROTOBUF: tableschema.FormatProtobuf,
+	adminv1.RecordFormat_RECORD_FORMAT_JSON:        tableschema.FormatJSON,
+	adminv1.RecordFormat_RECORD_FORMAT_RAW:         tableschema.FormatRaw,
+	adminv1.RecordFormat_RECORD_FORMAT_AVRO:        tableschema.FormatAvro,
+	adminv1.RecordFormat_RECORD_FORMAT_PROTOBUF:    tableschema.FormatProtobuf,
+	adminv1.RecordFormat_RECORD_FORMAT_JSON_SCHEMA: tableschema.FormatJSONSchema,
+}
+
+var modes = map[adminv1.SchemaMode]tableschema.SchemaMode{
+	adminv1.SchemaMode_SCHEMA_MODE_UNSPECIFIED: tableschema.ModePrefix,
+	adminv1.SchemaMode_SCHEMA_MODE_PREFIX:      tableschema.ModePrefix,
+	adminv1.SchemaMode_SCHEMA_MODE_LATEST:      tableschema.ModeLatest,
+}
+
+// specOf reads the record format, columns and registry decodings of a request.
+func specOf(req *adminv1.CreateTableRequest, topic string) (tableschema.Spec, error) {
+	f, ok := formats[req.GetFormat()]
+	if !ok {
+		return tableschema.Spec{}, apierr.Invalid("format", "unspecified or unknown record format %v (want RECORD_FORMAT_JSON, _RAW, _AVRO, _PROTOBUF or _JSON_SCHEMA)", req.GetFormat())
+	}
+	spec := tableschema.Spec{Format: f}
+	for _, c := range req.GetColumns() {
+		spec.Columns = append(spec.Columns, tableschema.Column{Name: c.GetName(), Type: c.GetType(), Required: c.GetRequired(), JSONPath: c.GetJsonPath()})
+	}
+	mode := func(field string, m adminv1.SchemaMode) (tableschema.SchemaMode, error) {
+		if v, ok := modes[m]; ok {
+			return v, nil
+		}
+		return "", apierr.Invalid(field, "unknown schema mode %v", m)
+	}
+	if f.Registry() {
+		m, err := mode("value_schema_mode", req.GetValueSchemaMode())
+		if err != nil {
+			return spec, err
+		}
+		spec.Value = &tableschema.Decoding{Format: f, Subject: req.GetValueSubject(), Mode: m, Message: req.GetMessage()}
+		if spec.Value.Subject == "" {
+			spec.Value.Subject = topic + "-value"
+		}
+	} else {
+		switch {
+		case req.GetValueSubject() != "":
+			return spec, apierr.Invalid("value_subject", "format %s reads no registry subject", f)
+		case req.GetMessage() != "":
+			return spec, apierr.Invalid("message", "format %s has no Protobuf message", f)
+		case req.GetValueSchemaMode() != adminv1.SchemaMode_SCHEMA_MODE_UNSPECIFIED:
+			return spec, apierr.Invalid("value_schema_mode", "format %s has no registry schema", f)
+		}
+	}
+	if kf := req.GetKeyFormat(); kf != adminv1.RecordFormat_RECORD_FORMAT_UNSPECIFIED {
+		k, ok := formats[kf]
+		if !ok || !k.Registry() {
+			return spec, apierr.Invalid("key_format", "keys decode from RECORD_FORMAT_AVRO, _PROTOBUF or _JSON_SCHEMA, not %v (leave it unspecified to keep keys as bytes)", kf)
+		}
+		m, err := mode("key_schema_mode", req.GetKeySchemaMode())
+		if err != nil {
+			return spec, err
+		}
+		spec.Key = &tableschema.Decoding{Format: k, Subject: req.GetKeySubject(), Mode: m, Message: req.GetKeyMessage()}
+		if spec.Key.Subject == "" {
+			spec.Key.Subject = topic + "-key"
+		}
+	} else if req.GetKeySubject() != "" || req.GetKeyMessage() != "" || req.GetKeySchemaMode() != adminv1.SchemaMode_SCHEMA_MODE_UNSPECIFIED {
+		return spec, apierr.Invalid("key_format", "key_subject, key_message and key_schema_mode need a key_format")
+	}
+	return spec, nil
 }
 
 // CreateTable checks the definition, then that the topic exists (its partition count is
-// the table's), then creates the table, its index rows and its leases in one transaction.
+// the table's), then for registry formats reads the subjects' latest schemas (the first
+// version's columns), then creates the table, its first schema version, its index rows
+// and its leases in one transaction.
 func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableRequest) (*adminv1.CreateTableResponse, error) {
-	f, ok := formats[req.GetFormat()]
-	if !ok {
-		return nil, apierr.Invalid("format", "unspecified or unknown record format %v (want RECORD_FORMAT_JSON or RECORD_FORMAT_RAW)", req.GetFormat())
+	topic := req.GetTopic()
+	if topic == "" {
+		topic = req.GetName()
 	}
-	t := tables.Table{Namespace: req.GetNamespace(), Name: req.GetName(), Topic: req.GetTopic(),
-		Spec: tableschema.Spec{Format: f}, Properties: req.GetProperties()}
-	for _, c := range req.GetColumns() {
-		t.Spec.Columns = append(t.Spec.Columns, tableschema.Column{Name: c.GetName(), Type: c.GetType(), Required: c.GetRequired(), JSONPath: c.GetJsonPath()})
+	spec, err := specOf(req, topic)
+	if err != nil {
+		return nil, err
 	}
+	t := tables.Table{Namespace: req.GetNamespace(), Name: req.GetName(), Topic: topic,
+		Spec: spec, Properties: req.GetProperties()}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
@@ -55,11 +124,100 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	if err != nil {
 		return nil, kafkaErr(err)
 	}
-	created, err := tables.Create(ctx, s.DB, t, n)
+	var fields []iceberg.NestedField
+	var schemas []tables.RegistrySchema
+	if spec.Value != nil || spec.Key != nil {
+		if t.Spec, fields, schemas, err = s.Codecs.FirstVersion(ctx, spec); err != nil {
+			return nil, err
+		}
+	}
+	created, err := tables.CreateVersioned(ctx, s.DB, t, n, fields, schemas)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.CreateTableResponse{Table: toProto(created)}, nil
+	out, err := s.toProto(ctx, created)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.CreateTableResponse{Table: out}, nil
+}
+
+// AlterTable applies column changes (JSON tables) as a new schema version, then the
+// property changes, each validated first; nothing is applied when any is bad.
+func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
+	if req.GetName() == "" {
+		return nil, apierr.Invalid("name", "table name is empty")
+	}
+	t, err := tables.Get(ctx, s.DB, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	var changes []tableschema.ColumnChange
+	for i, c := range req.GetChanges() {
+		switch ch := c.GetChange().(type) {
+		case *adminv1.ColumnChange_Add:
+			changes = append(changes, tableschema.ColumnChange{Add: &tableschema.Column{Name: ch.Add.GetName(), Type: ch.Add.GetType(),
+				Required: ch.Add.GetRequired(), JSONPath: ch.Add.GetJsonPath()}})
+		case *adminv1.ColumnChange_Widen:
+			changes = append(changes, tableschema.ColumnChange{Widen: &tableschema.Widen{Name: ch.Widen.GetName(), Type: ch.Widen.GetType()}})
+		case *adminv1.ColumnChange_MakeOptional:
+			if ch.MakeOptional == "" {
+				return nil, apierr.Invalid(fmt.Sprintf("changes[%d]", i), "make_optional: empty column name")
+			}
+			changes = append(changes, tableschema.ColumnChange{Optional: ch.MakeOptional})
+		case *adminv1.ColumnChange_Rename:
+			changes = append(changes, tableschema.ColumnChange{Rename: &tableschema.Rename{Name: ch.Rename.GetName(), NewName: ch.Rename.GetNewName()}})
+		default:
+			return nil, apierr.Invalid(fmt.Sprintf("changes[%d]", i), "empty change (want add, widen, make_optional or rename)")
+		}
+	}
+	props := maps.Clone(t.Properties)
+	if props == nil {
+		props = map[string]string{}
+	}
+	maps.Copy(props, req.GetSetProperties())
+	for _, k := range req.GetRemoveProperties() {
+		if _, set := req.GetSetProperties()[k]; set {
+			return nil, apierr.Invalid("remove_properties", "%q is also in set_properties", k)
+		}
+		delete(props, k)
+	}
+	if _, err := tables.ParseProps(props); err != nil {
+		return nil, err
+	}
+	if len(changes) == 0 && len(req.GetSetProperties()) == 0 && len(req.GetRemoveProperties()) == 0 {
+		return nil, apierr.Invalid("changes", "nothing to change (give changes, set_properties or remove_properties)")
+	}
+	if len(changes) > 0 {
+		_, err := tables.Evolve(ctx, s.DB, nil, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
+			spec, fields, err := cur.Alter(changes, lastID)
+			if err != nil {
+				var fe *tableschema.FieldError
+				if errors.As(err, &fe) {
+					return spec, nil, false, apierr.Invalid(fe.Field, "%s", fe.Reason)
+				}
+				return spec, nil, false, err
+			}
+			return spec, fields, true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(req.GetSetProperties()) > 0 || len(req.GetRemoveProperties()) > 0 {
+		if err := tables.SetProperties(ctx, s.DB, t.ID, props); err != nil {
+			return nil, err
+		}
+	}
+	t, err = tables.GetByID(ctx, s.DB, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.toProto(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.AlterTableResponse{Table: out}, nil
 }
 
 // DropTable deletes the table, its index and its leases.
@@ -81,7 +239,11 @@ func (s *Service) ListTables(ctx context.Context, req *adminv1.ListTablesRequest
 	}
 	resp := &adminv1.ListTablesResponse{}
 	for _, t := range ts {
-		resp.Tables = append(resp.Tables, toProto(t))
+		out, err := s.toProto(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		resp.Tables = append(resp.Tables, out)
 	}
 	return resp, nil
 }
@@ -117,12 +279,20 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 			hwm[o.Partition] = o.HighWatermark
 		}
 	}
-	resp := &adminv1.DescribeTableResponse{Table: toProto(t)}
+	out, err := s.toProto(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	resp := &adminv1.DescribeTableResponse{Table: out}
 	for _, p := range ps {
 		st := &adminv1.PartitionStatus{Partition: p.Partition, IndexedEndOffset: p.IndexedEnd, RangeCount: p.Ranges,
 			HighWatermark: -1, LagRecords: -1, Holder: holders[p.Partition].Holder, Epoch: holders[p.Partition].Epoch}
 		if !p.LastRangeAt.IsZero() {
 			st.LastRangeTime = timestamppb.New(p.LastRangeAt)
+		}
+		if p.IndexError != "" {
+			st.IndexError = p.IndexError
+			st.IndexErrorSince = timestamppb.New(p.IndexErrorAt)
 		}
 		if h, ok := hwm[p.Partition]; ok {
 			st.HighWatermark = h
@@ -143,16 +313,41 @@ func kafkaErr(err error) error {
 	return fmt.Errorf("kafka: %w", err)
 }
 
-func toProto(t tables.Table) *adminv1.Table {
+func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, error) {
 	out := &adminv1.Table{Id: t.ID, Namespace: t.Namespace, Name: t.Name, Topic: t.Topic,
-		Properties: t.Properties, Partitions: t.Partitions, CreatedAt: timestamppb.New(t.CreatedAt)}
-	for pf, f := range formats {
-		if f == t.Spec.Format {
-			out.Format = pf
-		}
-	}
+		Properties: t.Properties, Partitions: t.Partitions, CreatedAt: timestamppb.New(t.CreatedAt),
+		Format: formatProto(t.Spec.Format), Value: decodingProto(t.Spec.Value), Key: decodingProto(t.Spec.Key),
+		SchemaVersion: int32(t.Version)}
 	for _, c := range t.Spec.Columns {
 		out.Columns = append(out.Columns, &adminv1.Column{Name: c.Name, Type: c.Type, Required: c.Required, JsonPath: c.JSONPath})
 	}
-	return out
+	v, err := s.Codecs.Version(ctx, t, t.Version)
+	if err != nil {
+		return nil, err
+	}
+	out.SchemaId = int32(v.Schema.ID)
+	for _, f := range v.Schema.Fields() {
+		out.Schema = append(out.Schema, &adminv1.SchemaColumn{FieldId: int32(f.ID), Name: f.Name, Type: f.Type.String()})
+	}
+	return out, nil
+}
+
+func formatProto(f tableschema.Format) adminv1.RecordFormat {
+	for pf, sf := range formats {
+		if sf == f {
+			return pf
+		}
+	}
+	return adminv1.RecordFormat_RECORD_FORMAT_UNSPECIFIED
+}
+
+func decodingProto(d *tableschema.Decoding) *adminv1.RegistryDecoding {
+	if d == nil {
+		return nil
+	}
+	m := adminv1.SchemaMode_SCHEMA_MODE_PREFIX
+	if d.Mode == tableschema.ModeLatest {
+		m = adminv1.SchemaMode_SCHEMA_MODE_LATEST
+	}
+	return &adminv1.RegistryDecoding{Format: formatProto(d.Format), Subject: d.Subject, Mode: m, Message: d.Message}
 }

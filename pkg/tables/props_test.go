@@ -27,3 +27,39 @@ func TestLiveProps(t *testing.T) {
 		}
 	}
 }
+
+// Every property the README documents is checked when set, naming the key.
+func TestEveryDocumentedPropertyIsValidated(t *testing.T) {
+	bad := map[string]string{
+		tables.PropRangeTargetBytes:                  "12",
+		tables.PropRangeMaxAge:                       "forever",
+		tables.PropCommitInterval:                    "-1s",
+		tables.PropAssemblyTargetBytes:               "-1",
+		tables.PropMaintenanceInterval:               "0s",
+		"history.expire.min-snapshots-to-keep":       "-5",
+		"history.expire.max-snapshot-age-ms":         "0",
+		"commit.manifest.min-count-to-merge":         "many",
+		"commit.manifest.target-size-bytes":          "1",
+		"commit.manifest-merge.enabled":              "yes please",
+		"write.metadata.previous-versions-max":       "0",
+		"write.metadata.delete-after-commit.enabled": "2",
+		"mink.range.max_age":                         "10s", // a typo
+	}
+	for k, v := range bad {
+		_, err := tables.ParseProps(map[string]string{k: v, "owner": "data-eng"})
+		var e *apierr.Error
+		if apierr.Classify(err) != apierr.InvalidArgument || !errors.As(err, &e) || e.Field != `properties["`+k+`"]` {
+			t.Errorf("%s=%s: %v, want InvalidArgument naming the property", k, v, err)
+		}
+	}
+	p, err := tables.ParseProps(map[string]string{tables.PropAssemblyTargetBytes: "4096", tables.PropMaintenanceInterval: "2s",
+		"history.expire.min-snapshots-to-keep": "3", "owner": "anyone", "write.metadata.delete-after-commit.enabled": "false"})
+	if err != nil || p.AssemblyTargetBytes != 4096 || p.MaintenanceInterval != 2*time.Second {
+		t.Fatalf("good values: %+v %v", p, err)
+	}
+	// With a bad key, the good ones still count (Table.Props reads stored properties).
+	p, err = tables.ParseProps(map[string]string{tables.PropRangeMaxAge: "3s", "mink.nope": "1"})
+	if err == nil || p.RangeMaxAge != 3*time.Second {
+		t.Fatalf("partial: %+v %v", p, err)
+	}
+}

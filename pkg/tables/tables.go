@@ -11,8 +11,10 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -34,6 +36,9 @@ type Table struct {
 	Properties map[string]string
 	Partitions int32
 	CreatedAt  time.Time
+	// Version is the current version of the table's schema (tableschema.Version.ID):
+	// new ranges are built with it.
+	Version int
 }
 
 // FullName is "namespace.name".
@@ -41,7 +46,7 @@ func (t Table) FullName() string { return t.Namespace + "." + t.Name }
 
 // Props reads the table's properties with their defaults.
 func (t Table) Props() Props {
-	p, _ := ParseProps(t.Properties) // validated at creation
+	p, _ := ParseProps(t.Properties) // validated when set; a bad value keeps its default
 	return p
 }
 
@@ -50,6 +55,11 @@ type Props struct {
 	RangeTargetBytes int64         // cut a range at this many bytes of record values
 	RangeMaxAge      time.Duration // ... or this long after its first record
 	CommitInterval   time.Duration // writer: how often new ranges become a snapshot
+
+	// Writer maintenance: assembly merges small files towards AssemblyTargetBytes;
+	// expiry, assembly and collection run every MaintenanceInterval.
+	AssemblyTargetBytes int64
+	MaintenanceInterval time.Duration
 
 	// Live loads (file servers): a table load adds the records Kafka holds beyond the
 	// committed snapshot, read_committed, as tail files of a load snapshot.
@@ -73,6 +83,9 @@ const (
 	PropRangeMaxAge      = "mink.range.max-age"
 	PropCommitInterval   = "mink.commit.interval"
 
+	PropAssemblyTargetBytes = "mink.assembly.target-bytes" // 1 KiB to 16 GiB
+	PropMaintenanceInterval = "mink.maintenance.interval"  // 10ms to 24h
+
 	PropLiveLoad       = "mink.live-load"        // "true" (default) or "false"
 	PropLiveTTL        = "mink.live.ttl"         // duration, 1s to 24h
 	PropLiveMaxRecords = "mink.live.max-records" // offsets per partition, 1 to 1e9
@@ -81,57 +94,93 @@ const (
 
 // DefaultProps are the defaults of the properties Mink reads.
 var DefaultProps = Props{RangeTargetBytes: 128 << 20, RangeMaxAge: 10 * time.Second, CommitInterval: 5 * time.Second,
+	AssemblyTargetBytes: 128 << 20, MaintenanceInterval: time.Minute,
 	LiveLoad: true, LiveTTL: 15 * time.Minute, LiveMaxRecords: 1_000_000, LiveMaxBytes: 64 << 20}
 
-// ParseProps validates the properties Mink reads; errors name the key.
+// A property's rule: how its value is checked and where it goes in Props (nil: checked
+// only; pkg/icebergmeta reads Iceberg's own keys).
+type propRule struct {
+	check func(v string) (any, bool)
+	want  string // what a good value is, for the error
+	set   func(p *Props, v any)
+}
+
+func intIn(lo, hi int64) func(string) (any, bool) {
+	return func(v string) (any, bool) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil && n >= lo && n <= hi
+	}
+}
+
+func durationIn(lo, hi time.Duration) func(string) (any, bool) {
+	return func(v string) (any, bool) {
+		d, err := time.ParseDuration(v)
+		return d, err == nil && d >= lo && d <= hi
+	}
+}
+
+func boolean(v string) (any, bool) {
+	b, err := strconv.ParseBool(v)
+	return b, err == nil
+}
+
+var propRules = map[string]propRule{
+	PropRangeTargetBytes: {intIn(1024, 1<<31), "a byte count from 1024 to 2147483648", func(p *Props, v any) { p.RangeTargetBytes = v.(int64) }},
+	PropRangeMaxAge:      {durationIn(10*time.Millisecond, 24*time.Hour), `a duration from 10ms to 24h such as "10s"`, func(p *Props, v any) { p.RangeMaxAge = v.(time.Duration) }},
+	PropCommitInterval:   {durationIn(10*time.Millisecond, 24*time.Hour), `a duration from 10ms to 24h such as "10s"`, func(p *Props, v any) { p.CommitInterval = v.(time.Duration) }},
+
+	PropAssemblyTargetBytes: {intIn(1024, 1<<34), "a byte count from 1024 to 17179869184", func(p *Props, v any) { p.AssemblyTargetBytes = v.(int64) }},
+	PropMaintenanceInterval: {durationIn(10*time.Millisecond, 24*time.Hour), `a duration from 10ms to 24h such as "1m"`, func(p *Props, v any) { p.MaintenanceInterval = v.(time.Duration) }},
+
+	PropLiveLoad:       {boolean, `"true" or "false"`, func(p *Props, v any) { p.LiveLoad = v.(bool) }},
+	PropLiveTTL:        {durationIn(time.Second, 24*time.Hour), `a duration from 1s to 24h such as "15m"`, func(p *Props, v any) { p.LiveTTL = v.(time.Duration) }},
+	PropLiveMaxRecords: {intIn(1, 1_000_000_000), "a record count from 1 to 1000000000", func(p *Props, v any) { p.LiveMaxRecords = v.(int64) }},
+	PropLiveMaxBytes:   {intIn(1, 1<<34), "a byte count from 1 to 17179869184", func(p *Props, v any) { p.LiveMaxBytes = v.(int64) }},
+
+	// Iceberg's own keys that Mink acts on (pkg/icebergmeta).
+	"history.expire.max-snapshot-age-ms":         {intIn(1, 1<<53), "a positive number of milliseconds", nil},
+	"history.expire.min-snapshots-to-keep":       {intIn(1, 1_000_000), "a snapshot count from 1 to 1000000", nil},
+	"commit.manifest.min-count-to-merge":         {intIn(1, 1_000_000), "a manifest count from 1 to 1000000", nil},
+	"commit.manifest.target-size-bytes":          {intIn(1024, 1<<34), "a byte count from 1024 to 17179869184", nil},
+	"commit.manifest-merge.enabled":              {boolean, `"true" or "false"`, nil},
+	"write.metadata.previous-versions-max":       {intIn(1, 1_000_000), "a version count from 1 to 1000000", nil},
+	"write.metadata.delete-after-commit.enabled": {boolean, `"true" or "false"`, nil},
+}
+
+// ParseProps validates the properties Mink reads; errors name the key. Keys under
+// "mink." that Mink does not know are refused (a typo must not pass silently); other
+// keys are the user's, served as Iceberg properties. With an error, Props still holds
+// every good value (defaults for the bad ones).
 func ParseProps(m map[string]string) (Props, error) {
 	p := DefaultProps
-	for k, v := range m {
+	var first error
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first bad key, the same on every call
+	for _, k := range keys {
+		v := m[k]
 		field := fmt.Sprintf("properties[%q]", k)
-		switch k {
-		case PropRangeTargetBytes:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1024 || n > 1<<31 {
-				return p, apierr.Invalid(field, "want a byte count from 1024 to 2147483648, got %q", v)
+		rule, ok := propRules[k]
+		if !ok {
+			if strings.HasPrefix(k, "mink.") && first == nil {
+				first = apierr.Invalid(field, "unknown Mink property (see the README for the mink.* properties)")
 			}
-			p.RangeTargetBytes = n
-		case PropRangeMaxAge, PropCommitInterval:
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 10*time.Millisecond || d > 24*time.Hour {
-				return p, apierr.Invalid(field, "want a duration from 10ms to 24h such as \"10s\", got %q", v)
+			continue
+		}
+		val, good := rule.check(v)
+		if !good {
+			if first == nil {
+				first = apierr.Invalid(field, "want %s, got %q", rule.want, v)
 			}
-			if k == PropRangeMaxAge {
-				p.RangeMaxAge = d
-			} else {
-				p.CommitInterval = d
-			}
-		case PropLiveLoad:
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return p, apierr.Invalid(field, "want \"true\" or \"false\", got %q", v)
-			}
-			p.LiveLoad = b
-		case PropLiveTTL:
-			d, err := time.ParseDuration(v)
-			if err != nil || d < time.Second || d > 24*time.Hour {
-				return p, apierr.Invalid(field, "want a duration from 1s to 24h such as \"15m\", got %q", v)
-			}
-			p.LiveTTL = d
-		case PropLiveMaxRecords:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 || n > 1_000_000_000 {
-				return p, apierr.Invalid(field, "want a record count from 1 to 1000000000, got %q", v)
-			}
-			p.LiveMaxRecords = n
-		case PropLiveMaxBytes:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 || n > 1<<34 {
-				return p, apierr.Invalid(field, "want a byte count from 1 to 17179869184, got %q", v)
-			}
-			p.LiveMaxBytes = n
+			continue
+		}
+		if rule.set != nil {
+			rule.set(&p, val)
 		}
 	}
-	return p, nil
+	return p, first
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,127}$`)
@@ -170,11 +219,25 @@ func (t *Table) Validate() error {
 }
 
 // Create validates t and creates it with partitions partitions (read from Kafka by the
-// caller), its index rows and its lease rows, in one transaction.
+// caller), its index rows and its lease rows, in one transaction. Its first schema
+// version is the spec's own fields (JSON and raw tables without a key format).
 func Create(ctx context.Context, db lease.DB, t Table, partitions int32) (Table, error) {
+	return CreateVersioned(ctx, db, t, partitions, nil, nil)
+}
+
+// CreateVersioned is Create for a table whose first schema version has the given fields
+// (nil: the spec's own), made from the registry schemas given, which are stored with it.
+func CreateVersioned(ctx context.Context, db lease.DB, t Table, partitions int32, fields []iceberg.NestedField, schemas []RegistrySchema) (Table, error) {
 	if err := t.Validate(); err != nil {
 		return Table{}, err
 	}
+	if fields == nil {
+		var err error
+		if fields, err = t.Spec.Fields(); err != nil {
+			return Table{}, apierr.Invalid("format", "%v", err)
+		}
+	}
+	first := tableschema.Version{Spec: t.Spec, Schema: iceberg.NewSchema(tableschema.SchemaID, fields...)}
 	if partitions < 1 {
 		return Table{}, apierr.New(apierr.FailedPrecondition, "topic %q has no partitions", t.Topic)
 	}
@@ -191,6 +254,14 @@ func Create(ctx context.Context, db lease.DB, t Table, partitions int32) (Table,
 		}
 		if err != nil {
 			return err
+		}
+		if err := storeVersion(ctx, tx, t.ID, first); err != nil {
+			return err
+		}
+		for _, rs := range schemas {
+			if _, err := SaveRegistrySchema(ctx, tx, t.ID, rs); err != nil {
+				return err
+			}
 		}
 		return addPartitions(ctx, tx, t.ID, partitions)
 	})
@@ -231,6 +302,19 @@ func Grow(ctx context.Context, db lease.DB, table int64, partitions int32) (bool
 	return grew, err
 }
 
+// SetProperties replaces a table's properties (validated by the caller with ParseProps).
+// The writer serves them as Iceberg properties at its next commit.
+func SetProperties(ctx context.Context, db lease.DB, table int64, props map[string]string) error {
+	tag, err := db.Exec(ctx, `UPDATE mink_tables SET properties = $2 WHERE id = $1`, table, props)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return apierr.New(apierr.NotFound, "table %d does not exist", table)
+	}
+	return nil
+}
+
 // Drop deletes a table with its index and leases. Holders of its leases find them gone
 // at their next round or fenced write.
 func Drop(ctx context.Context, db lease.DB, namespace, name string) error {
@@ -247,11 +331,11 @@ func Drop(ctx context.Context, db lease.DB, namespace, name string) error {
 	return nil
 }
 
-const columns = `id, namespace, name, topic, spec, properties, partitions, created_at`
+const columns = `id, namespace, name, topic, spec, properties, partitions, created_at, version`
 
 func scan(row pgx.Row) (Table, error) {
 	var t Table
-	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Topic, &t.Spec, &t.Properties, &t.Partitions, &t.CreatedAt)
+	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Topic, &t.Spec, &t.Properties, &t.Partitions, &t.CreatedAt, &t.Version)
 	return t, err
 }
 

@@ -1,7 +1,9 @@
 // Package tableschema holds what a Mink table is made of besides its topic: the record
-// format, the columns the user declared, and the Kafka columns every table has. It turns
-// that into the table's Iceberg schema with stable field ids. Decoding records against a
-// schema lives in pkg/rowcodec; writing Parquet lives in pkg/parquetbuild.
+// format, the columns the user declared or the Schema Registry subjects that describe
+// them, and the Kafka columns every table has. It turns that into the table's Iceberg
+// schema with stable field ids, and evolves it (Version, Merge, Alter) without ever
+// changing an id. Decoding records lives in pkg/rowcodec and pkg/schemafmt; writing
+// Parquet lives in pkg/parquetbuild.
 package tableschema
 
 import (
@@ -20,11 +22,41 @@ const (
 	FormatJSON Format = "json"
 	// FormatRaw: the value bytes are the one user column, "value".
 	FormatRaw Format = "raw"
-	// FormatAvro is reserved: Avro through a Schema Registry comes later.
-	FormatAvro Format = "avro"
-	// FormatProtobuf is reserved: Protobuf through a Schema Registry comes later.
-	FormatProtobuf Format = "protobuf"
+	// FormatAvro, FormatProtobuf and FormatJSONSchema: values written with a
+	// Confluent-compatible Schema Registry; the columns come from the registry schema.
+	FormatAvro       Format = "avro"
+	FormatProtobuf   Format = "protobuf"
+	FormatJSONSchema Format = "json_schema"
 )
+
+// Registry reports whether values of format f are described by a Schema Registry.
+func (f Format) Registry() bool {
+	return f == FormatAvro || f == FormatProtobuf || f == FormatJSONSchema
+}
+
+// SchemaMode is how a registry-format record names its schema.
+type SchemaMode string
+
+const (
+	// ModePrefix: the Confluent wire format, magic byte 0 and a 4-byte schema id (and
+	// for Protobuf the message indexes) before the encoded value. The default.
+	ModePrefix SchemaMode = "prefix"
+	// ModeLatest: the bare encoded value, decoded with the subject's latest version at
+	// the time the record is indexed; the id used is recorded with the range.
+	ModeLatest SchemaMode = "latest"
+)
+
+// Decoding is how values (or keys) of a registry format are decoded.
+type Decoding struct {
+	Format  Format     `json:"format"`
+	Subject string     `json:"subject"`           // registry subject: <topic>-value by default
+	Mode    SchemaMode `json:"mode"`              // prefix or latest
+	Message string     `json:"message,omitempty"` // Protobuf: the message read, fully qualified; "" = the first
+}
+
+// ColumnKafkaKeyDecoded is the column of the decoded key, when the table has a key
+// format: right after _kafka_key, which keeps the key's bytes.
+const ColumnKafkaKeyDecoded = "_kafka_key_decoded"
 
 // Column is one user-declared column of a JSON table.
 type Column struct {
@@ -54,9 +86,15 @@ func (c Column) Path() []string {
 
 // Spec is a table's record format and declared columns. It is stored as JSON (jsonb in
 // Postgres) and read back identically.
+//
+// Format is the value format. Registry formats have no Columns; Value says which subject
+// and mode their values use. Key, optional with any value format, decodes keys with a
+// registry format into ColumnKafkaKeyDecoded.
 type Spec struct {
-	Format  Format   `json:"format"`
-	Columns []Column `json:"columns,omitempty"`
+	Format  Format    `json:"format"`
+	Columns []Column  `json:"columns,omitempty"`
+	Value   *Decoding `json:"value,omitempty"`
+	Key     *Decoding `json:"key,omitempty"`
 }
 
 // UnmarshalJSON reads a Spec, leaving Columns nil when there are none so that a stored
@@ -102,12 +140,34 @@ func (s Spec) Validate() error {
 		if len(s.Columns) > 0 {
 			return &FieldError{"columns", `format raw takes no declared columns (its one user column is "value")`}
 		}
-	case FormatAvro, FormatProtobuf:
-		return &FieldError{"format", fmt.Sprintf("format %s is not supported yet", s.Format)}
+	case FormatAvro, FormatProtobuf, FormatJSONSchema:
+		if len(s.Columns) > 0 {
+			return &FieldError{"columns", fmt.Sprintf("format %s takes its columns from the schema registry; declare none", s.Format)}
+		}
+		if s.Value == nil {
+			return &FieldError{"value_subject", fmt.Sprintf("format %s needs a registry subject", s.Format)}
+		}
+		if s.Value.Format != s.Format {
+			return &FieldError{"format", fmt.Sprintf("value decoding format %s differs from the table format %s", s.Value.Format, s.Format)}
+		}
+		if err := s.Value.validate("value_subject", "value_schema_mode", "message"); err != nil {
+			return err
+		}
 	case "":
-		return &FieldError{"format", "required (json or raw)"}
+		return &FieldError{"format", "required (json, raw, avro, protobuf or json_schema)"}
 	default:
-		return &FieldError{"format", fmt.Sprintf("unknown format %q (want json or raw)", string(s.Format))}
+		return &FieldError{"format", fmt.Sprintf("unknown format %q (want json, raw, avro, protobuf or json_schema)", string(s.Format))}
+	}
+	if !s.Format.Registry() && s.Value != nil {
+		return &FieldError{"value_subject", fmt.Sprintf("format %s reads no registry subject", s.Format)}
+	}
+	if s.Key != nil {
+		if !s.Key.Format.Registry() {
+			return &FieldError{"key_format", fmt.Sprintf("key format %q is not a registry format (want avro, protobuf or json_schema)", string(s.Key.Format))}
+		}
+		if err := s.Key.validate("key_subject", "key_schema_mode", "key_message"); err != nil {
+			return err
+		}
 	}
 
 	byLowerName := make(map[string]int, len(s.Columns))
@@ -153,6 +213,33 @@ func (s Spec) Validate() error {
 			}
 		}
 		byPath[full] = i
+	}
+	return nil
+}
+
+// maxSubjectLen bounds registry subject names (the registry itself allows more; nobody
+// needs it).
+const maxSubjectLen = 1024
+
+func (d *Decoding) validate(subjectField, modeField, messageField string) error {
+	switch {
+	case d.Subject == "":
+		return &FieldError{subjectField, "empty"}
+	case len(d.Subject) > maxSubjectLen:
+		return &FieldError{subjectField, fmt.Sprintf("longer than %d bytes", maxSubjectLen)}
+	case !utf8.ValidString(d.Subject) || strings.IndexFunc(d.Subject, unicode.IsControl) >= 0:
+		return &FieldError{subjectField, fmt.Sprintf("%q is not a subject name", d.Subject)}
+	}
+	if d.Mode != ModePrefix && d.Mode != ModeLatest {
+		return &FieldError{modeField, fmt.Sprintf("unknown schema mode %q (want prefix or latest)", string(d.Mode))}
+	}
+	if d.Message != "" && d.Format != FormatProtobuf {
+		return &FieldError{messageField, fmt.Sprintf("only Protobuf schemas have messages to pick, not %s", d.Format)}
+	}
+	if len(d.Message) > maxNameLen*4 || strings.IndexFunc(d.Message, func(r rune) bool {
+		return !(r == '.' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r))
+	}) >= 0 {
+		return &FieldError{messageField, fmt.Sprintf("%q is not a fully qualified message name (acme.orders.v1.Order)", d.Message)}
 	}
 	return nil
 }

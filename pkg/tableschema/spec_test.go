@@ -11,6 +11,9 @@ import (
 func TestValidateAccepts(t *testing.T) {
 	specs := []Spec{
 		{Format: FormatRaw},
+		{Format: FormatAvro, Value: &Decoding{Format: FormatAvro, Subject: "orders-value", Mode: ModePrefix}},
+		{Format: FormatProtobuf, Value: &Decoding{Format: FormatProtobuf, Subject: "o", Mode: ModeLatest, Message: "acme.v1.Order"}},
+		{Format: FormatJSON, Columns: []Column{{Name: "id", Type: "long"}}, Key: &Decoding{Format: FormatJSONSchema, Subject: "o-key", Mode: ModePrefix}},
 		{Format: FormatJSON, Columns: []Column{{Name: "id", Type: "long", Required: true}}},
 		{Format: FormatJSON, Columns: []Column{
 			{Name: "b", Type: "boolean"}, {Name: "i", Type: "int"}, {Name: "l", Type: "long"},
@@ -35,10 +38,19 @@ func TestValidateRejects(t *testing.T) {
 		spec Spec
 		want string // the whole error message
 	}{
-		{Spec{}, "format: required (json or raw)"},
-		{Spec{Format: "xml"}, `format: unknown format "xml" (want json or raw)`},
-		{Spec{Format: FormatAvro}, "format: format avro is not supported yet"},
-		{Spec{Format: FormatProtobuf}, "format: format protobuf is not supported yet"},
+		{Spec{}, "format: required (json, raw, avro, protobuf or json_schema)"},
+		{Spec{Format: "xml"}, `format: unknown format "xml" (want json, raw, avro, protobuf or json_schema)`},
+		{Spec{Format: FormatAvro}, "value_subject: format avro needs a registry subject"},
+		{Spec{Format: FormatProtobuf, Columns: []Column{{Name: "x", Type: "long"}}}, "columns: format protobuf takes its columns from the schema registry; declare none"},
+		{Spec{Format: FormatAvro, Value: &Decoding{Format: FormatProtobuf, Subject: "s", Mode: ModePrefix}}, "format: value decoding format protobuf differs from the table format avro"},
+		{Spec{Format: FormatAvro, Value: &Decoding{Format: FormatAvro, Mode: ModePrefix}}, "value_subject: empty"},
+		{Spec{Format: FormatAvro, Value: &Decoding{Format: FormatAvro, Subject: "s", Mode: "newest"}}, `value_schema_mode: unknown schema mode "newest" (want prefix or latest)`},
+		{Spec{Format: FormatAvro, Value: &Decoding{Format: FormatAvro, Subject: "s", Mode: ModePrefix, Message: "a.B"}}, "message: only Protobuf schemas have messages to pick, not avro"},
+		{Spec{Format: FormatProtobuf, Value: &Decoding{Format: FormatProtobuf, Subject: "s", Mode: ModePrefix, Message: "a b"}}, `message: "a b" is not a fully qualified message name (acme.orders.v1.Order)`},
+		{Spec{Format: FormatRaw, Value: &Decoding{Format: FormatAvro, Subject: "s", Mode: ModePrefix}}, "value_subject: format raw reads no registry subject"},
+		{Spec{Format: FormatRaw, Key: &Decoding{Format: FormatJSON, Subject: "s", Mode: ModePrefix}}, `key_format: key format "json" is not a registry format (want avro, protobuf or json_schema)`},
+		{Spec{Format: FormatRaw, Key: &Decoding{Format: FormatAvro, Subject: "k\n", Mode: ModePrefix}}, `key_subject: "k\n" is not a subject name`},
+		{Spec{Format: FormatRaw, Key: &Decoding{Format: FormatAvro, Subject: "k", Mode: "x"}}, `key_schema_mode: unknown schema mode "x" (want prefix or latest)`},
 		{Spec{Format: FormatJSON}, "columns: format json needs at least one column"},
 		{Spec{Format: FormatRaw, Columns: []Column{{Name: "x", Type: "string"}}}, `columns: format raw takes no declared columns (its one user column is "value")`},
 		{col(Column{Name: "id", Type: "long"}, Column{Name: "msg", Type: "strng"}), `columns[1] ("msg"): unknown type "strng"`},

@@ -14,7 +14,7 @@ import (
 func main() {
 	cfg := node.Config{Role: lease.RoleFileServer}
 	cfg.Setup = func(d node.Deps) (node.Parts, error) {
-		srv, err := fileserver.New(fileserver.Options{NodeID: d.NodeID, DB: d.DB, Kafka: d.Kafka,
+		srv, err := fileserver.New(fileserver.Options{NodeID: d.NodeID, DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs,
 			CatalogAddr: d.Config.CatalogAddr, S3Addr: d.Config.S3Addr, S3Endpoint: d.Config.S3Endpoint,
 			CacheDir: d.Config.CacheDir, CacheBytes: int64(d.Config.CacheBytes), ShutdownTimeout: d.Config.ShutdownTimeout,
 			MeterProvider: d.MeterProvider, TracerProvider: d.TracerProvider, Propagator: d.Propagator, Logger: d.Logger})

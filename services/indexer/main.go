@@ -12,11 +12,11 @@ import (
 
 func main() {
 	cfg := node.Config{Role: lease.RoleIndexer, Setup: func(d node.Deps) (node.Parts, error) {
-		ix, err := indexer.New(d.DB, d.Kafka, d.Meter, d.Logger)
+		ix, err := indexer.New(indexer.Options{DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs, Meter: d.Meter, Logger: d.Logger})
 		if err != nil {
 			return node.Parts{}, err
 		}
-		return node.Parts{Workers: map[lease.Kind]lease.Worker{lease.KindPartition: ix.Work}}, nil
+		return node.Parts{Workers: map[lease.Kind]lease.Worker{lease.KindPartition: ix.Work}, Figures: ix.Figures}, nil
 	}}
 	os.Exit(node.Main("mink-indexer", cfg, os.Args[1:], os.Exit))
 }

@@ -12,7 +12,7 @@ import (
 
 func main() {
 	cfg := node.Config{Role: lease.RoleWriter, Setup: func(d node.Deps) (node.Parts, error) {
-		w, err := writer.New(d.DB, d.Kafka, d.Meter, d.Logger)
+		w, err := writer.New(writer.Options{DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs, Meter: d.Meter, Logger: d.Logger})
 		if err != nil {
 			return node.Parts{}, err
 		}

@@ -133,7 +133,7 @@ func (LeaseKind) EnumDescriptor() ([]byte, []int) {
 	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
-// How a topic's record values are decoded.
+// How a topic's record values (or keys) are decoded.
 type RecordFormat int32
 
 const (
@@ -142,9 +142,11 @@ const (
 	RecordFormat_RECORD_FORMAT_JSON RecordFormat = 1
 	// Key and value as binary; no columns.
 	RecordFormat_RECORD_FORMAT_RAW RecordFormat = 2
-	// Through a Confluent-compatible Schema Registry (a later issue).
-	RecordFormat_RECORD_FORMAT_AVRO     RecordFormat = 3
-	RecordFormat_RECORD_FORMAT_PROTOBUF RecordFormat = 4
+	// Avro, Protobuf and JSON Schema written with a Confluent-compatible Schema Registry:
+	// the columns come from the registry subject's schema and follow its new versions.
+	RecordFormat_RECORD_FORMAT_AVRO        RecordFormat = 3
+	RecordFormat_RECORD_FORMAT_PROTOBUF    RecordFormat = 4
+	RecordFormat_RECORD_FORMAT_JSON_SCHEMA RecordFormat = 5
 )
 
 // Enum value maps for RecordFormat.
@@ -155,6 +157,7 @@ var (
 		2: "RECORD_FORMAT_RAW",
 		3: "RECORD_FORMAT_AVRO",
 		4: "RECORD_FORMAT_PROTOBUF",
+		5: "RECORD_FORMAT_JSON_SCHEMA",
 	}
 	RecordFormat_value = map[string]int32{
 		"RECORD_FORMAT_UNSPECIFIED": 0,
@@ -162,6 +165,7 @@ var (
 		"RECORD_FORMAT_RAW":         2,
 		"RECORD_FORMAT_AVRO":        3,
 		"RECORD_FORMAT_PROTOBUF":    4,
+		"RECORD_FORMAT_JSON_SCHEMA": 5,
 	}
 )
 
@@ -190,6 +194,61 @@ func (x RecordFormat) Number() protoreflect.EnumNumber {
 // Deprecated: Use RecordFormat.Descriptor instead.
 func (RecordFormat) EnumDescriptor() ([]byte, []int) {
 	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+// How a registry-format record names its schema.
+type SchemaMode int32
+
+const (
+	// The default: SCHEMA_MODE_PREFIX.
+	SchemaMode_SCHEMA_MODE_UNSPECIFIED SchemaMode = 0
+	// The Confluent wire format: magic byte 0, a 4-byte schema id (and for Protobuf the
+	// message indexes) before the encoded value.
+	SchemaMode_SCHEMA_MODE_PREFIX SchemaMode = 1
+	// The bare encoded value, decoded with the subject's latest version when the record
+	// is indexed; the schema id used is recorded with the range, so rebuilds use it too.
+	SchemaMode_SCHEMA_MODE_LATEST SchemaMode = 2
+)
+
+// Enum value maps for SchemaMode.
+var (
+	SchemaMode_name = map[int32]string{
+		0: "SCHEMA_MODE_UNSPECIFIED",
+		1: "SCHEMA_MODE_PREFIX",
+		2: "SCHEMA_MODE_LATEST",
+	}
+	SchemaMode_value = map[string]int32{
+		"SCHEMA_MODE_UNSPECIFIED": 0,
+		"SCHEMA_MODE_PREFIX":      1,
+		"SCHEMA_MODE_LATEST":      2,
+	}
+)
+
+func (x SchemaMode) Enum() *SchemaMode {
+	p := new(SchemaMode)
+	*p = x
+	return p
+}
+
+func (x SchemaMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SchemaMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_mink_admin_v1_admin_proto_enumTypes[3].Descriptor()
+}
+
+func (SchemaMode) Type() protoreflect.EnumType {
+	return &file_mink_admin_v1_admin_proto_enumTypes[3]
+}
+
+func (x SchemaMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SchemaMode.Descriptor instead.
+func (SchemaMode) EnumDescriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 // One lease. holder is empty and expires_at unset when the lease is free.
@@ -1134,24 +1193,166 @@ func (x *Column) GetJsonPath() string {
 	return ""
 }
 
+// How a table's values or keys are read through the Schema Registry.
+type RegistryDecoding struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Format  RecordFormat           `protobuf:"varint,1,opt,name=format,proto3,enum=mink.admin.v1.RecordFormat" json:"format,omitempty"`
+	Subject string                 `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	Mode    SchemaMode             `protobuf:"varint,3,opt,name=mode,proto3,enum=mink.admin.v1.SchemaMode" json:"mode,omitempty"`
+	// Protobuf: the message read, fully qualified.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryDecoding) Reset() {
+	*x = RegistryDecoding{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryDecoding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryDecoding) ProtoMessage() {}
+
+func (x *RegistryDecoding) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryDecoding.ProtoReflect.Descriptor instead.
+func (*RegistryDecoding) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RegistryDecoding) GetFormat() RecordFormat {
+	if x != nil {
+		return x.Format
+	}
+	return RecordFormat_RECORD_FORMAT_UNSPECIFIED
+}
+
+func (x *RegistryDecoding) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *RegistryDecoding) GetMode() SchemaMode {
+	if x != nil {
+		return x.Mode
+	}
+	return SchemaMode_SCHEMA_MODE_UNSPECIFIED
+}
+
+func (x *RegistryDecoding) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// One top-level column of a table's current schema, as engines see it.
+type SchemaColumn struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	FieldId int32                  `protobuf:"varint,1,opt,name=field_id,json=fieldId,proto3" json:"field_id,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Iceberg type: long, struct<...>, list<...>, map<...>.
+	Type          string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaColumn) Reset() {
+	*x = SchemaColumn{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaColumn) ProtoMessage() {}
+
+func (x *SchemaColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaColumn.ProtoReflect.Descriptor instead.
+func (*SchemaColumn) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SchemaColumn) GetFieldId() int32 {
+	if x != nil {
+		return x.FieldId
+	}
+	return 0
+}
+
+func (x *SchemaColumn) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SchemaColumn) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
 type Table struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Topic         string                 `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
-	Format        RecordFormat           `protobuf:"varint,5,opt,name=format,proto3,enum=mink.admin.v1.RecordFormat" json:"format,omitempty"`
-	Columns       []*Column              `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
-	Properties    map[string]string      `protobuf:"bytes,7,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Partitions    int32                  `protobuf:"varint,8,opt,name=partitions,proto3" json:"partitions,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Topic     string                 `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	Format    RecordFormat           `protobuf:"varint,5,opt,name=format,proto3,enum=mink.admin.v1.RecordFormat" json:"format,omitempty"`
+	// The declared columns of a JSON table.
+	Columns    []*Column              `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
+	Properties map[string]string      `protobuf:"bytes,7,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Partitions int32                  `protobuf:"varint,8,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Registry formats: how values are read.
+	Value *RegistryDecoding `protobuf:"bytes,10,opt,name=value,proto3" json:"value,omitempty"`
+	// When keys are decoded (into the struct column _kafka_key_decoded): how.
+	Key *RegistryDecoding `protobuf:"bytes,11,opt,name=key,proto3" json:"key,omitempty"`
+	// The current version of the table's schema (0 at creation) and its Iceberg schema id.
+	SchemaVersion int32 `protobuf:"varint,12,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	SchemaId      int32 `protobuf:"varint,13,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
+	// Every top-level column of the current schema, the Kafka columns included.
+	Schema        []*SchemaColumn `protobuf:"bytes,14,rep,name=schema,proto3" json:"schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1364,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1377,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Table) GetId() int64 {
@@ -1242,23 +1443,72 @@ func (x *Table) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Table) GetValue() *RegistryDecoding {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Table) GetKey() *RegistryDecoding {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Table) GetSchemaVersion() int32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *Table) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
+func (x *Table) GetSchema() []*SchemaColumn {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// "default" when empty.
-	Namespace     string            `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name          string            `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Topic         string            `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
-	Format        RecordFormat      `protobuf:"varint,5,opt,name=format,proto3,enum=mink.admin.v1.RecordFormat" json:"format,omitempty"`
-	Columns       []*Column         `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
-	Properties    map[string]string `protobuf:"bytes,7,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Namespace string       `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string       `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Topic     string       `protobuf:"bytes,4,opt,name=topic,proto3" json:"topic,omitempty"`
+	Format    RecordFormat `protobuf:"varint,5,opt,name=format,proto3,enum=mink.admin.v1.RecordFormat" json:"format,omitempty"`
+	// JSON only: the declared columns. Registry formats take theirs from the registry.
+	Columns    []*Column         `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
+	Properties map[string]string `protobuf:"bytes,7,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Registry formats: the value subject; "<topic>-value" when empty (TopicNameStrategy).
+	ValueSubject string `protobuf:"bytes,8,opt,name=value_subject,json=valueSubject,proto3" json:"value_subject,omitempty"`
+	// Protobuf: the message to read, fully qualified; the schema's first when empty.
+	Message         string     `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
+	ValueSchemaMode SchemaMode `protobuf:"varint,10,opt,name=value_schema_mode,json=valueSchemaMode,proto3,enum=mink.admin.v1.SchemaMode" json:"value_schema_mode,omitempty"`
+	// Decode keys too, into the column _kafka_key_decoded (RECORD_FORMAT_AVRO, _PROTOBUF or
+	// _JSON_SCHEMA); unspecified: keys stay bytes in _kafka_key only.
+	KeyFormat RecordFormat `protobuf:"varint,11,opt,name=key_format,json=keyFormat,proto3,enum=mink.admin.v1.RecordFormat" json:"key_format,omitempty"`
+	// The key subject; "<topic>-key" when empty.
+	KeySubject string `protobuf:"bytes,12,opt,name=key_subject,json=keySubject,proto3" json:"key_subject,omitempty"`
+	// Protobuf keys: the message, fully qualified; the schema's first when empty.
+	KeyMessage    string     `protobuf:"bytes,13,opt,name=key_message,json=keyMessage,proto3" json:"key_message,omitempty"`
+	KeySchemaMode SchemaMode `protobuf:"varint,14,opt,name=key_schema_mode,json=keySchemaMode,proto3,enum=mink.admin.v1.SchemaMode" json:"key_schema_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1520,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1533,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateTableRequest) GetNode() string {
@@ -1335,6 +1585,55 @@ func (x *CreateTableRequest) GetProperties() map[string]string {
 	return nil
 }
 
+func (x *CreateTableRequest) GetValueSubject() string {
+	if x != nil {
+		return x.ValueSubject
+	}
+	return ""
+}
+
+func (x *CreateTableRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CreateTableRequest) GetValueSchemaMode() SchemaMode {
+	if x != nil {
+		return x.ValueSchemaMode
+	}
+	return SchemaMode_SCHEMA_MODE_UNSPECIFIED
+}
+
+func (x *CreateTableRequest) GetKeyFormat() RecordFormat {
+	if x != nil {
+		return x.KeyFormat
+	}
+	return RecordFormat_RECORD_FORMAT_UNSPECIFIED
+}
+
+func (x *CreateTableRequest) GetKeySubject() string {
+	if x != nil {
+		return x.KeySubject
+	}
+	return ""
+}
+
+func (x *CreateTableRequest) GetKeyMessage() string {
+	if x != nil {
+		return x.KeyMessage
+	}
+	return ""
+}
+
+func (x *CreateTableRequest) GetKeySchemaMode() SchemaMode {
+	if x != nil {
+		return x.KeySchemaMode
+	}
+	return SchemaMode_SCHEMA_MODE_UNSPECIFIED
+}
+
 type CreateTableResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -1344,7 +1643,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1655,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1668,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1391,7 +1690,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1702,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1715,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DropTableRequest) GetNode() string {
@@ -1448,7 +1747,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1759,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1772,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 type ListTablesRequest struct {
@@ -1487,7 +1786,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1798,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1811,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListTablesRequest) GetNode() string {
@@ -1538,7 +1837,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1849,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1862,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -1585,7 +1884,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1896,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1909,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeTableRequest) GetNode() string {
@@ -1649,15 +1948,19 @@ type PartitionStatus struct {
 	// When the last range was stored; unset when none has been.
 	LastRangeTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_range_time,json=lastRangeTime,proto3" json:"last_range_time,omitempty"`
 	// The partition lease's holder and epoch; empty when free.
-	Holder        string `protobuf:"bytes,7,opt,name=holder,proto3" json:"holder,omitempty"`
-	Epoch         int64  `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Holder string `protobuf:"bytes,7,opt,name=holder,proto3" json:"holder,omitempty"`
+	Epoch  int64  `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Why indexing is paused (the schema registry is unreachable, say); empty when it is
+	// not. It resumes by itself.
+	IndexError      string                 `protobuf:"bytes,9,opt,name=index_error,json=indexError,proto3" json:"index_error,omitempty"`
+	IndexErrorSince *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=index_error_since,json=indexErrorSince,proto3" json:"index_error_since,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1972,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1985,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -1741,6 +2044,20 @@ func (x *PartitionStatus) GetEpoch() int64 {
 	return 0
 }
 
+func (x *PartitionStatus) GetIndexError() string {
+	if x != nil {
+		return x.IndexError
+	}
+	return ""
+}
+
+func (x *PartitionStatus) GetIndexErrorSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.IndexErrorSince
+	}
+	return nil
+}
+
 type DescribeTableResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -1751,7 +2068,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2080,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2093,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -1789,6 +2106,362 @@ func (x *DescribeTableResponse) GetTable() *Table {
 func (x *DescribeTableResponse) GetPartitions() []*PartitionStatus {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+// One change to a JSON table's declared columns.
+type ColumnChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Change:
+	//
+	//	*ColumnChange_Add
+	//	*ColumnChange_Widen
+	//	*ColumnChange_MakeOptional
+	//	*ColumnChange_Rename
+	Change        isColumnChange_Change `protobuf_oneof:"change"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ColumnChange) Reset() {
+	*x = ColumnChange{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ColumnChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ColumnChange) ProtoMessage() {}
+
+func (x *ColumnChange) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ColumnChange.ProtoReflect.Descriptor instead.
+func (*ColumnChange) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ColumnChange) GetChange() isColumnChange_Change {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *ColumnChange) GetAdd() *Column {
+	if x != nil {
+		if x, ok := x.Change.(*ColumnChange_Add); ok {
+			return x.Add
+		}
+	}
+	return nil
+}
+
+func (x *ColumnChange) GetWiden() *WidenColumn {
+	if x != nil {
+		if x, ok := x.Change.(*ColumnChange_Widen); ok {
+			return x.Widen
+		}
+	}
+	return nil
+}
+
+func (x *ColumnChange) GetMakeOptional() string {
+	if x != nil {
+		if x, ok := x.Change.(*ColumnChange_MakeOptional); ok {
+			return x.MakeOptional
+		}
+	}
+	return ""
+}
+
+func (x *ColumnChange) GetRename() *RenameColumn {
+	if x != nil {
+		if x, ok := x.Change.(*ColumnChange_Rename); ok {
+			return x.Rename
+		}
+	}
+	return nil
+}
+
+type isColumnChange_Change interface {
+	isColumnChange_Change()
+}
+
+type ColumnChange_Add struct {
+	// A new column, after the others.
+	Add *Column `protobuf:"bytes,1,opt,name=add,proto3,oneof"`
+}
+
+type ColumnChange_Widen struct {
+	// A wider type: int to long, float to double, decimal(P,S) to decimal(P2,S), also as
+	// list elements.
+	Widen *WidenColumn `protobuf:"bytes,2,opt,name=widen,proto3,oneof"`
+}
+
+type ColumnChange_MakeOptional struct {
+	// The column's name: a record without it is no longer an error row.
+	MakeOptional string `protobuf:"bytes,3,opt,name=make_optional,json=makeOptional,proto3,oneof"`
+}
+
+type ColumnChange_Rename struct {
+	// A new name; the field id (and so every file) is kept, and the column reads the
+	// JSON key it read before.
+	Rename *RenameColumn `protobuf:"bytes,4,opt,name=rename,proto3,oneof"`
+}
+
+func (*ColumnChange_Add) isColumnChange_Change() {}
+
+func (*ColumnChange_Widen) isColumnChange_Change() {}
+
+func (*ColumnChange_MakeOptional) isColumnChange_Change() {}
+
+func (*ColumnChange_Rename) isColumnChange_Change() {}
+
+type WidenColumn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WidenColumn) Reset() {
+	*x = WidenColumn{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WidenColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WidenColumn) ProtoMessage() {}
+
+func (x *WidenColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WidenColumn.ProtoReflect.Descriptor instead.
+func (*WidenColumn) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *WidenColumn) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WidenColumn) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+type RenameColumn struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	NewName       string                 `protobuf:"bytes,2,opt,name=new_name,json=newName,proto3" json:"new_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenameColumn) Reset() {
+	*x = RenameColumn{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenameColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenameColumn) ProtoMessage() {}
+
+func (x *RenameColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenameColumn.ProtoReflect.Descriptor instead.
+func (*RenameColumn) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RenameColumn) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenameColumn) GetNewName() string {
+	if x != nil {
+		return x.NewName
+	}
+	return ""
+}
+
+type AlterTableRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// "default" when empty.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Applied in order, all or none.
+	Changes []*ColumnChange `protobuf:"bytes,4,rep,name=changes,proto3" json:"changes,omitempty"`
+	// Properties to set (validated as at CreateTable) and to remove.
+	SetProperties    map[string]string `protobuf:"bytes,5,rep,name=set_properties,json=setProperties,proto3" json:"set_properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	RemoveProperties []string          `protobuf:"bytes,6,rep,name=remove_properties,json=removeProperties,proto3" json:"remove_properties,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AlterTableRequest) Reset() {
+	*x = AlterTableRequest{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTableRequest) ProtoMessage() {}
+
+func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTableRequest.ProtoReflect.Descriptor instead.
+func (*AlterTableRequest) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AlterTableRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *AlterTableRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AlterTableRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AlterTableRequest) GetChanges() []*ColumnChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *AlterTableRequest) GetSetProperties() map[string]string {
+	if x != nil {
+		return x.SetProperties
+	}
+	return nil
+}
+
+func (x *AlterTableRequest) GetRemoveProperties() []string {
+	if x != nil {
+		return x.RemoveProperties
+	}
+	return nil
+}
+
+type AlterTableResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTableResponse) Reset() {
+	*x = AlterTableResponse{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTableResponse) ProtoMessage() {}
+
+func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTableResponse.ProtoReflect.Descriptor instead.
+func (*AlterTableResponse) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *AlterTableResponse) GetTable() *Table {
+	if x != nil {
+		return x.Table
 	}
 	return nil
 }
@@ -1886,7 +2559,16 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
 	"\brequired\x18\x03 \x01(\bR\brequired\x12\x1b\n" +
-	"\tjson_path\x18\x04 \x01(\tR\bjsonPath\"\xa5\x03\n" +
+	"\tjson_path\x18\x04 \x01(\tR\bjsonPath\"\xaa\x01\n" +
+	"\x10RegistryDecoding\x123\n" +
+	"\x06format\x18\x01 \x01(\x0e2\x1b.mink.admin.v1.RecordFormatR\x06format\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12-\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x19.mink.admin.v1.SchemaModeR\x04mode\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"Q\n" +
+	"\fSchemaColumn\x12\x19\n" +
+	"\bfield_id\x18\x01 \x01(\x05R\afieldId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\x88\x05\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1901,10 +2583,16 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"partitions\x18\b \x01(\x05R\n" +
 	"partitions\x129\n" +
 	"\n" +
-	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x1a=\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x125\n" +
+	"\x05value\x18\n" +
+	" \x01(\v2\x1f.mink.admin.v1.RegistryDecodingR\x05value\x121\n" +
+	"\x03key\x18\v \x01(\v2\x1f.mink.admin.v1.RegistryDecodingR\x03key\x12%\n" +
+	"\x0eschema_version\x18\f \x01(\x05R\rschemaVersion\x12\x1b\n" +
+	"\tschema_id\x18\r \x01(\x05R\bschemaId\x123\n" +
+	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe8\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x05\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1914,7 +2602,18 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\acolumns\x18\x06 \x03(\v2\x15.mink.admin.v1.ColumnR\acolumns\x12Q\n" +
 	"\n" +
 	"properties\x18\a \x03(\v21.mink.admin.v1.CreateTableRequest.PropertiesEntryR\n" +
-	"properties\x1a=\n" +
+	"properties\x12#\n" +
+	"\rvalue_subject\x18\b \x01(\tR\fvalueSubject\x12\x18\n" +
+	"\amessage\x18\t \x01(\tR\amessage\x12E\n" +
+	"\x11value_schema_mode\x18\n" +
+	" \x01(\x0e2\x19.mink.admin.v1.SchemaModeR\x0fvalueSchemaMode\x12:\n" +
+	"\n" +
+	"key_format\x18\v \x01(\x0e2\x1b.mink.admin.v1.RecordFormatR\tkeyFormat\x12\x1f\n" +
+	"\vkey_subject\x18\f \x01(\tR\n" +
+	"keySubject\x12\x1f\n" +
+	"\vkey_message\x18\r \x01(\tR\n" +
+	"keyMessage\x12A\n" +
+	"\x0fkey_schema_mode\x18\x0e \x01(\x0e2\x19.mink.admin.v1.SchemaModeR\rkeySchemaMode\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
@@ -1933,7 +2632,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x14DescribeTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xb8\x02\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xa1\x03\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12,\n" +
 	"\x12indexed_end_offset\x18\x02 \x01(\x03R\x10indexedEndOffset\x12%\n" +
@@ -1944,12 +2643,40 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"rangeCount\x12B\n" +
 	"\x0flast_range_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastRangeTime\x12\x16\n" +
 	"\x06holder\x18\a \x01(\tR\x06holder\x12\x14\n" +
-	"\x05epoch\x18\b \x01(\x03R\x05epoch\"\x83\x01\n" +
+	"\x05epoch\x18\b \x01(\x03R\x05epoch\x12\x1f\n" +
+	"\vindex_error\x18\t \x01(\tR\n" +
+	"indexError\x12F\n" +
+	"\x11index_error_since\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0findexErrorSince\"\x83\x01\n" +
 	"\x15DescribeTableResponse\x12*\n" +
 	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\x12>\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1e.mink.admin.v1.PartitionStatusR\n" +
-	"partitions*T\n" +
+	"partitions\"\xd5\x01\n" +
+	"\fColumnChange\x12)\n" +
+	"\x03add\x18\x01 \x01(\v2\x15.mink.admin.v1.ColumnH\x00R\x03add\x122\n" +
+	"\x05widen\x18\x02 \x01(\v2\x1a.mink.admin.v1.WidenColumnH\x00R\x05widen\x12%\n" +
+	"\rmake_optional\x18\x03 \x01(\tH\x00R\fmakeOptional\x125\n" +
+	"\x06rename\x18\x04 \x01(\v2\x1b.mink.admin.v1.RenameColumnH\x00R\x06renameB\b\n" +
+	"\x06change\"5\n" +
+	"\vWidenColumn\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\"=\n" +
+	"\fRenameColumn\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bnew_name\x18\x02 \x01(\tR\anewName\"\xdb\x02\n" +
+	"\x11AlterTableRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x125\n" +
+	"\achanges\x18\x04 \x03(\v2\x1b.mink.admin.v1.ColumnChangeR\achanges\x12Z\n" +
+	"\x0eset_properties\x18\x05 \x03(\v23.mink.admin.v1.AlterTableRequest.SetPropertiesEntryR\rsetProperties\x12+\n" +
+	"\x11remove_properties\x18\x06 \x03(\tR\x10removeProperties\x1a@\n" +
+	"\x12SetPropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\x12AlterTableResponse\x12*\n" +
+	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table*T\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROLE_INDEXER\x10\x01\x12\x0f\n" +
@@ -1958,13 +2685,19 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\tLeaseKind\x12\x1a\n" +
 	"\x16LEASE_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14LEASE_KIND_PARTITION\x10\x01\x12\x15\n" +
-	"\x11LEASE_KIND_WRITER\x10\x02*\x90\x01\n" +
+	"\x11LEASE_KIND_WRITER\x10\x02*\xaf\x01\n" +
 	"\fRecordFormat\x12\x1d\n" +
 	"\x19RECORD_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RECORD_FORMAT_JSON\x10\x01\x12\x15\n" +
 	"\x11RECORD_FORMAT_RAW\x10\x02\x12\x16\n" +
 	"\x12RECORD_FORMAT_AVRO\x10\x03\x12\x1a\n" +
-	"\x16RECORD_FORMAT_PROTOBUF\x10\x042\xfc\x05\n" +
+	"\x16RECORD_FORMAT_PROTOBUF\x10\x04\x12\x1d\n" +
+	"\x19RECORD_FORMAT_JSON_SCHEMA\x10\x05*Y\n" +
+	"\n" +
+	"SchemaMode\x12\x1b\n" +
+	"\x17SCHEMA_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12SCHEMA_MODE_PREFIX\x10\x01\x12\x16\n" +
+	"\x12SCHEMA_MODE_LATEST\x10\x022\xcf\x06\n" +
 	"\fAdminService\x12N\n" +
 	"\tGetStatus\x12\x1f.mink.admin.v1.GetStatusRequest\x1a .mink.admin.v1.GetStatusResponse\x12N\n" +
 	"\tListNodes\x12\x1f.mink.admin.v1.ListNodesRequest\x1a .mink.admin.v1.ListNodesResponse\x12Q\n" +
@@ -1976,7 +2709,9 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\tDropTable\x12\x1f.mink.admin.v1.DropTableRequest\x1a .mink.admin.v1.DropTableResponse\x12Q\n" +
 	"\n" +
 	"ListTables\x12 .mink.admin.v1.ListTablesRequest\x1a!.mink.admin.v1.ListTablesResponse\x12Z\n" +
-	"\rDescribeTable\x12#.mink.admin.v1.DescribeTableRequest\x1a$.mink.admin.v1.DescribeTableResponseB\xa7\x01\n" +
+	"\rDescribeTable\x12#.mink.admin.v1.DescribeTableRequest\x1a$.mink.admin.v1.DescribeTableResponse\x12Q\n" +
+	"\n" +
+	"AlterTable\x12 .mink.admin.v1.AlterTableRequest\x1a!.mink.admin.v1.AlterTableResponseB\xa7\x01\n" +
 	"\x11com.mink.admin.v1B\n" +
 	"AdminProtoP\x01Z0github.com/minkhq/mink/gen/mink/admin/v1;adminv1\xa2\x02\x03MAX\xaa\x02\rMink.Admin.V1\xca\x02\rMink\\Admin\\V1\xe2\x02\x19Mink\\Admin\\V1\\GPBMetadata\xea\x02\x0fMink::Admin::V1b\x06proto3"
 
@@ -1992,97 +2727,123 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_mink_admin_v1_admin_proto_rawDescData
 }
 
-var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
 	(RecordFormat)(0),             // 2: mink.admin.v1.RecordFormat
-	(*Lease)(nil),                 // 3: mink.admin.v1.Lease
-	(*LeaseStats)(nil),            // 4: mink.admin.v1.LeaseStats
-	(*Node)(nil),                  // 5: mink.admin.v1.Node
-	(*GetStatusRequest)(nil),      // 6: mink.admin.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 7: mink.admin.v1.GetStatusResponse
-	(*ListNodesRequest)(nil),      // 8: mink.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 9: mink.admin.v1.ListNodesResponse
-	(*ListLeasesRequest)(nil),     // 10: mink.admin.v1.ListLeasesRequest
-	(*ListLeasesResponse)(nil),    // 11: mink.admin.v1.ListLeasesResponse
-	(*DrainNodeRequest)(nil),      // 12: mink.admin.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),     // 13: mink.admin.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),    // 14: mink.admin.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),   // 15: mink.admin.v1.UndrainNodeResponse
-	(*Column)(nil),                // 16: mink.admin.v1.Column
-	(*Table)(nil),                 // 17: mink.admin.v1.Table
-	(*CreateTableRequest)(nil),    // 18: mink.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 19: mink.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),      // 20: mink.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 21: mink.admin.v1.DropTableResponse
-	(*ListTablesRequest)(nil),     // 22: mink.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 23: mink.admin.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 24: mink.admin.v1.DescribeTableRequest
-	(*PartitionStatus)(nil),       // 25: mink.admin.v1.PartitionStatus
-	(*DescribeTableResponse)(nil), // 26: mink.admin.v1.DescribeTableResponse
-	nil,                           // 27: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 28: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 29: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 30: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 31: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(SchemaMode)(0),               // 3: mink.admin.v1.SchemaMode
+	(*Lease)(nil),                 // 4: mink.admin.v1.Lease
+	(*LeaseStats)(nil),            // 5: mink.admin.v1.LeaseStats
+	(*Node)(nil),                  // 6: mink.admin.v1.Node
+	(*GetStatusRequest)(nil),      // 7: mink.admin.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 8: mink.admin.v1.GetStatusResponse
+	(*ListNodesRequest)(nil),      // 9: mink.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 10: mink.admin.v1.ListNodesResponse
+	(*ListLeasesRequest)(nil),     // 11: mink.admin.v1.ListLeasesRequest
+	(*ListLeasesResponse)(nil),    // 12: mink.admin.v1.ListLeasesResponse
+	(*DrainNodeRequest)(nil),      // 13: mink.admin.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),     // 14: mink.admin.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),    // 15: mink.admin.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),   // 16: mink.admin.v1.UndrainNodeResponse
+	(*Column)(nil),                // 17: mink.admin.v1.Column
+	(*RegistryDecoding)(nil),      // 18: mink.admin.v1.RegistryDecoding
+	(*SchemaColumn)(nil),          // 19: mink.admin.v1.SchemaColumn
+	(*Table)(nil),                 // 20: mink.admin.v1.Table
+	(*CreateTableRequest)(nil),    // 21: mink.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),   // 22: mink.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),      // 23: mink.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),     // 24: mink.admin.v1.DropTableResponse
+	(*ListTablesRequest)(nil),     // 25: mink.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),    // 26: mink.admin.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),  // 27: mink.admin.v1.DescribeTableRequest
+	(*PartitionStatus)(nil),       // 28: mink.admin.v1.PartitionStatus
+	(*DescribeTableResponse)(nil), // 29: mink.admin.v1.DescribeTableResponse
+	(*ColumnChange)(nil),          // 30: mink.admin.v1.ColumnChange
+	(*WidenColumn)(nil),           // 31: mink.admin.v1.WidenColumn
+	(*RenameColumn)(nil),          // 32: mink.admin.v1.RenameColumn
+	(*AlterTableRequest)(nil),     // 33: mink.admin.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),    // 34: mink.admin.v1.AlterTableResponse
+	nil,                           // 35: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 36: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 37: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 38: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 39: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 40: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	32, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	41, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	27, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	32, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	32, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	32, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	35, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	41, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	41, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	41, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	32, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	28, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	33, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
-	3,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
-	4,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	29, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
-	5,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
-	3,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
-	3,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
-	2,  // 17: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
-	16, // 18: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	30, // 19: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	32, // 20: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 21: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
-	16, // 22: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	31, // 23: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
-	17, // 24: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	17, // 25: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	32, // 26: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	17, // 27: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	25, // 28: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	6,  // 29: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	8,  // 30: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	10, // 31: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	12, // 32: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	14, // 33: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	18, // 34: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	20, // 35: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	22, // 36: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	24, // 37: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	7,  // 38: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	9,  // 39: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	11, // 40: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	13, // 41: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	15, // 42: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	19, // 43: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	21, // 44: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	23, // 45: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	26, // 46: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	41, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	36, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	42, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	4,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
+	5,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
+	37, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	6,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
+	4,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
+	4,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
+	2,  // 17: mink.admin.v1.RegistryDecoding.format:type_name -> mink.admin.v1.RecordFormat
+	3,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
+	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
+	17, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
+	38, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	41, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	18, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
+	18, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
+	19, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
+	2,  // 26: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
+	17, // 27: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
+	39, // 28: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	3,  // 29: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	2,  // 30: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
+	3,  // 31: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	20, // 32: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	20, // 33: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	41, // 34: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	41, // 35: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	20, // 36: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	28, // 37: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	17, // 38: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	31, // 39: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	32, // 40: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	30, // 41: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	40, // 42: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	20, // 43: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	7,  // 44: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	9,  // 45: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	11, // 46: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	13, // 47: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	15, // 48: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	21, // 49: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	23, // 50: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	25, // 51: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	27, // 52: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	33, // 53: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	8,  // 54: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	10, // 55: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	12, // 56: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	14, // 57: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	16, // 58: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	22, // 59: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	24, // 60: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	26, // 61: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	29, // 62: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	34, // 63: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	54, // [54:64] is the sub-list for method output_type
+	44, // [44:54] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -2090,13 +2851,19 @@ func file_mink_admin_v1_admin_proto_init() {
 	if File_mink_admin_v1_admin_proto != nil {
 		return
 	}
+	file_mink_admin_v1_admin_proto_msgTypes[26].OneofWrappers = []any{
+		(*ColumnChange_Add)(nil),
+		(*ColumnChange_Widen)(nil),
+		(*ColumnChange_MakeOptional)(nil),
+		(*ColumnChange_Rename)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   29,
+			NumEnums:      4,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

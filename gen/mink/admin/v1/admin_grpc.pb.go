@@ -34,6 +34,7 @@ const (
 	AdminService_DropTable_FullMethodName     = "/mink.admin.v1.AdminService/DropTable"
 	AdminService_ListTables_FullMethodName    = "/mink.admin.v1.AdminService/ListTables"
 	AdminService_DescribeTable_FullMethodName = "/mink.admin.v1.AdminService/DescribeTable"
+	AdminService_AlterTable_FullMethodName    = "/mink.admin.v1.AdminService/AlterTable"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -58,6 +59,9 @@ type AdminServiceClient interface {
 	ListTables(ctx context.Context, in *ListTablesRequest, opts ...grpc.CallOption) (*ListTablesResponse, error)
 	// One table and, per partition, how far indexing has got.
 	DescribeTable(ctx context.Context, in *DescribeTableRequest, opts ...grpc.CallOption) (*DescribeTableResponse, error)
+	// Changes a table: a JSON table's declared columns (each change keeps every Iceberg
+	// field id), and any table's properties. The writer commits the new schema.
+	AlterTable(ctx context.Context, in *AlterTableRequest, opts ...grpc.CallOption) (*AlterTableResponse, error)
 }
 
 type adminServiceClient struct {
@@ -158,6 +162,16 @@ func (c *adminServiceClient) DescribeTable(ctx context.Context, in *DescribeTabl
 	return out, nil
 }
 
+func (c *adminServiceClient) AlterTable(ctx context.Context, in *AlterTableRequest, opts ...grpc.CallOption) (*AlterTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AlterTableResponse)
+	err := c.cc.Invoke(ctx, AdminService_AlterTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -180,6 +194,9 @@ type AdminServiceServer interface {
 	ListTables(context.Context, *ListTablesRequest) (*ListTablesResponse, error)
 	// One table and, per partition, how far indexing has got.
 	DescribeTable(context.Context, *DescribeTableRequest) (*DescribeTableResponse, error)
+	// Changes a table: a JSON table's declared columns (each change keeps every Iceberg
+	// field id), and any table's properties. The writer commits the new schema.
+	AlterTable(context.Context, *AlterTableRequest) (*AlterTableResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -216,6 +233,9 @@ func (UnimplementedAdminServiceServer) ListTables(context.Context, *ListTablesRe
 }
 func (UnimplementedAdminServiceServer) DescribeTable(context.Context, *DescribeTableRequest) (*DescribeTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeTable not implemented")
+}
+func (UnimplementedAdminServiceServer) AlterTable(context.Context, *AlterTableRequest) (*AlterTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AlterTable not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -400,6 +420,24 @@ func _AdminService_DescribeTable_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_AlterTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlterTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AlterTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AlterTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AlterTable(ctx, req.(*AlterTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -442,6 +480,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeTable",
 			Handler:    _AdminService_DescribeTable_Handler,
+		},
+		{
+			MethodName: "AlterTable",
+			Handler:    _AdminService_AlterTable_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

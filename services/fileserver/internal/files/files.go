@@ -37,6 +37,7 @@ import (
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/peers"
 	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -50,6 +51,7 @@ type Options struct {
 	NodeID string
 	DB     lease.DB
 	Kafka  *kafkasrc.Client
+	Codecs *tablecodec.Codecs // how tables' files decode; nil: over DB, without a registry
 	Cache  *filecache.Cache
 	// DialOptions are added to the connections to other file servers (the otelgrpc
 	// client handler, so that a forwarded read is one trace). Connections are plaintext,
@@ -137,6 +139,9 @@ type problem struct {
 func New(o Options) (*Store, error) {
 	if o.NodeID == "" || o.DB == nil || o.Kafka == nil || o.Cache == nil {
 		return nil, errors.New("files: NodeID, DB, Kafka and Cache are required")
+	}
+	if o.Codecs == nil {
+		o.Codecs = tablecodec.New(o.DB, nil)
 	}
 	if o.MemberRefresh <= 0 {
 		o.MemberRefresh = time.Second
@@ -436,7 +441,7 @@ func (s *Store) fillData(ctx context.Context, r fileRow) error {
 		return err
 	}
 	err = s.commit(r, r.sha256, func(w io.Writer) (int64, error) {
-		fs, err := rangefile.BuildOffsets(ctx, s.o.Kafka, t, settings, r.partition, r.start, r.end, w)
+		fs, err := rangefile.BuildOffsets(ctx, s.o.Kafka, s.o.Codecs, t, settings, r.partition, r.start, r.end, w)
 		if err != nil {
 			return 0, s.buildErr(ctx, t, r, err)
 		}

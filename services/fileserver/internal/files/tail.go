@@ -37,6 +37,7 @@ import (
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -48,6 +49,7 @@ const (
 	mdMeasuredKey  = "mink-measured-key"
 	mdMeasuredEnd  = "mink-measured-end"
 	mdMeasuredRead = "mink-measured-read"
+	mdMeasuredCut  = "mink-measured-cut"
 	// recallFor is how long an owner remembers a span it measured: a load on another
 	// node that looked for tail files just before this one was recorded asks again.
 	recallFor = time.Minute
@@ -88,13 +90,24 @@ type MeasureRequest struct {
 }
 
 // Measured is a measured tail file: its key (recorded in mink_data_files), its end
-// (before the requested one when the byte budget cut it), and the record bytes its
-// build read.
+// (before the requested one when the build was cut), why it was cut, and the record
+// bytes its build read. A tail cut at its very first record has no file: Key is empty
+// and End is the span's start.
 type Measured struct {
 	Key  string
 	End  int64
 	Read int64
+	Cut  string // "" (not cut), CutBytes or CutSchema
 }
+
+// Why a tail build ended before the end it was asked for.
+const (
+	// CutBytes: the byte budget.
+	CutBytes = "max-bytes"
+	// CutSchema: a record whose registry schema the table has not stored yet, or that
+	// needs a newer schema version: indexing learns it, a later load goes further.
+	CutSchema = "schema"
+)
 
 // Measure returns the tail file of req's span, measured by its owner (this node or the
 // one TailIdentity hashes to, like a forwarded read) once: concurrent measures of one
@@ -163,7 +176,11 @@ func (s *Store) forwardMeasure(ctx context.Context, node, addr, id string, req M
 	if !answered || len(keys) != 1 || len(ends) != 1 || len(reads) != 1 || err1 != nil || err2 != nil {
 		return Measured{}, apierr.New(apierr.Internal, "owner %s answered the measure of %s without naming the file", node, id)
 	}
-	return Measured{Key: keys[0], End: end, Read: read}, nil
+	m := Measured{Key: keys[0], End: end, Read: read}
+	if c := tr.Get(mdMeasuredCut); len(c) == 1 {
+		m.Cut = c[0]
+	}
+	return m, nil
 }
 
 // isMeasure reports whether a ReadFile is a measure, and its budget and TTL.
@@ -190,7 +207,9 @@ func (s *Store) serveMeasure(req *filev1.ReadFileRequest, stream grpc.ServerStre
 	ctx := stream.Context()
 	m, err := s.measureKey(ctx, req.GetKey(), maxBytes, ttl)
 	var obj *Object
-	if err == nil {
+	if err == nil && m.Key == "" {
+		obj = &Object{} // cut at its first record: no file, only the trailer says so
+	} else if err == nil {
 		if f, ok := s.o.Cache.Get(m.Key); ok {
 			obj, err = s.fromFile(f, nil, true, false)
 		} else { // evicted since: served as any file is
@@ -203,6 +222,9 @@ func (s *Store) serveMeasure(req *filev1.ReadFileRequest, stream grpc.ServerStre
 			tr.Append(mdMeasuredKey, m.Key)
 			tr.Append(mdMeasuredEnd, strconv.FormatInt(m.End, 10))
 			tr.Append(mdMeasuredRead, strconv.FormatInt(m.Read, 10))
+			if m.Cut != "" {
+				tr.Append(mdMeasuredCut, m.Cut)
+			}
 		}
 		stream.SetTrailer(tr)
 	}
@@ -331,7 +353,21 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 		s.met.buildFailed(ctx, "tail", reasonOf(err))
 		return Measured{}, tailRow{}, err
 	}
-	settings := parquetbuild.DefaultSettings()
+	// A tail decodes with what the table has stored, never asking the registry: table
+	// loads must not depend on it. A record whose schema the table does not know yet (or
+	// that needs a newer schema version) ends the tail; indexing learns it within
+	// seconds and a later load goes further.
+	settings, err := s.o.Codecs.TailSettings(ctx, t)
+	if errors.Is(err, tablecodec.ErrUnknownSchema) {
+		return Measured{End: req.Start, Cut: CutSchema}, tailRow{}, nil
+	}
+	if err != nil {
+		return fail(postgresErr(err, "read the schema of %s", t.FullName()))
+	}
+	dec, err := s.o.Codecs.Decoder(ctx, t, settings)
+	if err != nil {
+		return fail(postgresErr(err, "read the schema of %s", t.FullName()))
+	}
 	settingsJSON, err := json.Marshal(settings)
 	if err != nil {
 		return fail(err)
@@ -345,18 +381,22 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 		return fail(err)
 	}
 	defer p.Abort() // a no-op once committed
-	b, err := parquetbuild.NewBuilder(p, t.Spec, settings)
+	b, err := parquetbuild.NewBuilderFor(p, dec, settings)
 	if err != nil {
 		return fail(err)
 	}
-	end, read := req.End, int64(0)
+	end, read, cutBy := req.End, int64(0), ""
 	err = s.o.Kafka.ReadRange(ctx, t.Topic, req.Partition, req.Start, req.End, func(r record.Record) error {
 		n := int64(len(r.Key) + len(r.Value))
 		for _, h := range r.Headers {
 			n += int64(len(h.Key) + len(h.Value))
 		}
 		if read > 0 && read+n > req.MaxBytes {
-			end = r.Offset
+			end, cutBy = r.Offset, CutBytes
+			return errCut
+		}
+		if dec.Check(r).Kind != tablecodec.NeedNothing {
+			end, cutBy = r.Offset, CutSchema
 			return errCut
 		}
 		read += n
@@ -364,6 +404,9 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 	})
 	if err != nil && !errors.Is(err, errCut) {
 		return fail(s.tailErr(ctx, t, req, err))
+	}
+	if end == req.Start {
+		return Measured{End: end, Read: read, Cut: cutBy}, tailRow{}, nil
 	}
 	fs, err := b.Close()
 	if err != nil {
@@ -395,7 +438,7 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 	s.log.Debug("measured a tail file", "key", key, "table", t.FullName(), "partition", req.Partition,
 		"start_offset", req.Start, "end_offset", end, "requested_end", req.End, "records", fs.RowCount,
 		"bytes", fs.Size, "elapsed", time.Since(began))
-	return Measured{Key: key, End: end, Read: read}, row, nil
+	return Measured{Key: key, End: end, Read: read, Cut: cutBy}, row, nil
 }
 
 // record writes a tail file's row, readable for ttl at least. The row may exist: the

@@ -47,6 +47,7 @@ import (
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 	"github.com/minkhq/mink/services/fileserver/internal/fileserver"
@@ -239,7 +240,7 @@ func (e *env) commit() {
 	for p := range int32(partitions) {
 		for _, r := range [][2]int64{{0, 15}, {15, 27}, {27, perPart}} {
 			var buf bytes.Buffer
-			fs, err := rangefile.BuildOffsets(ctx, e.kc, tbl, settings, p, r[0], r[1], &buf)
+			fs, err := rangefile.BuildOffsets(ctx, e.kc, tablecodec.New(e.db, nil), tbl, settings, p, r[0], r[1], &buf)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,6 +32,7 @@ import (
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
 )
@@ -165,7 +166,7 @@ func (le *liveEnv) index(upTo int64) {
 		if end <= start {
 			continue
 		}
-		fs, err := rangefile.BuildOffsets(ctx, le.kc, le.table, parquetbuild.DefaultSettings(), p, start, end, io.Discard)
+		fs, err := rangefile.BuildOffsets(ctx, le.kc, tablecodec.New(le.db, nil), le.table, parquetbuild.DefaultSettings(), p, start, end, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

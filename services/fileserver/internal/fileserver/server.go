@@ -28,6 +28,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/services/fileserver/internal/catalog"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
@@ -39,6 +40,7 @@ type Options struct {
 	NodeID string   // this node's id, as registered in the members table
 	DB     lease.DB // the cluster's Postgres (a *pgxpool.Pool)
 	Kafka  *kafkasrc.Client
+	Codecs *tablecodec.Codecs // decoders of tables' files; nil: over DB, without a registry
 
 	CatalogAddr string // listen address of the Iceberg REST catalog (":8181")
 	S3Addr      string // listen address of the S3 API (":9000")
@@ -148,7 +150,10 @@ func New(o Options) (_ *Server, err error) {
 	meter := o.MeterProvider.Meter("github.com/minkhq/mink/services/fileserver")
 	otelOpts := []otelgrpc.Option{otelgrpc.WithMeterProvider(o.MeterProvider),
 		otelgrpc.WithTracerProvider(o.TracerProvider), otelgrpc.WithPropagators(o.Propagator)}
-	s.store, err = files.New(files.Options{
+	if o.Codecs == nil {
+		o.Codecs = tablecodec.New(o.DB, nil)
+	}
+	s.store, err = files.New(files.Options{Codecs: o.Codecs,
 		NodeID: o.NodeID, DB: o.DB, Kafka: o.Kafka, Cache: s.cache,
 		DialOptions:   []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))},
 		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
@@ -157,7 +162,7 @@ func New(o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.live, err = live.New(live.Options{DB: o.DB, Kafka: o.Kafka, Files: s.store,
+	s.live, err = live.New(live.Options{DB: o.DB, Kafka: o.Kafka, Files: s.store, Codecs: o.Codecs,
 		LookupTimeout: o.LookupTimeout, Meter: meter, Logger: s.log})
 	if err != nil {
 		return nil, err

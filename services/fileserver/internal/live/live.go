@@ -45,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/jackc/pgx/v5"
@@ -58,6 +59,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
 )
@@ -81,6 +83,7 @@ const (
 	SuffixTailFiles       = ".tail-files"
 	CutMaxRecords         = "max-records"
 	CutMaxBytes           = "max-bytes"
+	CutSchema             = files.CutSchema // a record whose schema is not known yet
 	maxConcurrentMeasures = 8
 	// coverageKeys bounds the coverages kept by metadata key: a few per table read at
 	// once (the current metadata, and the one before while loads catch up).
@@ -99,9 +102,10 @@ type Measurer interface {
 
 // Options configure a Loader.
 type Options struct {
-	DB    lease.DB
-	Kafka *kafkasrc.Client
-	Files Measurer
+	DB     lease.DB
+	Kafka  *kafkasrc.Client
+	Files  Measurer
+	Codecs *tablecodec.Codecs // the tables' schemas
 	// LookupTimeout bounds each Postgres statement of a load (default 5s).
 	LookupTimeout time.Duration
 	// KafkaTimeout bounds the read of Kafka's offsets (default 5s): with Kafka
@@ -174,6 +178,9 @@ type recent struct {
 func New(o Options) (*Loader, error) {
 	if o.DB == nil || o.Kafka == nil || o.Files == nil {
 		return nil, errors.New("live: DB, Kafka and Files are required")
+	}
+	if o.Codecs == nil {
+		o.Codecs = tablecodec.New(o.DB, nil)
 	}
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = 5 * time.Second
@@ -491,11 +498,17 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	summary[SummaryTailRecords] = strconv.FormatInt(records, 10)
 	summary[SummaryCutPartitions] = strconv.Itoa(cut)
 
-	schema, err := t.Spec.IcebergSchema()
+	var schema *iceberg.Schema
+	var schemas []*iceberg.Schema
+	err = l.query(ctx, func(ctx context.Context) error {
+		var err error
+		schema, schemas, err = l.o.Codecs.Schemas(ctx, t)
+		return err
+	})
 	if err != nil {
-		return Result{}, fmt.Errorf("schema of %s: %w", t.FullName(), err)
+		return Result{}, postgresErr(err, "load table %s: read its schema", t.FullName())
 	}
-	meta := icebergmeta.Table{Namespace: t.Namespace, Name: t.Name, Schema: schema, Properties: t.Properties}
+	meta := icebergmeta.Table{Namespace: t.Namespace, Name: t.Name, Schema: schema, Schemas: schemas, Properties: t.Properties}
 	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
 		var b []byte
 		err := l.query(ctx, func(ctx context.Context) error {
@@ -615,6 +628,10 @@ func (l *Loader) chain(ctx context.Context, t tables.Table, props tables.Props, 
 			return err
 		}
 		budget -= m.Read
+		if m.End == pos && m.Cut == files.CutSchema {
+			tl.end, tl.cut = pos, CutSchema
+			break
+		}
 		if m.End <= pos || m.End > next {
 			return fmt.Errorf("measure of %s partition %d [%d, %d) ended at %d", t.FullName(), tl.p, pos, next, m.End)
 		}
@@ -624,6 +641,9 @@ func (l *Loader) chain(ctx context.Context, t tables.Table, props tables.Props, 
 		pos = m.End
 		if m.End < next {
 			tl.end, tl.cut = m.End, CutMaxBytes
+			if m.Cut == files.CutSchema {
+				tl.cut = CutSchema
+			}
 			break
 		}
 	}

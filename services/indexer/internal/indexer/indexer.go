@@ -11,30 +11,48 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // Indexer runs the partition workers of one indexer node.
 type Indexer struct {
-	DB       lease.DB
-	Kafka    *kafkasrc.Client
-	Log      *slog.Logger
-	Settings parquetbuild.Settings // how range files are built; recorded with each range
+	DB     lease.DB
+	Kafka  *kafkasrc.Client
+	Codecs *tablecodec.Codecs
+	Log    *slog.Logger
+	// Settings are how range files are built (the schema version and registry ids are
+	// set per range); recorded with each range.
+	Settings parquetbuild.Settings
 	// GrowthCheck is how often the holder of a table's partition 0 asks Kafka whether the
 	// topic has gained partitions.
 	GrowthCheck time.Duration
 
 	metrics metrics
+	paused  sync.Map // "ns.table/partition" → why its indexing is paused
+}
+
+// Options are what an Indexer needs.
+type Options struct {
+	DB     lease.DB
+	Kafka  *kafkasrc.Client
+	Codecs *tablecodec.Codecs // decoders, schema versions, the schema registry
+	Meter  metric.Meter
+	Logger *slog.Logger
 }
 
 type metrics struct {
@@ -42,9 +60,13 @@ type metrics struct {
 	lag                                  metric.Int64Gauge
 }
 
-// New prepares an indexer that reports its metrics to m.
-func New(db lease.DB, kc *kafkasrc.Client, m metric.Meter, log *slog.Logger) (*Indexer, error) {
-	ix := &Indexer{DB: db, Kafka: kc, Log: log, Settings: parquetbuild.DefaultSettings(), GrowthCheck: 30 * time.Second}
+// New prepares an indexer that reports its metrics to o.Meter.
+func New(o Options) (*Indexer, error) {
+	m := o.Meter
+	ix := &Indexer{DB: o.DB, Kafka: o.Kafka, Codecs: o.Codecs, Log: o.Logger, Settings: parquetbuild.DefaultSettings(), GrowthCheck: 30 * time.Second}
+	if ix.Codecs == nil {
+		ix.Codecs = tablecodec.New(o.DB, nil)
+	}
 	var err error
 	counter := func(name, desc, unit string) metric.Int64Counter {
 		c, e := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
@@ -61,14 +83,36 @@ func New(db lease.DB, kc *kafkasrc.Client, m metric.Meter, log *slog.Logger) (*I
 }
 
 // Work is the lease.Worker of partition leases: it indexes until ctx ends, retrying after
-// failures (Kafka or Postgres unreachable) from the index, which is always consistent.
+// failures (Kafka, Postgres or the schema registry unreachable) from the index, which is
+// always consistent. While it fails, the partition's index row says why (DescribeTable)
+// and so do the node's figures (GetStatus).
 func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 	log := ix.Log.With("table", l.TableName, "partition", l.Partition, "epoch", l.Epoch)
+	name := fmt.Sprintf("%s/%d", l.TableName, l.Partition)
+	defer ix.paused.Delete(name)
+	paused := false
+	resumed := func() {
+		if !paused {
+			return
+		}
+		paused = false
+		ix.paused.Delete(name)
+		if err := ranges.SetIndexError(ctx, ix.DB, l, ""); err != nil {
+			log.Debug("could not clear why indexing paused", "error", err)
+		}
+		log.Info("indexing resumed")
+	}
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		err := ix.index(ctx, l, log)
+		err := ix.index(ctx, l, log, resumed)
 		if ctx.Err() != nil || errors.Is(err, lease.ErrLeaseLost) {
 			return
+		}
+		why := pauseReason(err)
+		paused = true
+		ix.paused.Store(name, why)
+		if serr := ranges.SetIndexError(ctx, ix.DB, l, why); serr != nil {
+			log.Debug("could not record why indexing paused", "error", serr)
 		}
 		log.Warn("indexing failed; resuming from the index", "error", err, "retry_in", backoff)
 		select {
@@ -80,15 +124,53 @@ func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 	}
 }
 
+// Paused reports the partitions whose indexing is paused on this node, and why, for the
+// node's status figures.
+func (ix *Indexer) Paused() map[string]string {
+	out := map[string]string{}
+	ix.paused.Range(func(k, v any) bool {
+		out[k.(string)] = v.(string)
+		return true
+	})
+	return out
+}
+
+// Figures are the node's status figures: how many partitions are paused, and why each.
+func (ix *Indexer) Figures() map[string]string {
+	p := ix.Paused()
+	out := map[string]string{"partitions_paused": strconv.Itoa(len(p))}
+	for k, why := range p {
+		out["paused "+k] = why
+	}
+	return out
+}
+
+// pauseReason says why indexing failed in words fit for an operator's status: the
+// dependency that cannot be reached, named; otherwise a pointer to the log (other
+// errors may carry internals).
+func pauseReason(err error) string {
+	switch apierr.Classify(err) {
+	case apierr.Unavailable, apierr.FailedPrecondition:
+		return err.Error()
+	}
+	if errors.Is(err, tablecodec.ErrUnknownSchema) {
+		return err.Error()
+	}
+	return "indexing failed and is retried; the indexer's log says why"
+}
+
 // cut is the range being built: [start, next) with its records measured so far.
 type cut struct {
 	start, next int64
 	opened      time.Time // when the range first had something in it
 	bytes       int64
 	b           *parquetbuild.Builder
+	dec         *tablecodec.Decoder
+	settings    parquetbuild.Settings
+	latestAt    time.Time // when latest-mode ids were last compared with the registry's
 }
 
-func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) error {
+func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, resumed func()) error {
 	tbl, err := tables.GetByID(ctx, ix.DB, l.Table)
 	if err != nil {
 		return err
@@ -115,11 +197,11 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) e
 		// Kafka deleted records before they were indexed (retention, DeleteRecords): they
 		// can never be rows. An empty range keeps the index contiguous and says so.
 		log.Warn("offsets deleted by Kafka before they were indexed", "from", start, "to", logStart)
-		b, err := parquetbuild.NewBuilder(io.Discard, tbl.Spec, ix.Settings)
+		gone, err := ix.newCut(ctx, &l, &tbl, start, false)
 		if err != nil {
 			return err
 		}
-		gone := &cut{start: start, next: logStart, b: b}
+		gone.next = logStart
 		if err := ix.store(ctx, l, gone, metric.WithAttributes(), log); err != nil {
 			return err
 		}
@@ -151,15 +233,33 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) e
 
 	var c *cut
 	open := func(at int64) error {
-		b, err := parquetbuild.NewBuilder(io.Discard, tbl.Spec, ix.Settings)
+		// Each range reads the table afresh: a new schema version or new properties
+		// (AlterTable) apply from the next range on.
+		if t, err := tables.GetByID(ctx, ix.DB, l.Table); err != nil {
+			return err
+		} else {
+			tbl, props = t, t.Props()
+		}
+		nc, err := ix.newCut(ctx, &l, &tbl, at, true)
 		if err != nil {
 			return err
 		}
-		c = &cut{start: at, next: at, b: b}
+		c = nc
 		return nil
 	}
 	if err := open(start); err != nil {
 		return err
+	}
+	// cutAt stores the open range as [start, at) (when it covers anything) and opens the
+	// next at at, with the table's current schema version.
+	cutAt := func(at int64) error {
+		if at > c.start {
+			c.next = at
+			if err := ix.store(ctx, l, c, attrs, log); err != nil {
+				return err
+			}
+		}
+		return open(at)
 	}
 	for {
 		// Poll until the open range is due, or the next growth check (partition 0).
@@ -184,6 +284,31 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) e
 			return err
 		}
 		for _, r := range recs {
+			for {
+				need := c.dec.Check(r)
+				if need.Kind == tablecodec.NeedNothing {
+					break
+				}
+				if need.Kind == tablecodec.NeedSchema {
+					// The first record of a registry schema: store the schema with the
+					// table (a rebuild then never needs the registry).
+					if err := ix.Codecs.Learn(ctx, tbl, need.ID, need.Key); err != nil {
+						return err
+					}
+					continue
+				}
+				// The schema has what the range's version lacks: the table evolves
+				// (the writer commits the new schema), and this record starts a
+				// range of the new version.
+				v, err := ix.Codecs.Evolve(ctx, &l, tbl, need.ID, need.Key)
+				if err != nil {
+					return err
+				}
+				log.Info("schema evolved", "schema_id", need.ID, "key", need.Key, "version", v.ID, "iceberg_schema_id", v.Schema.ID, "at_offset", r.Offset)
+				if err := cutAt(r.Offset); err != nil {
+					return err
+				}
+			}
 			if err := c.b.Add(r); err != nil {
 				return fmt.Errorf("build range at offset %d: %w", r.Offset, err)
 			}
@@ -198,6 +323,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) e
 			}
 			c.next = next
 		}
+		resumed() // a poll and its records went through
 		if lso := tail.LastStable(); lso >= 0 {
 			ix.metrics.lag.Record(ctx, max(0, lso-c.next), attrs)
 		}
@@ -208,9 +334,95 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger) e
 			if err := open(c.next); err != nil {
 				return err
 			}
+		} else if changed, err := ix.latestChanged(ctx, &tbl, c); err != nil {
+			return err
+		} else if changed {
+			// The subject has a new latest version: records from here on decode with it.
+			if err := cutAt(c.next); err != nil {
+				return err
+			}
 		}
 	}
 }
+
+// newCut opens a range at offset at with the table's current schema version. For
+// latest-mode decodings it asks the registry (when registry is set) for the subjects'
+// latest schemas, evolving the table when they have what its version lacks.
+func (ix *Indexer) newCut(ctx context.Context, l *lease.Lease, tbl *tables.Table, at int64, registry bool) (*cut, error) {
+	ids := [2]int{}
+	for i, dec := range []*tableschema.Decoding{tbl.Spec.Value, tbl.Spec.Key} {
+		if dec == nil || dec.Mode != tableschema.ModeLatest {
+			continue
+		}
+		if !registry {
+			// A range without records (offsets Kafka deleted) decodes nothing: any id
+			// the table knows will do.
+			s, err := ix.Codecs.TailSettings(ctx, *tbl)
+			if err == nil {
+				ids = [2]int{s.ValueSchemaID, s.KeySchemaID}
+				continue
+			}
+		}
+		id, err := ix.Codecs.Latest(ctx, *tbl, dec.Subject, i == 1)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	settings := ix.Settings
+	settings.TableVersion, settings.ValueSchemaID, settings.KeySchemaID = tbl.Version, ids[0], ids[1]
+	dec, err := ix.Codecs.Decoder(ctx, *tbl, settings)
+	if err != nil {
+		return nil, err
+	}
+	// A latest-mode schema newer than the version: evolve first, so the range's
+	// version has its fields.
+	for i, id := range ids {
+		if id == 0 || dec.Covers(id, i == 1) {
+			continue
+		}
+		v, err := ix.Codecs.Evolve(ctx, l, *tbl, id, i == 1)
+		if err != nil {
+			return nil, err
+		}
+		tbl.Version = v.ID
+		settings.TableVersion = v.ID
+		if dec, err = ix.Codecs.Decoder(ctx, *tbl, settings); err != nil {
+			return nil, err
+		}
+	}
+	b, err := parquetbuild.NewBuilderFor(io.Discard, dec, settings)
+	if err != nil {
+		return nil, err
+	}
+	return &cut{start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}, nil
+}
+
+// latestChanged reports whether a latest-mode subject of the range has a newer latest
+// version than the one the range decodes with (asked every few seconds).
+func (ix *Indexer) latestChanged(ctx context.Context, tbl *tables.Table, c *cut) (bool, error) {
+	if time.Since(c.latestAt) < latestCheck {
+		return false, nil
+	}
+	c.latestAt = time.Now()
+	for i, dec := range []*tableschema.Decoding{tbl.Spec.Value, tbl.Spec.Key} {
+		if dec == nil || dec.Mode != tableschema.ModeLatest {
+			continue
+		}
+		id, err := ix.Codecs.Latest(ctx, *tbl, dec.Subject, i == 1)
+		if err != nil {
+			return false, err
+		}
+		if have := []int{c.settings.ValueSchemaID, c.settings.KeySchemaID}[i]; id != have {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// latestCheck is how often a latest-mode range compares its schema with the registry's
+// latest: how long after a new version records may still decode with the old one.
+const latestCheck = 2 * time.Second
 
 // store finishes the range's measuring build and stores it under the lease.
 func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metric.MeasurementOption, log *slog.Logger) error {
@@ -218,7 +430,7 @@ func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metri
 	if err != nil {
 		return fmt.Errorf("build range [%d, %d): %w", c.start, c.next, err)
 	}
-	settings, err := json.Marshal(ix.Settings)
+	settings, err := json.Marshal(c.settings)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 	"github.com/minkhq/mink/services/indexer/internal/indexer"
@@ -72,7 +73,7 @@ func newEnv(t *testing.T) *env {
 // workers are the real indexer.
 func (e *env) startIndexer(t *testing.T, id string) (stop func()) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ix, err := indexer.New(e.db, e.kc, noop.NewMeterProvider().Meter("test"), log)
+	ix, err := indexer.New(indexer.Options{DB: e.db, Kafka: e.kc, Meter: noop.NewMeterProvider().Meter("test"), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestIndexTilesEveryPartition(t *testing.T) {
 	// Every range rebuilds byte for byte from Kafka.
 	rs, _ := ranges.List(context.Background(), e.db, tbl.ID, 1, -1)
 	for _, r := range rs {
-		if _, err := rangefile.Build(context.Background(), e.kc, tbl, r, io.Discard); err != nil {
+		if _, err := rangefile.Build(context.Background(), e.kc, tablecodec.New(e.db, nil), tbl, r, io.Discard); err != nil {
 			t.Fatalf("rebuild [%d, %d): %v", r.Start, r.End, err)
 		}
 	}
@@ -425,7 +426,7 @@ func rebuildMain() {
 		panic(err)
 	}
 	defer kc.Close()
-	fs, err := rangefile.Build(ctx, kc, tbl, rs[0], io.Discard)
+	fs, err := rangefile.Build(ctx, kc, tablecodec.New(db, nil), tbl, rs[0], io.Discard)
 	if err != nil {
 		panic(err)
 	}

@@ -88,14 +88,14 @@ func (tw *tableWriter) startAssembly(ctx context.Context) {
 		return
 	}
 	tw.assembling = true
-	kc, tbl, log, m, attrs := tw.w.kafka, tw.tbl, tw.log, tw.w.m, tw.attrs
+	kc, codecs, tbl, log, m, attrs := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log, tw.w.m, tw.attrs
 	tw.wg.Add(1)
 	go func() {
 		defer tw.wg.Done()
 		var out []merge
 		for _, g := range groups {
 			first, last := g[0], g[len(g)-1]
-			f, err := buildFile(ctx, kc, tbl, first.Partition, first.Start, last.End, first.Settings)
+			f, err := buildFile(ctx, kc, codecs, tbl, first.Partition, first.Start, last.End, first.Settings)
 			if err == nil {
 				var want int64
 				for _, x := range g {

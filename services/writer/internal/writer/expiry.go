@@ -15,6 +15,7 @@ import (
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -120,15 +121,17 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 // build builds the file of offsets [start, end) of a partition once, into nothing, to
 // measure it: the same deterministic build the file servers repeat on demand.
 func (tw *tableWriter) build(ctx context.Context, partition int32, start, end int64, settings json.RawMessage) (icebergmeta.DataFile, error) {
-	return buildFile(ctx, tw.w.kafka, tw.tbl, partition, start, end, settings)
+	return buildFile(ctx, tw.w.kafka, tw.w.codecs, tw.tbl, partition, start, end, settings)
 }
 
-func buildFile(ctx context.Context, kc *kafkasrc.Client, t tables.Table, partition int32, start, end int64, settings json.RawMessage) (icebergmeta.DataFile, error) {
+// buildFile builds a file with the recipe (settings) of the files it replaces: the same
+// schema version and registry schemas, so its rows are theirs.
+func buildFile(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, partition int32, start, end int64, settings json.RawMessage) (icebergmeta.DataFile, error) {
 	var s parquetbuild.Settings
 	if err := json.Unmarshal(settings, &s); err != nil {
 		return icebergmeta.DataFile{}, fmt.Errorf("bad recorded settings: %w", err)
 	}
-	fs, err := rangefile.BuildOffsets(ctx, kc, t, s, partition, start, end, io.Discard)
+	fs, err := rangefile.BuildOffsets(ctx, kc, codecs, t, s, partition, start, end, io.Discard)
 	if err != nil {
 		return icebergmeta.DataFile{}, err
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
@@ -176,7 +177,7 @@ func (f *fixture) index(p int32, step int64) {
 	settings, _ := json.Marshal(parquetbuild.DefaultSettings())
 	for start < po.LastStable {
 		end := min(start+step, po.LastStable)
-		fs, err := rangefile.BuildOffsets(f.ctx, f.src, f.tbl, parquetbuild.DefaultSettings(), p, start, end, io.Discard)
+		fs, err := rangefile.BuildOffsets(f.ctx, f.src, tablecodec.New(f.db, nil), f.tbl, parquetbuild.DefaultSettings(), p, start, end, io.Discard)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -216,7 +217,7 @@ func (l testLog) Write(b []byte) (int, error) {
 
 func (f *fixture) newWriter() *Writer {
 	f.t.Helper()
-	w, err := New(f.db, f.src, nil, slog.New(slog.NewTextHandler(testLog{f.t}, nil)))
+	w, err := New(Options{DB: f.db, Kafka: f.src, Logger: slog.New(slog.NewTextHandler(testLog{f.t}, nil))})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/tablecodec"
 )
 
 // Live loads leave rows a file server wrote: tail data files (mink_data_files with
@@ -28,7 +29,7 @@ func TestCollectionOfLiveLoadRows(t *testing.T) {
 	// What a live load stores, as the file server's live package does.
 	tailRow := func(start, end int64, ttl time.Duration) string {
 		t.Helper()
-		fs, err := rangefile.BuildOffsets(f.ctx, f.src, f.tbl, parquetbuild.DefaultSettings(), 0, start, end, io.Discard)
+		fs, err := rangefile.BuildOffsets(f.ctx, f.src, tablecodec.New(f.db, nil), f.tbl, parquetbuild.DefaultSettings(), 0, start, end, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

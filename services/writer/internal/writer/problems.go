@@ -103,7 +103,7 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 		size += r.old.Size
 	}
 	tw.repairing = true
-	kc, tbl, log := tw.w.kafka, tw.tbl, tw.log
+	kc, codecs, tbl, log := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log
 	tw.wg.Add(1)
 	go func() {
 		defer tw.wg.Done()
@@ -111,7 +111,7 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 	build:
 		for _, r := range todo {
 			f := r.old
-			nf, err := buildFile(ctx, kc, tbl, f.Partition, f.Start, f.End, f.Settings)
+			nf, err := buildFile(ctx, kc, codecs, tbl, f.Partition, f.Start, f.End, f.Settings)
 			switch {
 			case errors.Is(err, kafkasrc.ErrOffsetsGone):
 				r.outcome = repairGone

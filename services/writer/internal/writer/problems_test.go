@@ -19,6 +19,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -73,7 +74,7 @@ func (f *fixture) rebuilds(key string) bool {
 	if err != nil {
 		f.t.Fatalf("data file %s: %v", key, err)
 	}
-	_, err = rangefile.Build(f.ctx, f.src, f.tbl, r, io.Discard)
+	_, err = rangefile.Build(f.ctx, f.src, tablecodec.New(f.db, nil), f.tbl, r, io.Discard)
 	if err != nil && !errors.Is(err, rangefile.ErrMismatch) {
 		f.t.Fatalf("rebuild %s: %v", key, err)
 	}

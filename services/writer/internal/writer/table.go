@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -75,27 +76,81 @@ func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*ta
 		}
 		return nil, err
 	}
-	schema, err := tbl.Spec.IcebergSchema()
-	if err != nil {
-		return nil, fmt.Errorf("schema of %s: %w", tbl.FullName(), err)
-	}
 	cfg, bad := configOf(tbl)
 	for _, err := range bad {
 		log.Warn("bad writer property; using its default", "error", err)
 	}
 	tw := &tableWriter{
 		w: w, l: l, log: log, tbl: tbl, cfg: cfg,
-		meta:         icebergmeta.Table{Namespace: tbl.Namespace, Name: tbl.Name, Schema: schema, Properties: tbl.Properties},
+		meta:         icebergmeta.Table{Namespace: tbl.Namespace, Name: tbl.Name, Properties: tbl.Properties},
 		reader:       icebergmeta.NewReader(icebergmeta.StoreFunc(w.metaFile)),
 		attrs:        metric.WithAttributes(attribute.String("table", tbl.FullName())),
 		logStart:     map[int32]int64{},
 		assemblyDone: make(chan []merge, 1),
 		repairDone:   make(chan []repair, 1),
 	}
+	if err := tw.loadSchemas(ctx); err != nil {
+		return nil, err
+	}
 	if err := tw.load(ctx); err != nil {
 		return nil, err
 	}
 	return tw, nil
+}
+
+// loadSchemas reads the table's schema versions: the current one's schema is what
+// commits make current, after adding every schema the metadata lacks.
+func (tw *tableWriter) loadSchemas(ctx context.Context) error {
+	vs, err := tables.Versions(ctx, tw.w.db, tw.tbl.ID)
+	if err != nil {
+		return err
+	}
+	tw.meta.Schema, tw.meta.Schemas = nil, nil
+	seen := map[int]bool{}
+	for _, v := range vs {
+		if !seen[v.Schema.ID] {
+			seen[v.Schema.ID] = true
+			tw.meta.Schemas = append(tw.meta.Schemas, v.Schema)
+		}
+		if v.ID == tw.tbl.Version {
+			tw.meta.Schema = v.Schema
+		}
+	}
+	if tw.meta.Schema == nil {
+		return fmt.Errorf("table %s: current schema version %d is not stored", tw.tbl.FullName(), tw.tbl.Version)
+	}
+	return nil
+}
+
+// refresh rereads the table's definition: a new schema version (the indexers evolved it,
+// or AlterTable) or new properties. It reports whether the metadata must change for
+// them even without new files.
+func (tw *tableWriter) refresh(ctx context.Context) (bool, error) {
+	t, err := tables.GetByID(ctx, tw.w.db, tw.l.Table)
+	if err != nil {
+		if apierr.Classify(err) == apierr.NotFound {
+			return false, fmt.Errorf("%w: %v", errTableGone, err)
+		}
+		return false, err
+	}
+	if t.Version != tw.tbl.Version {
+		tw.tbl.Version = t.Version
+		if err := tw.loadSchemas(ctx); err != nil {
+			return false, err
+		}
+		tw.log.Info("new schema version", "version", t.Version, "schema_id", tw.meta.Schema.ID)
+	}
+	if !maps.Equal(t.Properties, tw.tbl.Properties) {
+		tw.tbl.Properties, tw.meta.Properties = t.Properties, t.Properties
+		cfg, bad := configOf(t)
+		for _, err := range bad {
+			tw.log.Warn("bad writer property; using its default", "error", err)
+		}
+		tw.cfg = cfg
+	}
+	tw.tbl.Spec = t.Spec
+	md := tw.st.base.Metadata
+	return md != nil && md.CurrentSchema().ID != tw.meta.Schema.ID || md != nil && !maps.Equal(icebergProps(md), icebergmeta.PropertiesOf(tw.meta)), nil
 }
 
 // metaFile reads a stored metadata file.
@@ -286,8 +341,13 @@ func (tw *tableWriter) dbNow(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
-// commitNew commits the ranges indexed beyond the current snapshot as one append.
+// commitNew commits the ranges indexed beyond the current snapshot as one append, with
+// the table's current schema and properties (alone, when there are no new ranges).
 func (tw *tableWriter) commitNew(ctx context.Context) error {
+	metaChanged, err := tw.refresh(ctx)
+	if err != nil {
+		return err
+	}
 	parts, err := ranges.Partitions(ctx, tw.w.db, tw.l.Table)
 	if err != nil {
 		return err
@@ -342,6 +402,9 @@ func (tw *tableWriter) commitNew(ctx context.Context) error {
 	}
 	tw.w.m.lag.Record(ctx, lag, tw.attrs)
 	if len(cover) == 0 {
+		if metaChanged {
+			return tw.commitMeta(ctx)
+		}
 		return nil
 	}
 	for _, f := range add {
@@ -375,6 +438,28 @@ func (tw *tableWriter) commitNew(ctx context.Context) error {
 	tw.log.Debug("committed new ranges", "files", len(add), "records", recs, "version", res.Version, "snapshot", res.Snapshot.SnapshotID)
 	return nil
 }
+
+// commitMeta commits a new schema or new properties with no new snapshot.
+func (tw *tableWriter) commitMeta(ctx context.Context) error {
+	now, err := tw.dbNow(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{Now: now})
+	if errors.Is(err, icebergmeta.ErrNoChange) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := tw.store(ctx, "update", res, nil, nil); err != nil {
+		return err
+	}
+	tw.log.Info("committed the table's schema and properties", "schema_id", tw.meta.Schema.ID, "version", res.Version)
+	return nil
+}
+
+func icebergProps(md table.Metadata) map[string]string { return md.Properties() }
 
 // fromRange is the data file of an indexed range.
 func fromRange(t tables.Table, r ranges.Range) icebergmeta.DataFile {

@@ -34,14 +34,16 @@ import (
 
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/tablecodec"
 )
 
 // Writer runs the writer-lease workers of one writer node.
 type Writer struct {
-	db    lease.DB
-	kafka *kafkasrc.Client
-	log   *slog.Logger
-	m     metrics
+	db     lease.DB
+	kafka  *kafkasrc.Client
+	codecs *tablecodec.Codecs
+	log    *slog.Logger
+	m      metrics
 
 	// beforeStore, when set (tests), runs after a commit's files are built and before
 	// they are stored, and before file problems are cleared ("clear-problems"): where a
@@ -54,17 +56,31 @@ type metrics struct {
 	lag                                                                                   metric.Int64Gauge
 }
 
+// Options are what a Writer needs.
+type Options struct {
+	DB    lease.DB
+	Kafka *kafkasrc.Client
+	// Codecs decode the records of files the writer builds (assembly, expiry, repairs);
+	// nil: over DB, without a schema registry (rebuilds never need one).
+	Codecs *tablecodec.Codecs
+	Meter  metric.Meter // nil: the global OpenTelemetry meter provider's
+	Logger *slog.Logger // nil: slog.Default()
+}
+
 // New prepares a writer. Kafka is read only for log start offsets (expiry) and to
-// build merged and tail files (assembly, expiry). Metrics go to m (nil: the global
-// OpenTelemetry meter provider's).
-func New(db lease.DB, kc *kafkasrc.Client, m metric.Meter, log *slog.Logger) (*Writer, error) {
+// build merged and tail files (assembly, expiry).
+func New(o Options) (*Writer, error) {
+	log, m := o.Logger, o.Meter
 	if log == nil {
 		log = slog.Default()
 	}
 	if m == nil {
 		m = otel.Meter("github.com/minkhq/mink/writer")
 	}
-	w := &Writer{db: db, kafka: kc, log: log}
+	if o.Codecs == nil {
+		o.Codecs = tablecodec.New(o.DB, nil)
+	}
+	w := &Writer{db: o.DB, kafka: o.Kafka, codecs: o.Codecs, log: log}
 	var err error
 	counter := func(name, desc, unit string) metric.Int64Counter {
 		c, e := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
