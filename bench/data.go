@@ -74,6 +74,16 @@ func (s Sizes) Total() (records, bytes int64) {
 // must be new, so offsets start at 0) and returns their sizes. Compression is the
 // producer's batch codec: "none", "snappy", "lz4" or "zstd".
 func (e *Env) Produce(ctx context.Context, topic string, partitions int32, perPartition int, compression string, seed uint64) (Sizes, error) {
+	return e.ProduceWith(ctx, topic, partitions, perPartition, compression, seed, func(rng *rand.Rand, i int) ([]byte, []byte, error) {
+		k, v := event(rng, i)
+		return k, v, nil
+	})
+}
+
+// ProduceWith is Produce with the records made by gen: the key and value of the i-th
+// record of a partition, from that partition's deterministic rng.
+func (e *Env) ProduceWith(ctx context.Context, topic string, partitions int32, perPartition int, compression string, seed uint64,
+	gen func(rng *rand.Rand, i int) (key, value []byte, err error)) (Sizes, error) {
 	codec, err := codecOf(compression)
 	if err != nil {
 		return nil, err
@@ -93,7 +103,10 @@ func (e *Env) Produce(ctx context.Context, topic string, partitions int32, perPa
 		rng := rand.New(rand.NewPCG(seed, uint64(p)))
 		sizes[p] = make([]int32, perPartition)
 		for i := range perPartition {
-			k, v := event(rng, i)
+			k, v, err := gen(rng, i)
+			if err != nil {
+				return nil, fmt.Errorf("bench: record %d of %s/%d: %w", i, topic, p, err)
+			}
 			sizes[p][i] = int32(len(k) + len(v))
 			cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: k, Value: v}, func(r *kgo.Record, err error) {
 				if err != nil {

@@ -8,9 +8,11 @@
 //   - Kafka is franz-go's kfake in this process unless brokers are given.
 //   - Mink's roles run as real processes of their released binaries (mink-indexer,
 //     mink-writer, mink-fileserver), built once per run, exactly as an operator runs them.
+//   - The Schema Registry of items 9 and 10 is franz-go's srfake in this process.
 //   - Baselines and the in-process parts of Mink (pkg/rangefile builds, the coordination
 //     simulation) run in this process.
 //
 // The harness is a main package (bench/cmd/minkbench) and never runs under go test: the
-// only test here checks the report's arithmetic and rendering.
+// tests here check the report's arithmetic and rendering, and that the bare loops of the
+// Schema Registry items decode the rows Mink's decoders do; they start nothing.
 package bench

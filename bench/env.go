@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/pgschema"
@@ -37,8 +38,9 @@ type Env struct {
 	PGAdmin string // URL of the postgres database of the cluster
 	Brokers []string
 
-	pg    *pgtest.Cluster // nil when PGAdmin was given
-	kfake *kfake.Cluster  // nil when brokers were given
+	pg    *pgtest.Cluster  // nil when PGAdmin was given
+	kfake *kfake.Cluster   // nil when brokers were given
+	reg   *srfake.Registry // the schema registry of items 9 and 10, started when first asked for
 
 	mu    sync.Mutex
 	procs []*Proc
@@ -142,6 +144,9 @@ func (e *Env) Close() {
 	for _, p := range procs {
 		p.Kill()
 	}
+	if e.reg != nil {
+		e.reg.Close()
+	}
 	if e.kfake != nil {
 		e.kfake.Close()
 	}
@@ -190,6 +195,19 @@ func createDB(ctx context.Context, admin string) (string, error) {
 		url += "/"
 	}
 	return url + name + q, nil
+}
+
+// SchemaRegistry returns the schema registry the Schema Registry tables' producers,
+// baselines and indexer processes use: franz-go's srfake, an in-memory
+// Confluent-compatible registry serving HTTP on loopback in this process, started on
+// first use.
+func (e *Env) SchemaRegistry() *srfake.Registry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.reg == nil {
+		e.reg = srfake.New()
+	}
+	return e.reg
 }
 
 // Kafka returns a Mink Kafka client (kafkasrc) for reads.

@@ -11,7 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/registry"
+	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // IndexRun is one run of real indexer processes over a topic, as Postgres recorded it.
@@ -38,6 +41,11 @@ type IndexOptions struct {
 	Props      map[string]string // table properties (range size and age)
 	Timeout    time.Duration
 	PerfDir    string // when set, the processes are recorded with Linux perf while they index
+	// Spec is the table's format; the zero Spec is EventSpec. A Schema Registry format
+	// needs Registry, the registry's URL: the processes get it as --schema-registry-url,
+	// and the table's first version is read from it as CreateTable reads it.
+	Spec     tableschema.Spec
+	Registry string
 }
 
 // RunIndexers starts opts.Procs indexer processes on a fresh database, waits until all
@@ -58,8 +66,16 @@ func (e *Env) RunIndexers(ctx context.Context, opts IndexOptions) (*IndexRun, er
 	}()
 	var procs []*Proc
 	defer func() { StopAll(procs) }()
+	spec := opts.Spec
+	if spec.Format == "" {
+		spec = EventSpec
+	}
+	var extra []string
+	if opts.Registry != "" {
+		extra = append(extra, "--schema-registry-url", opts.Registry)
+	}
 	for i := range opts.Procs {
-		p, err := e.Start("indexer", "idx-"+strconv.Itoa(i+1), url, opts.TTL)
+		p, err := e.Start("indexer", "idx-"+strconv.Itoa(i+1), url, opts.TTL, extra...)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +103,7 @@ func (e *Env) RunIndexers(ctx context.Context, opts IndexOptions) (*IndexRun, er
 			return nil, err
 		}
 	}
-	run.Table, err = tables.Create(ctx, db, tables.Table{Name: opts.Topic, Topic: opts.Topic, Spec: EventSpec, Properties: opts.Props}, opts.Partitions)
+	run.Table, err = createTable(ctx, db, tables.Table{Name: opts.Topic, Topic: opts.Topic, Spec: spec, Properties: opts.Props}, opts.Partitions, opts.Registry)
 	if err != nil {
 		perf.Stop()
 		return nil, err
@@ -140,6 +156,25 @@ func (e *Env) RunIndexers(ctx context.Context, opts IndexOptions) (*IndexRun, er
 	}
 	ok = true
 	return run, nil
+}
+
+// createTable creates t as CreateTable does: a Schema Registry table's first version is
+// its subject's latest schema, stored with it.
+func createTable(ctx context.Context, db *pgxpool.Pool, t tables.Table, partitions int32, registryURL string) (tables.Table, error) {
+	if !t.Spec.Format.Registry() {
+		return tables.Create(ctx, db, t, partitions)
+	}
+	reg, err := registry.New(registry.Config{URL: registryURL})
+	if err != nil {
+		return tables.Table{}, err
+	}
+	defer reg.Close()
+	spec, fields, schemas, err := tablecodec.New(db, reg).FirstVersion(ctx, t.Spec)
+	if err != nil {
+		return tables.Table{}, err
+	}
+	t.Spec = spec
+	return tables.CreateVersioned(ctx, db, t, partitions, fields, schemas)
 }
 
 // Measured is what a run indexed in how long.

@@ -43,20 +43,41 @@ func CutsOf(p int32, rs []ranges.Range) Cuts {
 
 // cutter builds one file per cut into io.Discard, fed record by record.
 type cutter struct {
-	spec  tableschema.Spec
+	mk    FileMaker
 	cuts  Cuts
 	i     int // file being built
 	b     *parquetbuild.Builder
 	files int64 // bytes of the files built
+	// built are the files built, in order: their sizes and checksums tell whether two
+	// loops built the same bytes.
+	built []parquetbuild.FileStats
+	// check, when set, runs before each record is added (the indexer's Check).
+	check func(record.Record) error
+}
+
+// FileMaker starts one file's builder, writing to io.Discard: how a loop decodes and
+// encodes its records.
+type FileMaker func() (*parquetbuild.Builder, error)
+
+// SpecFiles builds files of a JSON or raw table spec, decoded by pkg/rowcodec: item 1's
+// encode.
+func SpecFiles(spec tableschema.Spec) FileMaker {
+	return func() (*parquetbuild.Builder, error) {
+		return parquetbuild.NewBuilder(io.Discard, spec, parquetbuild.DefaultSettings())
+	}
 }
 
 func newCutter(spec tableschema.Spec, c Cuts) (*cutter, error) {
-	ct := &cutter{spec: spec, cuts: c}
+	return newCutterFor(SpecFiles(spec), c)
+}
+
+func newCutterFor(mk FileMaker, c Cuts) (*cutter, error) {
+	ct := &cutter{mk: mk, cuts: c}
 	return ct, ct.open()
 }
 
 func (c *cutter) open() (err error) {
-	c.b, err = parquetbuild.NewBuilder(io.Discard, c.spec, parquetbuild.DefaultSettings())
+	c.b, err = c.mk()
 	return err
 }
 
@@ -64,6 +85,11 @@ func (c *cutter) open() (err error) {
 func (c *cutter) add(r record.Record) (bool, error) {
 	if c.done() || r.Offset < c.cuts.From {
 		return c.done(), nil
+	}
+	if c.check != nil {
+		if err := c.check(r); err != nil {
+			return false, err
+		}
 	}
 	if err := c.b.Add(r); err != nil {
 		return false, err
@@ -76,6 +102,7 @@ func (c *cutter) add(r record.Record) (bool, error) {
 		return false, err
 	}
 	c.files += fs.Size
+	c.built = append(c.built, fs)
 	c.i++
 	if c.done() {
 		return true, nil
@@ -137,18 +164,24 @@ func (e *Env) consume(ctx context.Context, topic string, c Cuts, fn func(record.
 // the same Parquet encode (parquetbuild.Builder into io.Discard), no Postgres, no
 // leases, files cut where c says.
 func (e *Env) BareLoop(ctx context.Context, topic string, spec tableschema.Spec, c Cuts) (time.Duration, error) {
+	d, _, err := e.BareLoopFor(ctx, topic, SpecFiles(spec), c)
+	return d, err
+}
+
+// BareLoopFor is BareLoop with the files made by mk; it also returns the files built.
+func (e *Env) BareLoopFor(ctx context.Context, topic string, mk FileMaker, c Cuts) (time.Duration, []parquetbuild.FileStats, error) {
 	start := time.Now()
-	ct, err := newCutter(spec, c)
+	ct, err := newCutterFor(mk, c)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := e.consume(ctx, topic, c, ct.add); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if !ct.done() {
-		return 0, fmt.Errorf("bench: bare loop ended after %d of %d files", ct.i, len(c.Ends))
+		return 0, nil, fmt.Errorf("bench: bare loop ended after %d of %d files", ct.i, len(c.Ends))
 	}
-	return time.Since(start), nil
+	return time.Since(start), ct.built, nil
 }
 
 // BareLoopParallel runs one bare loop per partition at once: the machine's limit for
@@ -182,11 +215,18 @@ func (e *Env) Fetch(ctx context.Context, topic string, c Cuts) ([]record.Record,
 // EncodeOnly builds the files from records in memory: the decode and encode part of
 // the bare loop.
 func EncodeOnly(spec tableschema.Spec, c Cuts, recs []record.Record) (time.Duration, error) {
+	return EncodeOnlyFor(SpecFiles(spec), nil, c, recs)
+}
+
+// EncodeOnlyFor is EncodeOnly with the files made by mk, and check (when set) run
+// before each record is added.
+func EncodeOnlyFor(mk FileMaker, check func(record.Record) error, c Cuts, recs []record.Record) (time.Duration, error) {
 	start := time.Now()
-	ct, err := newCutter(spec, c)
+	ct, err := newCutterFor(mk, c)
 	if err != nil {
 		return 0, err
 	}
+	ct.check = check
 	for _, r := range recs {
 		if done, err := ct.add(r); err != nil || done {
 			return time.Since(start), err
@@ -199,11 +239,18 @@ func EncodeOnly(spec tableschema.Spec, c Cuts, recs []record.Record) (time.Durat
 // the same builder, without Postgres or leases. It tells apart the cost of how the
 // indexer reads Kafka from the cost of running as a leased role process.
 func TailerLoop(ctx context.Context, kc *kafkasrc.Client, topic string, spec tableschema.Spec, c Cuts) (time.Duration, error) {
+	return TailerLoopFor(ctx, kc, topic, SpecFiles(spec), nil, c)
+}
+
+// TailerLoopFor is TailerLoop with the files made by mk, and check (when set) run
+// before each record is added, as the indexer runs tablecodec's Check.
+func TailerLoopFor(ctx context.Context, kc *kafkasrc.Client, topic string, mk FileMaker, check func(record.Record) error, c Cuts) (time.Duration, error) {
 	start := time.Now()
-	ct, err := newCutter(spec, c)
+	ct, err := newCutterFor(mk, c)
 	if err != nil {
 		return 0, err
 	}
+	ct.check = check
 	t := kafkasrc.NewTailer(kc, topic, c.Partition, c.From)
 	defer t.Close()
 	for !ct.done() {

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +114,102 @@ func TestWriteDocKeepsTheAnalysis(t *testing.T) {
 	}
 	if strings.Contains(got, "50.0 MB/s") || strings.Count(got, BeginMarker) != 1 {
 		t.Errorf("old results kept or markers doubled:\n%s", got)
+	}
+}
+
+// A run of some items keeps the others' rows and sections, and says which it replaced.
+func TestWriteDocMergesARunOfSomeItems(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	full := &Report{Started: time.Unix(0, 0), Command: "minkbench", LoadStart: "1 1 1", LoadEnd: "1 1 1", Items: []*Item{
+		{N: 1, Title: "Indexing", Rows: []Row{Speed("one partition", 50, 100, "MB/s")}, Notes: []string{"full run note"}},
+		{N: 2, Title: "Builds", Rows: []Row{Speed("builds", 70, 100, "MB/s")}},
+		{N: 9, Title: "Avro", Rows: []Row{Speed("avro", 60, 100, "rec/s")}},
+	}}
+	if err := full.WriteDoc(path); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := read()
+	some := func(v float64) *Report {
+		return &Report{Started: time.Unix(3600, 0), Command: "minkbench -items 9", LoadStart: "2 2 2", LoadEnd: "3 3 3", Commit: "abc",
+			Items: []*Item{{N: 9, Title: "Avro", Rows: []Row{Speed("avro", v, 100, "rec/s")}, Notes: []string{"partial note"}}}}
+	}
+	for _, v := range []float64{90, 95} { // twice: the second run's note replaces the first's
+		if err := some(v).WriteDoc(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := read()
+	for _, want := range []string{"| 1 | one partition | 50.0 MB/s | 100 MB/s | 0.50× |", "| 2 | builds |", "full run note",
+		"| 9 | avro | 95.0 rec/s | 100 rec/s | 0.95× |", "partial note", "Run of 1970-01-01 00:00 UTC",
+		"Item 9 was run on its own at 1970-01-01 01:00 UTC", "load average at start 2 2 2, at end 3 3 3; commit abc"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("merged doc lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "0.60×") || strings.Contains(got, "0.90×") || strings.Count(got, "was run on its own") != 1 {
+		t.Errorf("old results of item 9, or two notes, kept:\n%s", got)
+	}
+	// Items in number order, each section once.
+	if a, b, c := strings.Index(got, "### 1. Indexing"), strings.Index(got, "### 2. Builds"), strings.Index(got, "### 9. Avro"); !(a < b && b < c) ||
+		strings.Count(got, "### 9. Avro") != 1 {
+		t.Errorf("sections out of order:\n%s", got)
+	}
+	// Everything of items 1 and 2 is as the full run wrote it.
+	g0, ok0 := parseGenerated(before[strings.Index(before, BeginMarker)+len(BeginMarker)+2:])
+	g1, ok1 := parseGenerated(got[strings.Index(got, BeginMarker)+len(BeginMarker)+2:])
+	if !ok0 || !ok1 {
+		t.Fatal("generated sections do not parse")
+	}
+	for _, n := range []int{1, 2} {
+		if g0.rows[n] != g1.rows[n] || g0.sections[n] != g1.sections[n] {
+			t.Errorf("item %d changed:\n%q\n%q", n, g0.sections[n], g1.sections[n])
+		}
+	}
+	// Replace drops what this run did not measure.
+	r := some(99)
+	r.Replace = true
+	if err := r.WriteDoc(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); strings.Contains(got, "### 1. Indexing") || strings.Contains(got, "was run on its own") {
+		t.Errorf("replace kept other items:\n%s", got)
+	}
+}
+
+// The generated section of docs/benchmarks.md takes apart and puts back together
+// exactly, so a run of some items keeps the others' results unchanged.
+func TestParseTheCommittedResults(t *testing.T) {
+	b, err := os.ReadFile("../docs/benchmarks.md")
+	if err != nil {
+		t.Skip(err)
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, BeginMarker), strings.Index(doc, EndMarker)
+	if i < 0 || j < i {
+		t.Fatal("no markers")
+	}
+	text := strings.TrimPrefix(doc[i+len(BeginMarker):j], "\n\n")
+	g, ok := parseGenerated(text)
+	if !ok || g.sections[1] == "" || g.rows[1] == "" {
+		t.Fatalf("does not parse: %v, %d sections", ok, len(g.sections))
+	}
+	var sb strings.Builder
+	sb.WriteString(g.header + summaryHead)
+	nums := slices.Sorted(maps.Keys(g.sections))
+	for _, n := range nums {
+		sb.WriteString(g.rows[n])
+	}
+	for _, n := range nums {
+		sb.WriteString(g.sections[n])
+	}
+	if sb.String() != strings.TrimRight(text, "\n")+"\n" {
+		t.Errorf("parsed and put back together, the results differ")
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 // Config is one run's sizes. The defaults finish within 10 minutes on 2 cores.
 type Config struct {
-	Items []int // which of issue 10's items to run (1-8)
+	Items []int // which items to run: issue 10's 1-8, and 9 and 10 (Schema Registry indexing)
 
 	Compression string // producer batch codec of the benchmark topics
 	Reps        int    // repetitions of each measurement; the best is reported
@@ -30,6 +30,10 @@ type Config struct {
 	RangeBytes       int64         // mink.range.target-bytes
 	RangeMaxAge      time.Duration // mink.range.max-age
 	IndexTTL         time.Duration // lease_ttl of the indexing processes (rounds every TTL/3)
+
+	// 9, 10: indexing Schema Registry tables (one partition each).
+	AvroRecords  int // records of the Avro topic
+	ProtoRecords int // records of the Protobuf topic
 
 	// 3-6: the file server.
 	FS FSConfig
@@ -52,7 +56,7 @@ type Config struct {
 // DefaultConfig is what make bench runs.
 func DefaultConfig() Config {
 	return Config{
-		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8},
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
 		Compression: "none",
 		Reps:        3,
 
@@ -63,6 +67,9 @@ func DefaultConfig() Config {
 		RangeBytes:       8 << 20,
 		RangeMaxAge:      2 * time.Second,
 		IndexTTL:         900 * time.Millisecond,
+
+		AvroRecords:  200_000,
+		ProtoRecords: 200_000,
 
 		FS: DefaultFSConfig(),
 
@@ -84,8 +91,8 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, it := range c.Items {
-		if it < 1 || it > 8 {
-			bad("items: %d is not one of issue 10's items (1-8)", it)
+		if it < 1 || it > 10 {
+			bad("items: %d is not one of the items (1-10)", it)
 		}
 	}
 	if c.Reps < 1 {
@@ -93,6 +100,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OneRecords < 1000 || c.PartitionRecords < 1000 || c.Partitions < 1 {
 		bad("records and partitions: want at least 1000 records per partition and 1 partition")
+	}
+	if c.AvroRecords < 1000 || c.ProtoRecords < 1000 {
+		bad("avro-records, proto-records: want at least 1000")
 	}
 	if c.RangeBytes < 1024 {
 		bad("range-bytes: %d, want at least 1024", c.RangeBytes)
@@ -190,6 +200,21 @@ func Run(ctx context.Context, e *Env, c Config) *Report {
 	if c.has(8) {
 		it := item(8, "Failover")
 		if err := runFailover(ctx, e, c, it); err != nil {
+			fail(it, err)
+		}
+	}
+	for _, f := range []struct {
+		n       int
+		title   string
+		format  RegFormat
+		records int
+	}{{9, "Indexing an Avro topic (Schema Registry)", AvroFormat, c.AvroRecords},
+		{10, "Indexing a Protobuf topic (Schema Registry)", ProtoFormat, c.ProtoRecords}} {
+		if !c.has(f.n) {
+			continue
+		}
+		it := item(f.n, f.title)
+		if err := runRegIndexing(ctx, e, c, it, f.format, f.records); err != nil {
 			fail(it, err)
 		}
 	}

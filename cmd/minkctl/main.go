@@ -3,8 +3,10 @@
 // forwards to.
 //
 //	minkctl [flags] status [--cluster] | nodes | leases | drain NODE | undrain NODE
-//	minkctl [flags] table create NAME --topic T --column id:long:required ... | drop NAME |
-//	                      list | describe NAME
+//	minkctl [flags] table create NAME --topic T --column id:long:required ... |
+//	                      create NAME --format avro|protobuf|json_schema [--value-subject S] ... |
+//	                      alter NAME --add c:string --widen id:long --rename a:b --set k=v ... |
+//	                      drop NAME | list | describe NAME
 //	minkctl [flags] scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
 //
 // Every flag has a MINK_* environment twin (MINK_ADDR for --addr). Output is aligned
@@ -40,8 +42,16 @@ commands:
   leases [--table ID]    leases (of one table)
   drain NODE             NODE releases its leases and takes none until undrained
   undrain NODE           NODE takes its share of leases again
-  table create NAME --topic TOPIC [--format json|raw] [--column NAME:TYPE[:required][:JSON_PATH]]...
+  table create NAME --topic TOPIC [--format json|raw|avro|protobuf|json_schema]
+                         [--column NAME:TYPE[:required][:JSON_PATH]]...   (json: the columns)
+                         [--value-subject SUBJECT] [--message PKG.MESSAGE] [--value-schema-mode prefix|latest]
+                         [--key-format avro|protobuf|json_schema [--key-subject SUBJECT]
+                          [--key-message PKG.MESSAGE] [--key-schema-mode prefix|latest]]
                          [--property KEY=VALUE]...   (or --spec FILE|-: a CreateTableRequest in JSON)
+                         registry formats take their columns from the subject (default TOPIC-value)
+  table alter NAME       [--add NAME:TYPE[:required][:JSON_PATH]] [--widen NAME:TYPE] [--optional NAME]
+                         [--rename OLD:NEW] (json tables; repeatable, applied in order)
+                         [--set KEY=VALUE] [--unset KEY] (properties; repeatable); all or nothing
   table drop NAME
   table list [--namespace NS]
   table describe NAME
@@ -119,7 +129,7 @@ func (c *cli) dispatch(args []string, lookup func(string) (string, bool)) error 
 	case cmd == "":
 		return usageError{"no command"}
 	case cmd == "table":
-		return usageError{"table: want create, drop, list or describe"}
+		return usageError{"table: want create, alter, drop, list or describe"}
 	case sub.run == nil:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}
@@ -235,6 +245,7 @@ var commands = map[string]command{
 	"drain":          {args: 1, argsHelp: "NODE", run: (*cli).drain},
 	"undrain":        {args: 1, argsHelp: "NODE", run: (*cli).undrain},
 	"table create":   {args: 1, argsHelp: "NAME", flags: createFlags, run: (*cli).tableCreate},
+	"table alter":    {args: 1, argsHelp: "NAME", flags: alterFlags, run: (*cli).tableAlter},
 	"table drop":     {args: 1, argsHelp: "NAME", run: (*cli).tableDrop},
 	"table list":     {flags: listFlags, run: (*cli).tableList},
 	"table describe": {args: 1, argsHelp: "NAME", run: (*cli).tableDescribe},

@@ -134,29 +134,137 @@ func printLeases(w io.Writer, leases []*adminv1.Lease, holder bool) {
 }
 
 func printTables(w io.Writer, tables []*adminv1.Table) {
-	fmt.Fprintln(w, "ID\tNAMESPACE\tNAME\tTOPIC\tFORMAT\tPARTITIONS\tCOLUMNS\tCREATED")
+	fmt.Fprintln(w, "ID\tNAMESPACE\tNAME\tTOPIC\tFORMAT\tPARTITIONS\tCOLUMNS\tSCHEMA VERSION\tCREATED")
 	for _, t := range tables {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", t.GetId(), t.GetNamespace(), t.GetName(), t.GetTopic(),
-			format(t.GetFormat()), t.GetPartitions(), len(t.GetColumns()), ts(t.GetCreatedAt()))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", t.GetId(), t.GetNamespace(), t.GetName(), t.GetTopic(),
+			format(t.GetFormat()), t.GetPartitions(), userColumns(t), t.GetSchemaVersion(), ts(t.GetCreatedAt()))
+	}
+}
+
+// userColumns counts a table's own columns: its current schema's without the Kafka
+// columns, or its declared columns when the node sent no schema.
+func userColumns(t *adminv1.Table) int {
+	if len(t.GetSchema()) == 0 {
+		return len(t.GetColumns())
+	}
+	n := 0
+	for _, c := range t.GetSchema() {
+		if !isMinkColumn(c.GetName()) {
+			n++
+		}
+	}
+	return n
+}
+
+// isMinkColumn reports whether a column is one Mink adds (_kafka_*, _mink_*): no user
+// column may be named so.
+func isMinkColumn(name string) bool {
+	lower := strings.ToLower(name)
+	return strings.HasPrefix(lower, "_kafka_") || strings.HasPrefix(lower, "_mink_")
+}
+
+func mode(m adminv1.SchemaMode) string {
+	if m == adminv1.SchemaMode_SCHEMA_MODE_UNSPECIFIED {
+		return "prefix"
+	}
+	return strings.ToLower(strings.TrimPrefix(m.String(), "SCHEMA_MODE_"))
+}
+
+// decoding shows how values or keys are read through the Schema Registry.
+func decoding(d *adminv1.RegistryDecoding) string {
+	parts := []string{format(d.GetFormat()), "subject " + d.GetSubject(), mode(d.GetMode()) + " mode"}
+	if d.GetMessage() != "" {
+		parts = append(parts, "message "+d.GetMessage())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printTable shows one table: its definition, then every top-level column of its
+// current schema with its Iceberg type (and, for a JSON table, how each is read).
+func printTable(w io.Writer, t *adminv1.Table) {
+	fmt.Fprintf(w, "TABLE\t%s.%s (id %d)\n", t.GetNamespace(), t.GetName(), t.GetId())
+	plural := "s"
+	if t.GetPartitions() == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(w, "TOPIC\t%s (%d partition%s)\n", t.GetTopic(), t.GetPartitions(), plural)
+	fmt.Fprintf(w, "FORMAT\t%s\n", format(t.GetFormat()))
+	if t.GetValue() != nil {
+		fmt.Fprintf(w, "VALUES\t%s\n", decoding(t.GetValue()))
+	}
+	if t.GetKey() != nil {
+		fmt.Fprintf(w, "KEYS\t%s (column _kafka_key_decoded)\n", decoding(t.GetKey()))
+	}
+	fmt.Fprintf(w, "SCHEMA\tversion %d (Iceberg schema id %d)\n", t.GetSchemaVersion(), t.GetSchemaId())
+	fmt.Fprintf(w, "PROPERTIES\t%s\n", kv(t.GetProperties()))
+	fmt.Fprintf(w, "CREATED\t%s\n", ts(t.GetCreatedAt()))
+
+	declared := map[string]*adminv1.Column{}
+	for _, c := range t.GetColumns() {
+		declared[c.GetName()] = c
+	}
+	if len(t.GetSchema()) == 0 { // a node that sends no schema: the declared columns
+		fmt.Fprintln(w, "\nCOLUMN\tTYPE\tREQUIRED\tJSON PATH")
+		for _, c := range t.GetColumns() {
+			fmt.Fprintf(w, "%s\t%s\t%t\t%s\n", c.GetName(), c.GetType(), c.GetRequired(), dash(c.GetJsonPath()))
+		}
+		return
+	}
+	if len(declared) == 0 {
+		fmt.Fprintln(w, "\nFIELD ID\tCOLUMN\tTYPE")
+		for _, c := range t.GetSchema() {
+			fmt.Fprintf(w, "%d\t%s\t%s\n", c.GetFieldId(), c.GetName(), c.GetType())
+		}
+		return
+	}
+	fmt.Fprintln(w, "\nFIELD ID\tCOLUMN\tTYPE\tREQUIRED\tJSON PATH")
+	for _, c := range t.GetSchema() {
+		req, path := "-", "-"
+		if d, ok := declared[c.GetName()]; ok {
+			req, path = strconv.FormatBool(d.GetRequired()), d.GetName()
+			if d.GetJsonPath() != "" {
+				path = d.GetJsonPath()
+			}
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", c.GetFieldId(), c.GetName(), c.GetType(), req, path)
 	}
 }
 
 func printDescribe(w io.Writer, d *adminv1.DescribeTableResponse) {
-	t := d.GetTable()
-	fmt.Fprintf(w, "TABLE\t%s.%s (id %d)\n", t.GetNamespace(), t.GetName(), t.GetId())
-	fmt.Fprintf(w, "TOPIC\t%s (%d partitions)\n", t.GetTopic(), t.GetPartitions())
-	fmt.Fprintf(w, "FORMAT\t%s\n", format(t.GetFormat()))
-	fmt.Fprintf(w, "PROPERTIES\t%s\n", kv(t.GetProperties()))
-	fmt.Fprintln(w, "\nCOLUMN\tTYPE\tREQUIRED\tJSON PATH")
-	for _, c := range t.GetColumns() {
-		fmt.Fprintf(w, "%s\t%s\t%t\t%s\n", c.GetName(), c.GetType(), c.GetRequired(), dash(c.GetJsonPath()))
-	}
-	fmt.Fprintln(w, "\nPARTITION\tINDEXED END\tHIGH WATERMARK\tLAG\tRANGES\tLAST RANGE\tHOLDER\tEPOCH")
-	var lag int64
+	printTable(w, d.GetTable())
+	fmt.Fprintln(w, "\nPARTITION\tINDEXED END\tHIGH WATERMARK\tLAG\tRANGES\tLAST RANGE\tHOLDER\tEPOCH\tINDEXING")
+	var total int64
+	unknown := false
+	var paused []*adminv1.PartitionStatus
 	for _, p := range d.GetPartitions() {
-		lag += p.GetLagRecords()
-		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\n", p.GetPartition(), p.GetIndexedEndOffset(), p.GetHighWatermark(),
-			p.GetLagRecords(), p.GetRangeCount(), ts(p.GetLastRangeTime()), dash(p.GetHolder()), p.GetEpoch())
+		if p.GetLagRecords() < 0 {
+			unknown = true
+		} else {
+			total += p.GetLagRecords()
+		}
+		indexing := "ok"
+		if p.GetIndexError() != "" {
+			indexing = "paused"
+			paused = append(paused, p)
+		}
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", p.GetPartition(), p.GetIndexedEndOffset(), lag(p.GetHighWatermark()),
+			lag(p.GetLagRecords()), p.GetRangeCount(), ts(p.GetLastRangeTime()), dash(p.GetHolder()), p.GetEpoch(), indexing)
 	}
-	fmt.Fprintf(w, "TOTAL LAG\t%d records\n", lag)
+	if unknown {
+		fmt.Fprintf(w, "TOTAL LAG\t%d records and more (Kafka did not answer for every partition)\n", total)
+	} else {
+		fmt.Fprintf(w, "TOTAL LAG\t%d records\n", total)
+	}
+	if len(paused) > 0 {
+		// Why indexing is paused (the registry is unreachable, say); it resumes by itself.
+		fmt.Fprintln(w, "\nPAUSED PARTITION\tSINCE\tINDEX ERROR")
+		for _, p := range paused {
+			fmt.Fprintf(w, "%d\t%s\t%s\n", p.GetPartition(), ts(p.GetIndexErrorSince()), oneLine(p.GetIndexError()))
+		}
+	}
+}
+
+// oneLine keeps a message on its line of the aligned output.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }

@@ -216,8 +216,8 @@ func columnIndexes(s *arrow.Schema, columns []string) ([]int, error) {
 }
 
 // A cell is one value taken out of Arrow, in a form both printers share: nil, bool,
-// int64, uint64, float64, decimalText, string (text, timestamps, UUIDs), []byte, []any
-// (a list) or object (a struct or a map).
+// int64, uint64, float32, float64, decimalText, string (text, dates, times, timestamps,
+// UUIDs), []byte (binary, fixed), []any (a list), object (a struct) or mapCell (a map).
 type (
 	decimalText string // exact digits: a JSON number, never a float
 	object      []field
@@ -225,6 +225,9 @@ type (
 		name string
 		v    any
 	}
+	// mapCell is a map's entries in their stored order; keys may be of any type.
+	mapCell  []mapEntry
+	mapEntry struct{ k, v any }
 )
 
 func cellOf(a arrow.Array, i int) any {
@@ -251,9 +254,13 @@ func cellOf(a arrow.Array, i int) any {
 	case *array.Uint64:
 		return a.Value(i)
 	case *array.Float32:
-		return float64(a.Value(i))
+		return a.Value(i) // printed with float32 precision: 0.1, not 0.10000000149011612
 	case *array.Float64:
 		return a.Value(i)
+	case *array.Decimal32:
+		return decimalText(a.Value(i).ToString(a.DataType().(*arrow.Decimal32Type).Scale))
+	case *array.Decimal64:
+		return decimalText(a.Value(i).ToString(a.DataType().(*arrow.Decimal64Type).Scale))
 	case *array.Decimal128:
 		return decimalText(a.Value(i).ToString(a.DataType().(*arrow.Decimal128Type).Scale))
 	case *array.Decimal256:
@@ -291,13 +298,16 @@ func cellOf(a arrow.Array, i int) any {
 		}
 		return t.Format(layout)
 	case *array.Map:
-		keys, items := a.Keys(), a.Items()
+		// Keys and values through the entries' struct array, whose own offset its fields
+		// honour (Map.Keys and Map.Items ignore it).
+		entries := a.ListValues().(*array.Struct)
+		keys, items := entries.Field(0), entries.Field(1)
 		start, end := a.ValueOffsets(i)
-		var obj object
+		m := make(mapCell, 0, end-start)
 		for k := start; k < end; k++ {
-			obj = append(obj, field{name: cellText(cellOf(keys, int(k))), v: cellOf(items, int(k))})
+			m = append(m, mapEntry{cellOf(keys, int(k)), cellOf(items, int(k))})
 		}
-		return obj
+		return m
 	case array.ListLike:
 		vals := a.ListValues()
 		start, end := a.ValueOffsets(i)
@@ -313,6 +323,8 @@ func cellOf(a arrow.Array, i int) any {
 			obj[k] = field{name: typ.Field(k).Name, v: cellOf(a.Field(k), i)}
 		}
 		return obj
+	case *array.Dictionary:
+		return cellOf(a.Dictionary(), a.GetValueIndex(i))
 	}
 	return a.ValueStr(i) // a type Iceberg does not produce: Arrow's own rendering
 }
@@ -341,6 +353,8 @@ func plainText(v any) string {
 		return strconv.FormatInt(v, 10)
 	case uint64:
 		return strconv.FormatUint(v, 10)
+	case float32:
+		return strconv.FormatFloat(float64(v), 'g', -1, 32)
 	case float64:
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	case decimalText:
@@ -361,7 +375,13 @@ func plainText(v any) string {
 	case object:
 		parts := make([]string, len(v))
 		for i, f := range v {
-			parts[i] = f.name + ": " + plainText(f.v)
+			parts[i] = printable(f.name) + ": " + plainText(f.v)
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case mapCell:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = plainText(e.k) + ": " + plainText(e.v)
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
@@ -399,7 +419,9 @@ func appendJSONRow(b []byte, columns []string, vals []any) []byte {
 }
 
 // appendJSON renders a cell as JSON: decimals and integers as exact numbers, binary as
-// base64 (as encoding/json does), non-finite floats as strings (JSON has no NaN).
+// base64 (as encoding/json does), non-finite floats as strings (JSON has no NaN), a map
+// as an object when its keys are scalars (keys as text, as Protobuf's JSON mapping
+// does) and otherwise as a list of {"key":...,"value":...} entries.
 func appendJSON(b []byte, v any) []byte {
 	switch v := v.(type) {
 	case nil:
@@ -410,6 +432,11 @@ func appendJSON(b []byte, v any) []byte {
 		return strconv.AppendInt(b, v, 10)
 	case uint64:
 		return strconv.AppendUint(b, v, 10)
+	case float32:
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return appendJSONString(b, strconv.FormatFloat(f, 'g', -1, 32))
+		}
+		return strconv.AppendFloat(b, float64(v), 'g', -1, 32)
 	case float64:
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return appendJSONString(b, strconv.FormatFloat(v, 'g', -1, 64))
@@ -441,8 +468,62 @@ func appendJSON(b []byte, v any) []byte {
 			b = appendJSON(b, f.v)
 		}
 		return append(b, '}')
+	case mapCell:
+		if !scalarKeys(v) {
+			b = append(b, '[')
+			for i, e := range v {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"key":`...)
+				b = appendJSON(b, e.k)
+				b = append(b, `,"value":`...)
+				b = appendJSON(b, e.v)
+				b = append(b, '}')
+			}
+			return append(b, ']')
+		}
+		b = append(b, '{')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONKey(b, e.k)
+			b = append(b, ':')
+			b = appendJSON(b, e.v)
+		}
+		return append(b, '}')
 	}
 	return appendJSONString(b, fmt.Sprint(v))
+}
+
+// scalarKeys reports whether every key of m can be a JSON object key, whole: text,
+// numbers and booleans (binary keys are base64 text, as binary values are).
+func scalarKeys(m mapCell) bool {
+	for _, e := range m {
+		switch e.k.(type) {
+		case string, int64, uint64, bool, decimalText, float32, float64, []byte:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// appendJSONKey writes a scalar map key as a JSON object key: its JSON text, quoted
+// unless it is text already.
+func appendJSONKey(b []byte, k any) []byte {
+	switch k := k.(type) {
+	case string:
+		return appendJSONString(b, k)
+	case []byte:
+		return appendJSONString(b, base64.StdEncoding.EncodeToString(k))
+	}
+	text := appendJSON(nil, k)
+	if len(text) > 0 && text[0] == '"' { // a NaN or an infinity, quoted already
+		return append(b, text...)
+	}
+	return appendJSONString(b, string(text))
 }
 
 // appendJSONString quotes s as JSON; unlike encoding/json it leaves <, > and & alone, so

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog/hadoop"
+	itable "github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 )
 
@@ -266,5 +267,327 @@ func TestScanThroughRESTCatalog(t *testing.T) {
 	_, errOut, code = minkctl("scan", "default.demo", "--catalog", srv.URL)
 	if code != exitRPC || !strings.Contains(errOut, "is unreachable") {
 		t.Errorf("catalog down: exit %d: %s", code, errOut)
+	}
+}
+
+// nested is three rows of the nested values registry tables have: a struct holding a
+// struct, a list of structs and a map; maps keyed by text, by numbers and by structs;
+// fixed, UUIDs in a list, a float; with nulls at every level.
+func nested(t *testing.T) (*arrow.Schema, arrow.RecordBatch) {
+	t.Helper()
+	line := arrow.StructOf(
+		arrow.Field{Name: "sku", Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		arrow.Field{Name: "price", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true})
+	shipTo := arrow.StructOf(
+		arrow.Field{Name: "zip", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "geo", Type: arrow.StructOf(
+			arrow.Field{Name: "lat", Type: arrow.PrimitiveTypes.Float32},
+			arrow.Field{Name: "lon", Type: arrow.PrimitiveTypes.Float64}), Nullable: true},
+		arrow.Field{Name: "lines", Type: arrow.ListOf(line), Nullable: true},
+		arrow.Field{Name: "attrs", Type: arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64), Nullable: true})
+	structKey := arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32})
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "ship_to", Type: shipTo, Nullable: true},
+		{Name: "codes", Type: arrow.MapOf(arrow.PrimitiveTypes.Int32, arrow.BinaryTypes.String), Nullable: true},
+		{Name: "by_pair", Type: arrow.MapOf(structKey, arrow.BinaryTypes.String), Nullable: true},
+		{Name: "hash", Type: &arrow.FixedSizeBinaryType{ByteWidth: 4}, Nullable: true},
+		{Name: "sessions", Type: arrow.ListOf(extensions.NewUUIDType()), Nullable: true},
+		{Name: "ratio", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
+	defer b.Release()
+	b.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2, 3}, nil)
+
+	st := b.Field(1).(*array.StructBuilder)
+	zip := st.FieldBuilder(0).(*array.StringBuilder)
+	geo := st.FieldBuilder(1).(*array.StructBuilder)
+	lines := st.FieldBuilder(2).(*array.ListBuilder)
+	lb := lines.ValueBuilder().(*array.StructBuilder)
+	attrs := st.FieldBuilder(3).(*array.MapBuilder)
+	// Row 1: everything set.
+	st.Append(true)
+	zip.Append("10115")
+	geo.Append(true)
+	geo.FieldBuilder(0).(*array.Float32Builder).Append(52.52)
+	geo.FieldBuilder(1).(*array.Float64Builder).Append(13.405)
+	lines.Append(true)
+	for _, l := range []struct {
+		sku   string
+		qty   int32
+		price int64
+	}{{"pen", 2, 199}, {"ink \"blue\"", 1, 1250}} {
+		lb.Append(true)
+		lb.FieldBuilder(0).(*array.StringBuilder).Append(l.sku)
+		lb.FieldBuilder(1).(*array.Int32Builder).Append(l.qty)
+		lb.FieldBuilder(2).(*array.Decimal128Builder).Append(decimal128.FromI64(l.price))
+	}
+	attrs.Append(true)
+	attrs.KeyBuilder().(*array.StringBuilder).AppendValues([]string{"gift", "a\tb"}, nil)
+	attrs.ItemBuilder().(*array.Int64Builder).AppendValues([]int64{1, 9007199254740993}, nil)
+	// Row 2: a struct with null fields, a line with nulls, an empty map.
+	st.Append(true)
+	zip.AppendNull()
+	geo.AppendNull()
+	lines.Append(true)
+	lb.Append(true)
+	lb.FieldBuilder(0).(*array.StringBuilder).Append("nib")
+	lb.FieldBuilder(1).(*array.Int32Builder).AppendNull()
+	lb.FieldBuilder(2).(*array.Decimal128Builder).AppendNull()
+	attrs.Append(true)
+	// Row 3: no struct at all.
+	st.AppendNull()
+
+	codes := b.Field(2).(*array.MapBuilder)
+	codes.Append(true)
+	codes.KeyBuilder().(*array.Int32Builder).AppendValues([]int32{404, -1}, nil)
+	codes.ItemBuilder().(*array.StringBuilder).AppendValues([]string{"not found", ""}, []bool{true, false})
+	codes.AppendNull()
+	codes.Append(true)
+	codes.KeyBuilder().(*array.Int32Builder).Append(7)
+	codes.ItemBuilder().(*array.StringBuilder).Append("seven")
+
+	pairs := b.Field(3).(*array.MapBuilder)
+	pairs.Append(true)
+	pk := pairs.KeyBuilder().(*array.StructBuilder)
+	pk.Append(true)
+	pk.FieldBuilder(0).(*array.Int32Builder).Append(1)
+	pairs.ItemBuilder().(*array.StringBuilder).Append("one")
+	pairs.AppendNull()
+	pairs.AppendNull()
+
+	hash := b.Field(4).(*array.FixedSizeBinaryBuilder)
+	hash.Append([]byte{0xde, 0xad, 0xbe, 0xef})
+	hash.Append([]byte("abcd"))
+	hash.AppendNull()
+
+	sess := b.Field(5).(*array.ListBuilder)
+	sb := sess.ValueBuilder().(*extensions.UUIDBuilder)
+	sess.Append(true)
+	sb.Append(uuid.MustParse("0f8fad5b-d9cb-469f-a165-70867728950e"))
+	sb.AppendNull()
+	sess.AppendNull()
+	sess.Append(true)
+
+	ratio := b.Field(6).(*array.Float32Builder)
+	ratio.Append(0.1)
+	ratio.Append(float32(math.Inf(1)))
+	ratio.AppendNull()
+	return schema, b.NewRecordBatch()
+}
+
+func TestPrintRowsNestedJSON(t *testing.T) {
+	schema, rec := nested(t) // printRows releases what it prints
+	var out bytes.Buffer
+	if n, err := printRows(&out, "json", schema, columnsOf(schema), batches(rec), 0); err != nil || n != 3 {
+		t.Fatalf("printRows = %d, %v", n, err)
+	}
+	want := `{"id":1,"ship_to":{"zip":"10115","geo":{"lat":52.52,"lon":13.405},"lines":[{"sku":"pen","qty":2,"price":1.99},{"sku":"ink \"blue\"","qty":1,"price":12.50}],"attrs":{"gift":1,"a\tb":9007199254740993}},"codes":{"404":"not found","-1":null},"by_pair":[{"key":{"a":1},"value":"one"}],"hash":"3q2+7w==","sessions":["0f8fad5b-d9cb-469f-a165-70867728950e",null],"ratio":0.1}
+{"id":2,"ship_to":{"zip":null,"geo":null,"lines":[{"sku":"nib","qty":null,"price":null}],"attrs":{}},"codes":null,"by_pair":null,"hash":"YWJjZA==","sessions":null,"ratio":"+Inf"}
+{"id":3,"ship_to":null,"codes":{"7":"seven"},"by_pair":null,"hash":null,"sessions":[],"ratio":null}
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+	// Valid JSON, every digit kept.
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+}
+
+func TestPrintRowsNestedTable(t *testing.T) {
+	schema, rec := nested(t)
+	defer rec.Release()
+	rec.Retain() // one reference for each printRows, which releases what it prints
+	rec.Retain()
+	var out bytes.Buffer
+	if _, err := printRows(&out, "table", schema, []string{"id", "codes", "by_pair", "hash", "sessions", "ratio"}, batches(rec), 0); err != nil {
+		t.Fatal(err)
+	}
+	want := `id  codes                       by_pair        hash        sessions                                      ratio
+1   {404: not found, -1: NULL}  {{a: 1}: one}  0xdeadbeef  [0f8fad5b-d9cb-469f-a165-70867728950e, NULL]  0.1
+2   NULL                        NULL           abcd        NULL                                          +Inf
+3   {7: seven}                  NULL           NULL        []                                            NULL
+(3 rows)
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	if _, err := printRows(&out, "table", schema, []string{"ship_to"}, batches(rec), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Tabs in keys are escaped so rows stay aligned; a long value is cut to maxCell.
+	want = "ship_to\n" +
+		`{zip: 10115, geo: {lat: 52.52, lon: 13.405}, lines: [{sku: pen,…` + "\n" +
+		`{zip: NULL, geo: NULL, lines: [{sku: nib, qty: NULL, price: NUL…` + "\n" +
+		"NULL\n(3 rows)\n"
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+	m := cellOf(rec.Column(1), 0).(object)[3].v
+	if got := plainText(m); got != `{gift: 1, a\tb: 9007199254740993}` {
+		t.Errorf("map text %q", got)
+	}
+}
+
+// TestPrintRowsSliced: batches that are slices of larger arrays (as a scan's limit cuts
+// them) print the rows they hold, maps and structs included.
+func TestPrintRowsSliced(t *testing.T) {
+	schema, rec := nested(t)
+	defer rec.Release()
+	sl := rec.NewSlice(1, 3) // released by printRows
+	var out bytes.Buffer
+	if _, err := printRows(&out, "json", schema, []string{"id", "ship_to", "codes"}, batches(sl), 0); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":2,"ship_to":{"zip":null,"geo":null,"lines":[{"sku":"nib","qty":null,"price":null}],"attrs":{}},"codes":null}
+{"id":3,"ship_to":null,"codes":{"7":"seven"}}
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+	// A map column sliced on its own: its entries start past the entries' offset.
+	codes := array.NewSlice(rec.Column(2), 2, 3)
+	defer codes.Release()
+	if got := plainText(cellOf(codes, 0)); got != "{7: seven}" {
+		t.Errorf("sliced map: %q", got)
+	}
+}
+
+// TestScanNestedThroughRESTCatalog: nested values written to Parquet by iceberg-go and
+// read back by `minkctl scan` as an engine reads them (the Arrow types a real scan
+// yields, not ones built by hand).
+func TestScanNestedThroughRESTCatalog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hc, err := hadoop.NewCatalog("local", "file://"+dir, iceberg.Properties{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hc.CreateNamespace(ctx, []string{"default"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sc := iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 2, Name: "ship_to", Type: &iceberg.StructType{FieldList: []iceberg.NestedField{
+			{ID: 10, Name: "zip", Type: iceberg.PrimitiveTypes.String},
+			{ID: 11, Name: "tags", Type: &iceberg.ListType{ElementID: 12, Element: iceberg.PrimitiveTypes.String, ElementRequired: true}},
+		}}},
+		iceberg.NestedField{ID: 3, Name: "attrs", Type: &iceberg.MapType{KeyID: 13, KeyType: iceberg.PrimitiveTypes.String,
+			ValueID: 14, ValueType: iceberg.PrimitiveTypes.Int32}},
+		iceberg.NestedField{ID: 4, Name: "price", Type: iceberg.DecimalTypeOf(10, 2)},
+		iceberg.NestedField{ID: 5, Name: "hash", Type: iceberg.FixedTypeOf(2)},
+		iceberg.NestedField{ID: 6, Name: "session", Type: iceberg.PrimitiveTypes.UUID},
+		iceberg.NestedField{ID: 7, Name: "ratio", Type: iceberg.PrimitiveTypes.Float32},
+	)
+	tbl, err := hc.CreateTable(ctx, []string{"default", "nested"}, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrowSchema, err := itable.SchemaToArrowSchema(sc, nil, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), arrowSchema)
+	b.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2}, nil)
+	st := b.Field(1).(*array.StructBuilder)
+	st.Append(true)
+	st.FieldBuilder(0).(*array.StringBuilder).Append("10115")
+	tags := st.FieldBuilder(1).(*array.ListBuilder)
+	tags.Append(true)
+	tags.ValueBuilder().(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
+	st.AppendNull()
+	attrs := b.Field(2).(*array.MapBuilder)
+	attrs.Append(true)
+	attrs.KeyBuilder().(*array.StringBuilder).AppendValues([]string{"x", "y"}, nil)
+	attrs.ItemBuilder().(*array.Int32Builder).AppendValues([]int32{1, 2}, []bool{true, false})
+	attrs.Append(true)
+	b.Field(3).(*array.Decimal128Builder).AppendValues([]decimal128.Num{decimal128.FromI64(-5), {}}, []bool{true, false})
+	b.Field(4).(*array.FixedSizeBinaryBuilder).AppendValues([][]byte{{0xca, 0xfe}, nil}, []bool{true, false})
+	b.Field(5).(*extensions.UUIDBuilder).Append(uuid.MustParse("0f8fad5b-d9cb-469f-a165-70867728950e"))
+	b.Field(5).(*extensions.UUIDBuilder).AppendNull()
+	b.Field(6).(*array.Float32Builder).AppendValues([]float32{0.1, 2.5}, nil)
+	rec := b.NewRecordBatch()
+	b.Release()
+	at := array.NewTableFromRecords(arrowSchema, []arrow.RecordBatch{rec})
+	if tbl, err = tbl.AppendTable(ctx, at, 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv := stubCatalog(t, "nested", tbl.MetadataLocation())
+
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"scan", "default.nested", "--catalog", srv.URL, "-o", "json"}, &stdout, &stderr,
+		func(string) (string, bool) { return "", false }); code != 0 {
+		t.Fatalf("scan: exit %d: %s", code, stderr.String())
+	}
+	want := `{"id":1,"ship_to":{"zip":"10115","tags":["a","b"]},"attrs":{"x":1,"y":null},"price":-0.05,"hash":"yv4=","session":"0f8fad5b-d9cb-469f-a165-70867728950e","ratio":0.1}
+{"id":2,"ship_to":null,"attrs":{},"price":null,"hash":null,"session":null,"ratio":2.5}
+`
+	if stdout.String() != want {
+		t.Errorf("scan -o json:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+	stdout.Reset()
+	if code := run([]string{"scan", "default.nested", "--catalog", srv.URL}, &stdout, &stderr,
+		func(string) (string, bool) { return "", false }); code != 0 {
+		t.Fatalf("scan: exit %d: %s", code, stderr.String())
+	}
+	wantTable := `id  ship_to                     attrs            price  hash    session                               ratio
+1   {zip: 10115, tags: [a, b]}  {x: 1, y: NULL}  -0.05  0xcafe  0f8fad5b-d9cb-469f-a165-70867728950e  0.1
+2   NULL                        {}               NULL   NULL    NULL                                  2.5
+(2 rows)
+`
+	if stdout.String() != wantTable {
+		t.Errorf("scan:\n%s\nwant:\n%s", stdout.String(), wantTable)
+	}
+}
+
+// stubCatalog serves one table of the namespace "default" as an Iceberg REST catalog.
+func stubCatalog(t *testing.T, name, metaLoc string) *httptest.Server {
+	t.Helper()
+	meta, err := os.ReadFile(strings.TrimPrefix(metaLoc, "file://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"defaults":{},"overrides":{}}`))
+	})
+	mux.HandleFunc("GET /v1/namespaces/default/tables/"+name, func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"metadata-location": metaLoc, "metadata": json.RawMessage(meta), "config": map[string]string{}})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestMapCellJSON(t *testing.T) {
+	for _, tc := range []struct {
+		m    mapCell
+		want string
+	}{
+		{mapCell{{"a\"b", int64(1)}}, `{"a\"b":1}`},
+		{mapCell{{true, "y"}, {false, nil}}, `{"true":"y","false":null}`},
+		{mapCell{{uint64(18446744073709551615), decimalText("1.50")}}, `{"18446744073709551615":1.50}`},
+		{mapCell{{decimalText("-0.05"), []any{int64(1)}}}, `{"-0.05":[1]}`},
+		{mapCell{{[]byte{0, 1}, "b"}}, `{"AAE=":"b"}`},
+		{mapCell{{float32(0.1), "f"}, {math.NaN(), "nan"}}, `{"0.1":"f","NaN":"nan"}`},
+		{mapCell{{object{{"a", int64(1)}}, "s"}}, `[{"key":{"a":1},"value":"s"}]`},
+		{mapCell{{"x", int64(1)}, {[]any{"l"}, int64(2)}}, `[{"key":"x","value":1},{"key":["l"],"value":2}]`},
+		{mapCell{}, `{}`},
+	} {
+		if got := string(appendJSON(nil, tc.m)); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.m, got, tc.want)
+		}
+		var v any
+		if err := json.Unmarshal(appendJSON(nil, tc.m), &v); err != nil {
+			t.Errorf("%v: not JSON: %v", tc.m, err)
+		}
 	}
 }

@@ -24,6 +24,11 @@ func splitName(s string) (namespace, name string) {
 type createOpts struct {
 	topic, format, namespace, spec string
 	columns, properties            repeated
+	// Schema Registry decodings of values and keys.
+	valueSubject, message, valueMode  string
+	keyFormat, keySubject, keyMessage string
+	keyMode                           string
+	fs                                *flag.FlagSet // to tell flags given from defaults
 }
 
 // repeated is a flag that may be given many times.
@@ -33,17 +38,79 @@ func (r *repeated) String() string     { return strings.Join(*r, ",") }
 func (r *repeated) Set(s string) error { *r = append(*r, s); return nil }
 
 func createFlags(fs *flag.FlagSet) any {
-	o := &createOpts{}
+	o := &createOpts{fs: fs}
 	fs.StringVar(&o.topic, "topic", "", "Kafka topic (default: the table name)")
-	fs.StringVar(&o.format, "format", "json", "record format: json, raw, avro or protobuf")
-	fs.Var(&o.columns, "column", "a column, NAME:TYPE[:required][:JSON_PATH] (repeat for each)")
+	fs.StringVar(&o.format, "format", "json", "value format: json, raw, or through the Schema Registry avro, protobuf or json_schema")
+	fs.Var(&o.columns, "column", "a column of a json table, NAME:TYPE[:required][:JSON_PATH] (repeat for each)")
 	fs.Var(&o.properties, "property", "a table property, KEY=VALUE (repeat for each)")
-	fs.StringVar(&o.spec, "spec", "", "read the whole CreateTableRequest as JSON from this file (- for stdin)")
+	fs.StringVar(&o.valueSubject, "value-subject", "", "registry formats: the subject of the values (default: TOPIC-value)")
+	fs.StringVar(&o.message, "message", "", "protobuf: the message the values are, fully qualified (default: the schema's first)")
+	fs.StringVar(&o.valueMode, "value-schema-mode", "", "registry formats: prefix (the Confluent wire format, the default) or latest (bare values, the subject's latest schema)")
+	fs.StringVar(&o.keyFormat, "key-format", "", "decode keys too, into _kafka_key_decoded: avro, protobuf or json_schema (default: keys stay bytes)")
+	fs.StringVar(&o.keySubject, "key-subject", "", "the subject of the keys (default: TOPIC-key)")
+	fs.StringVar(&o.keyMessage, "key-message", "", "protobuf keys: the message, fully qualified (default: the schema's first)")
+	fs.StringVar(&o.keyMode, "key-schema-mode", "", "prefix (the default) or latest, as --value-schema-mode")
+	fs.StringVar(&o.spec, "spec", "", "read the whole CreateTableRequest as JSON from this file (- for stdin); flags given override it")
 	return o
+}
+
+// recordFormats are the --format values; keyFormats those of --key-format.
+var (
+	recordFormats = map[string]adminv1.RecordFormat{
+		"json": adminv1.RecordFormat_RECORD_FORMAT_JSON, "raw": adminv1.RecordFormat_RECORD_FORMAT_RAW,
+		"avro": adminv1.RecordFormat_RECORD_FORMAT_AVRO, "protobuf": adminv1.RecordFormat_RECORD_FORMAT_PROTOBUF,
+		"json_schema": adminv1.RecordFormat_RECORD_FORMAT_JSON_SCHEMA,
+	}
+	keyFormats = map[string]adminv1.RecordFormat{
+		"avro": adminv1.RecordFormat_RECORD_FORMAT_AVRO, "protobuf": adminv1.RecordFormat_RECORD_FORMAT_PROTOBUF,
+		"json_schema": adminv1.RecordFormat_RECORD_FORMAT_JSON_SCHEMA,
+	}
+	schemaModes = map[string]adminv1.SchemaMode{
+		"prefix": adminv1.SchemaMode_SCHEMA_MODE_PREFIX, "latest": adminv1.SchemaMode_SCHEMA_MODE_LATEST,
+	}
+)
+
+// choice reads a flag's value from a fixed set, or says which values there are.
+func choice[T any](flagName, v string, from map[string]T, want string) (T, error) {
+	if t, ok := from[strings.ToLower(v)]; ok {
+		return t, nil
+	}
+	var zero T
+	return zero, usageError{fmt.Sprintf("--%s: want %s, got %q", flagName, want, v)}
+}
+
+// parseColumn reads NAME:TYPE[:required][:JSON_PATH], as --column and --add take it.
+func parseColumn(flagName, col string) (*adminv1.Column, error) {
+	parts := strings.SplitN(col, ":", 4)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return nil, usageError{fmt.Sprintf("--%s %q: want NAME:TYPE[:required][:JSON_PATH]", flagName, col)}
+	}
+	pc := &adminv1.Column{Name: parts[0], Type: parts[1]}
+	rest := parts[2:]
+	if len(rest) > 0 && rest[0] == "required" {
+		pc.Required, rest = true, rest[1:]
+	} else if len(rest) > 0 && rest[0] == "" {
+		rest = rest[1:]
+	}
+	if len(rest) > 0 {
+		pc.JsonPath = strings.Join(rest, ":")
+	}
+	return pc, nil
+}
+
+// parseProperty reads KEY=VALUE.
+func parseProperty(flagName, p string) (string, string, error) {
+	k, v, ok := strings.Cut(p, "=")
+	if !ok || k == "" {
+		return "", "", usageError{fmt.Sprintf("--%s %q: want KEY=VALUE", flagName, p)}
+	}
+	return k, v, nil
 }
 
 func (c *cli) tableCreate(ctx context.Context, args []string, f any) error {
 	o := f.(*createOpts)
+	given := map[string]bool{}
+	o.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	req := &adminv1.CreateTableRequest{}
 	if o.spec != "" {
 		var b []byte
@@ -70,34 +137,55 @@ func (c *cli) tableCreate(ctx context.Context, args []string, f any) error {
 	} else if req.Topic == "" {
 		req.Topic = name
 	}
-	if o.spec == "" || o.format != "json" {
-		v, ok := adminv1.RecordFormat_value["RECORD_FORMAT_"+strings.ToUpper(o.format)]
-		if !ok {
-			return usageError{fmt.Sprintf("--format: want json, raw, avro or protobuf, got %q", o.format)}
+	if o.spec == "" || given["format"] {
+		v, err := choice("format", o.format, recordFormats, "json, raw, avro, protobuf or json_schema")
+		if err != nil {
+			return err
 		}
-		req.Format = adminv1.RecordFormat(v)
+		req.Format = v
+	}
+	for _, s := range []struct {
+		dst  *string
+		flag string
+		v    string
+	}{{&req.ValueSubject, "value-subject", o.valueSubject}, {&req.Message, "message", o.message},
+		{&req.KeySubject, "key-subject", o.keySubject}, {&req.KeyMessage, "key-message", o.keyMessage}} {
+		if given[s.flag] {
+			*s.dst = s.v
+		}
+	}
+	if given["value-schema-mode"] {
+		m, err := choice("value-schema-mode", o.valueMode, schemaModes, "prefix or latest")
+		if err != nil {
+			return err
+		}
+		req.ValueSchemaMode = m
+	}
+	if given["key-format"] {
+		k, err := choice("key-format", o.keyFormat, keyFormats, "avro, protobuf or json_schema (leave it out to keep keys as bytes)")
+		if err != nil {
+			return err
+		}
+		req.KeyFormat = k
+	}
+	if given["key-schema-mode"] {
+		m, err := choice("key-schema-mode", o.keyMode, schemaModes, "prefix or latest")
+		if err != nil {
+			return err
+		}
+		req.KeySchemaMode = m
 	}
 	for _, col := range o.columns {
-		parts := strings.SplitN(col, ":", 4)
-		if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
-			return usageError{fmt.Sprintf("--column %q: want NAME:TYPE[:required][:JSON_PATH]", col)}
-		}
-		pc := &adminv1.Column{Name: parts[0], Type: parts[1]}
-		rest := parts[2:]
-		if len(rest) > 0 && rest[0] == "required" {
-			pc.Required, rest = true, rest[1:]
-		} else if len(rest) > 0 && rest[0] == "" {
-			rest = rest[1:]
-		}
-		if len(rest) > 0 {
-			pc.JsonPath = strings.Join(rest, ":")
+		pc, err := parseColumn("column", col)
+		if err != nil {
+			return err
 		}
 		req.Columns = append(req.Columns, pc)
 	}
 	for _, p := range o.properties {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return usageError{fmt.Sprintf("--property %q: want KEY=VALUE", p)}
+		k, v, err := parseProperty("property", p)
+		if err != nil {
+			return err
 		}
 		if req.Properties == nil {
 			req.Properties = map[string]string{}
@@ -109,7 +197,108 @@ func (c *cli) tableCreate(ctx context.Context, args []string, f any) error {
 	if err != nil {
 		return err
 	}
-	return c.print(resp, func(w io.Writer) { printTables(w, []*adminv1.Table{resp.GetTable()}) })
+	return c.print(resp, func(w io.Writer) { printTable(w, resp.GetTable()) })
+}
+
+// alterOpts are the changes of `table alter`, column changes in the order given (they
+// apply in order: --rename a:b --widen b:long widens the renamed column).
+type alterOpts struct {
+	changes    []alterArg
+	set, unset repeated
+}
+
+type alterArg struct{ flag, value string }
+
+// changeFlag is a repeatable flag whose every value is one column change, kept in order
+// with the other changes.
+type changeFlag struct {
+	name string
+	o    *alterOpts
+}
+
+func (f changeFlag) String() string { return "" }
+func (f changeFlag) Set(s string) error {
+	f.o.changes = append(f.o.changes, alterArg{f.name, s})
+	return nil
+}
+
+func alterFlags(fs *flag.FlagSet) any {
+	o := &alterOpts{}
+	fs.Var(changeFlag{"add", o}, "add", "json tables: add a column, NAME:TYPE[:required][:JSON_PATH] (repeatable)")
+	fs.Var(changeFlag{"widen", o}, "widen", "json tables: widen a column, NAME:TYPE (int to long, float to double, decimal(P,S) to decimal(P2,S), also in lists) (repeatable)")
+	fs.Var(changeFlag{"optional", o}, "optional", "json tables: make column NAME optional (repeatable)")
+	fs.Var(changeFlag{"rename", o}, "rename", "json tables: rename a column, OLD:NEW; it keeps its field id and the JSON key it reads (repeatable)")
+	fs.Var(&o.set, "set", "set a table property, KEY=VALUE (repeatable)")
+	fs.Var(&o.unset, "unset", "remove a table property, KEY (repeatable)")
+	return o
+}
+
+// alterRequest turns the flags of `table alter` into its request.
+func alterRequest(o *alterOpts) (*adminv1.AlterTableRequest, error) {
+	req := &adminv1.AlterTableRequest{}
+	for _, a := range o.changes {
+		var ch adminv1.ColumnChange
+		switch a.flag {
+		case "add":
+			col, err := parseColumn("add", a.value)
+			if err != nil {
+				return nil, err
+			}
+			ch.Change = &adminv1.ColumnChange_Add{Add: col}
+		case "widen":
+			name, typ, ok := strings.Cut(a.value, ":")
+			if !ok || name == "" || typ == "" {
+				return nil, usageError{fmt.Sprintf("--widen %q: want NAME:TYPE", a.value)}
+			}
+			ch.Change = &adminv1.ColumnChange_Widen{Widen: &adminv1.WidenColumn{Name: name, Type: typ}}
+		case "optional":
+			if a.value == "" || strings.Contains(a.value, ":") {
+				return nil, usageError{fmt.Sprintf("--optional %q: want a column NAME", a.value)}
+			}
+			ch.Change = &adminv1.ColumnChange_MakeOptional{MakeOptional: a.value}
+		case "rename":
+			old, nw, ok := strings.Cut(a.value, ":")
+			if !ok || old == "" || nw == "" {
+				return nil, usageError{fmt.Sprintf("--rename %q: want OLD:NEW", a.value)}
+			}
+			ch.Change = &adminv1.ColumnChange_Rename{Rename: &adminv1.RenameColumn{Name: old, NewName: nw}}
+		}
+		req.Changes = append(req.Changes, &ch)
+	}
+	for _, p := range o.set {
+		k, v, err := parseProperty("set", p)
+		if err != nil {
+			return nil, err
+		}
+		if req.SetProperties == nil {
+			req.SetProperties = map[string]string{}
+		}
+		req.SetProperties[k] = v
+	}
+	for _, k := range o.unset {
+		if k == "" || strings.Contains(k, "=") {
+			return nil, usageError{fmt.Sprintf("--unset %q: want a property KEY", k)}
+		}
+		req.RemoveProperties = append(req.RemoveProperties, k)
+	}
+	if len(req.Changes) == 0 && len(req.SetProperties) == 0 && len(req.RemoveProperties) == 0 {
+		return nil, usageError{"table alter: nothing to change (give --add, --widen, --optional, --rename, --set or --unset)"}
+	}
+	return req, nil
+}
+
+func (c *cli) tableAlter(ctx context.Context, args []string, f any) error {
+	req, err := alterRequest(f.(*alterOpts))
+	if err != nil {
+		return err
+	}
+	req.Node = c.node
+	req.Namespace, req.Name = splitName(args[0])
+	resp, err := c.client.AlterTable(ctx, req)
+	if err != nil {
+		return err
+	}
+	return c.print(resp, func(w io.Writer) { printTable(w, resp.GetTable()) })
 }
 
 func (c *cli) tableDrop(ctx context.Context, args []string, _ any) error {

@@ -1,12 +1,15 @@
 // Command minkdev runs a whole Mink cluster on this machine (make dev): a private
-// PostgreSQL and an embedded Kafka broker under .tmp/dev, two indexers, a writer and two
-// file servers as separate processes, and a demo topic with a steady stream of events
-// registered as the table default.demo. It builds nothing: make dev builds the binaries
-// into .tmp/bin first. The first Ctrl-C stops everything cleanly; a second one kills the
-// roles instead of waiting for them.
+// PostgreSQL, an embedded Kafka broker and an embedded Schema Registry (port 8081) under
+// .tmp/dev, two indexers, a writer and two file servers as separate processes, and two
+// demo topics with a steady stream each: JSON events as the table default.demo, and Avro
+// orders (subject demo_avro-value) as default.demo_avro, whose schema gains a field after
+// --demo-avro-evolve-after orders. It builds nothing: make dev builds the binaries into
+// .tmp/bin first. The first Ctrl-C stops everything cleanly; a second one kills the roles
+// instead of waiting for them.
 //
-// Every flag has a MINK_* twin: MINK_POSTGRES_URL and MINK_KAFKA_BROKERS use an existing
-// database and brokers instead of the private ones.
+// Every flag has a MINK_* twin: MINK_POSTGRES_URL, MINK_KAFKA_BROKERS and
+// MINK_SCHEMA_REGISTRY_URL use an existing database, brokers and registry instead of the
+// private ones.
 package main
 
 import (

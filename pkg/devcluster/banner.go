@@ -36,19 +36,36 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 	fmt.Fprintf(tw, "  Iceberg REST catalog\t%s\n", catalog)
 	fmt.Fprintf(tw, "  S3 endpoint\t%s  bucket mink, path-style%s\n", info.S3URL, others(func(n Node) string { return "http://" + Addr(n.S3Port) }))
 	fmt.Fprintf(tw, "  Postgres\t%s\n", redact(info.PostgresURL))
-	stream := "no demo events (--demo-rate 0)"
-	if c.Rate > 0 {
-		stream = fmt.Sprintf("%g events/s", c.Rate)
-		if c.Events > 0 {
-			stream += fmt.Sprintf(", %d in all", c.Events)
-		}
-		stream += fmt.Sprintf(", ids from %d", info.FirstEventID)
+	registry := info.SchemaRegistryURL + "  (external)"
+	if info.SchemaRegistryEmbedded {
+		registry = fmt.Sprintf("%s  (embedded; schemas kept in %s)", info.SchemaRegistryURL, rel(filepath.Join(c.Dir, RegistryFile)))
 	}
-	fmt.Fprintf(tw, "  Kafka\t%s  topic %s (%d partitions): %s\n", strings.Join(info.KafkaBrokers, ","), info.Topic, partitions, stream)
+	fmt.Fprintf(tw, "  Schema Registry\t%s\n", registry)
+	stream := func(what string, first int64) string {
+		if c.Rate <= 0 {
+			return "no demo " + what + " (--demo-rate 0)"
+		}
+		s := fmt.Sprintf("%g %s/s", c.Rate, what)
+		if c.Events > 0 {
+			s += fmt.Sprintf(", %d in all", c.Events)
+		}
+		return s + fmt.Sprintf(", ids from %d", first)
+	}
+	fmt.Fprintf(tw, "  Kafka\t%s  topic %s (%d partitions): JSON %s\n", strings.Join(info.KafkaBrokers, ","), info.Topic, partitions, stream("events", info.FirstEventID))
+	avro := info.Avro
+	if avro.Error == "" {
+		fmt.Fprintf(tw, "  \t%s  topic %s (%d partitions): Avro %s, subject %s\n", strings.Repeat(" ", len(strings.Join(info.KafkaBrokers, ","))),
+			avro.Topic, avro.Partitions, stream("orders", avro.FirstEventID), avro.Subject)
+	}
 	if info.TableError != "" {
-		fmt.Fprintf(tw, "  Table\t%s  NOT REGISTERED: %s\n", info.Table, info.TableError)
+		fmt.Fprintf(tw, "  Tables\t%s  NOT REGISTERED: %s\n", info.Table, info.TableError)
 	} else {
-		fmt.Fprintf(tw, "  Table\t%s  (%s)\n", info.Table, info.TableState)
+		fmt.Fprintf(tw, "  Tables\t%s  (%s)\n", info.Table, info.TableState)
+	}
+	if avro.Error != "" {
+		fmt.Fprintf(tw, "  \t%s  AVRO DEMO OFF: %s\n", avro.Table, avro.Error)
+	} else {
+		fmt.Fprintf(tw, "  \t%s  (%s)  %s\n", avro.Table, avro.TableState, evolution(c, avro))
 	}
 	for i, n := range c.Nodes() {
 		label := ""
@@ -85,8 +102,29 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 	fmt.Fprintf(w, "  %s%s nodes\n", minkctl, addr)
 	fmt.Fprintf(w, "  %s%s table describe %s\n", minkctl, addr, c.Table)
 	fmt.Fprintf(w, "  %s scan default.%s --limit 10%s\n", minkctl, c.Table, catalogFlag)
+	if info.Avro.Error == "" {
+		fmt.Fprintf(w, "  %s%s table describe %s\n", minkctl, addr, c.AvroTable)
+		fmt.Fprintf(w, "  %s scan default.%s --limit 10%s\n", minkctl, c.AvroTable, catalogFlag)
+		fmt.Fprintf(w, "  %s -plaintext -d '{\"name\":\"%s\"}' %s mink.admin.v1.AdminService/DescribeTable   # schemaVersion, schema\n",
+			grpcurl, c.AvroTable, Addr(c.GRPCPort))
+	}
 	fmt.Fprintf(w, "  %s -plaintext -d '{\"node\":\"%s\"}' %s mink.admin.v1.AdminService/GetStatus\n", grpcurl, named, Addr(c.GRPCPort))
 	fmt.Fprintln(w)
+}
+
+// evolution says which schema versions the Avro demo writes.
+func evolution(c *Config, a AvroInfo) string {
+	switch {
+	case a.SchemaIDV2 != 0:
+		return fmt.Sprintf("writes schema version 2 (id %d, with the field %s)", a.SchemaIDV2, AvroNewField)
+	case a.EvolveAfter == 0:
+		return fmt.Sprintf("writes schema version 1 (id %d)", a.SchemaIDV1)
+	}
+	s := fmt.Sprintf("schema version 1 (id %d); version 2 adds the column %s from order %d", a.SchemaIDV1, AvroNewField, a.EvolveAfter+1)
+	if left := a.EvolveAfter + 1 - a.FirstEventID; c.Rate > 0 && left >= 0 && (c.Events == 0 || left < c.Events) {
+		s += fmt.Sprintf(" (in about %.0fs)", float64(left)/c.Rate)
+	}
+	return s
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -1,8 +1,10 @@
 // Package devcluster runs a whole Mink cluster on one machine for `make dev`: a private
-// PostgreSQL and an embedded Kafka-protocol broker (kfake) whose data survive restarts,
-// the three roles as separate processes, and a demo topic with a steady stream of events
-// registered as a table. cmd/minkdev is its command line; the end-to-end test drives the
-// same code through that command, so what a newcomer runs is what is tested.
+// PostgreSQL, an embedded Kafka-protocol broker (kfake) and an embedded Schema Registry
+// (srfake) whose data survive restarts, the three roles as separate processes, and two
+// demo topics with a steady stream of records each, registered as tables: JSON events,
+// and Avro orders whose schema gains a field while it runs. cmd/minkdev is its command
+// line; the end-to-end test drives the same code through that command, so what a
+// newcomer runs is what is tested.
 package devcluster
 
 import (
@@ -15,19 +17,24 @@ import (
 	"time"
 
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
 // Config is the launcher's configuration. Ports are fixed, not random, so the printed
 // commands and the URLs engines are configured with stay the same from run to run.
 type Config struct {
-	Dir    string // state and logs: postgres/, kafka/, cache/<node>/, logs/
+	Dir    string // state and logs: postgres/, kafka/, registry/, cache/<node>/, logs/
 	BinDir string // where mink-indexer, mink-writer, mink-fileserver and minkctl are
 
 	PostgresURL  string       // an existing database; empty: a private server under Dir/postgres
 	PostgresPort int          // the private server's port
 	KafkaBrokers flagenv.List // existing brokers; empty: kfake under Dir/kafka
 	KafkaPort    int          // kfake's port
+	// Registry is an existing Schema Registry (--schema-registry-*, as every role takes
+	// them); an empty URL: the embedded registry, on RegistryPort, schemas in RegistryFile.
+	Registry     registry.Config
+	RegistryPort int
 
 	Indexers, Writers, FileServers int
 
@@ -44,29 +51,38 @@ type Config struct {
 	Topic      string  // the demo topic
 	Table      string  // the demo table, in namespace "default"
 	Partitions int     // the demo topic's partitions, when it is created
-	Rate       float64 // demo events per second; 0: produce none
-	Events     int64   // demo events to produce in this run; 0: no end
+	Rate       float64 // demo records per second on each demo topic; 0: produce none
+	Events     int64   // demo records to produce on each demo topic in this run; 0: no end
+	AvroTopic  string  // the Avro demo topic; its values' subject is <topic>-value
+	AvroTable  string  // the Avro demo table, in namespace "default"
+	// AvroEvolveAfter is the last Avro demo id written with schema version 1: the next
+	// registers version 2 (adding AvroNewField) and every later one is written with it.
+	// 0: never.
+	AvroEvolveAfter int64
 	// Table properties of the demo table when it is created: how soon a record is a row.
 	RangeMaxAge    time.Duration
 	CommitInterval time.Duration
 }
 
-// Defaults. 7070 is the first node so that minkctl's default --addr reaches it; 8181 and
-// 9000 are the catalog and S3 conventions; Postgres avoids 5432, where a system server
-// usually listens.
+// Defaults. 7070 is the first node so that minkctl's default --addr reaches it; 8181,
+// 9000 and 8081 are the catalog, S3 and Schema Registry conventions; Postgres avoids
+// 5432, where a system server usually listens. The Avro demo evolves after about a
+// minute at the default rate.
 var Defaults = Config{
 	Dir: filepath.Join(".tmp", "dev"), BinDir: filepath.Join(".tmp", "bin"),
-	PostgresPort: 15432, KafkaPort: 9092,
+	PostgresPort: 15432, KafkaPort: 9092, RegistryPort: 8081,
 	Indexers: 2, Writers: 1, FileServers: 2,
 	GRPCPort: 7070, MetricsPort: 9464, CatalogPort: 8181, S3Port: 9000,
 	LeaseTTL: 10 * time.Second, ShutdownTimeout: 10 * time.Second, ReadyTimeout: 60 * time.Second,
 	LogLevel: slog.LevelInfo,
 	Topic:    "demo", Table: "demo", Partitions: 4, Rate: 20,
+	AvroTopic: "demo_avro", AvroTable: "demo_avro", AvroEvolveAfter: 1200,
 	RangeMaxAge: 5 * time.Second, CommitInterval: 2 * time.Second,
 }
 
 // RegisterFlags adds the launcher's flags to fs with Defaults' values; each has a MINK_*
-// twin, so MINK_POSTGRES_URL and MINK_KAFKA_BROKERS point the cluster elsewhere.
+// twin, so MINK_POSTGRES_URL, MINK_KAFKA_BROKERS and MINK_SCHEMA_REGISTRY_URL point the
+// cluster elsewhere.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := Defaults
 	fs.StringVar(&c.Dir, "dir", d.Dir, "folder of the cluster's data and logs (kept across runs)")
@@ -75,6 +91,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.PostgresPort, "postgres-port", d.PostgresPort, "port of the private PostgreSQL")
 	fs.Var(&c.KafkaBrokers, "kafka-brokers", "use these Kafka brokers (host:port,...) instead of the embedded broker")
 	fs.IntVar(&c.KafkaPort, "kafka-port", d.KafkaPort, "port of the embedded Kafka broker")
+	c.Registry.RegisterFlags(fs) // --schema-registry-url and its credentials, given to every role
+	fs.Lookup("schema-registry-url").Usage = "use this Schema Registry (http(s)://[user:pass@]host:8081) instead of the embedded one"
+	fs.IntVar(&c.RegistryPort, "schema-registry-port", d.RegistryPort, "port of the embedded Schema Registry (when --schema-registry-url is empty)")
 	fs.IntVar(&c.Indexers, "indexers", d.Indexers, "indexer processes")
 	fs.IntVar(&c.Writers, "writers", d.Writers, "writer processes")
 	fs.IntVar(&c.FileServers, "file-servers", d.FileServers, "file-server processes")
@@ -89,8 +108,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Topic, "demo-topic", d.Topic, "demo topic")
 	fs.StringVar(&c.Table, "demo-table", d.Table, "demo table (namespace default)")
 	fs.IntVar(&c.Partitions, "demo-partitions", d.Partitions, "partitions of the demo topic when it is created")
-	fs.Float64Var(&c.Rate, "demo-rate", d.Rate, "demo events per second (0: none)")
-	fs.Int64Var(&c.Events, "demo-events", d.Events, "stop producing after this many demo events in this run (0: never)")
+	fs.Float64Var(&c.Rate, "demo-rate", d.Rate, "demo records per second on each demo topic (0: none)")
+	fs.Int64Var(&c.Events, "demo-events", d.Events, "stop producing after this many demo records on each demo topic in this run (0: never)")
+	fs.StringVar(&c.AvroTopic, "demo-avro-topic", d.AvroTopic, "Avro demo topic (its values' subject is <topic>-value)")
+	fs.StringVar(&c.AvroTable, "demo-avro-table", d.AvroTable, "Avro demo table (namespace default)")
+	fs.Int64Var(&c.AvroEvolveAfter, "demo-avro-evolve-after", d.AvroEvolveAfter,
+		"Avro demo ids above this are written with schema version 2, which adds the field "+AvroNewField+" (0: never)")
 	fs.DurationVar(&c.RangeMaxAge, "range-max-age", d.RangeMaxAge, "demo table property "+tables.PropRangeMaxAge+" (set when the table is created)")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", d.CommitInterval, "demo table property "+tables.PropCommitInterval+" (set when the table is created)")
 }
@@ -116,7 +139,7 @@ func (c *Config) Validate() error {
 		port  int
 		count int
 	}{
-		{"postgres-port", c.PostgresPort, 1}, {"kafka-port", c.KafkaPort, 1}, {"grpc-port", c.GRPCPort, n},
+		{"postgres-port", c.PostgresPort, 1}, {"kafka-port", c.KafkaPort, 1}, {"schema-registry-port", c.RegistryPort, 1}, {"grpc-port", c.GRPCPort, n},
 		{"metrics-port", c.MetricsPort, n}, {"catalog-port", c.CatalogPort, c.FileServers}, {"s3-port", c.S3Port, c.FileServers},
 	}
 	for _, p := range ports {
@@ -141,6 +164,24 @@ func (c *Config) Validate() error {
 	}
 	if c.Table == "" {
 		bad("demo-table", "required")
+	}
+	switch {
+	case c.AvroTopic == "":
+		bad("demo-avro-topic", "required")
+	case c.AvroTopic == c.Topic:
+		bad("demo-avro-topic", "%q is the JSON demo's topic (--demo-topic) too", c.AvroTopic)
+	}
+	switch {
+	case c.AvroTable == "":
+		bad("demo-avro-table", "required")
+	case c.AvroTable == c.Table:
+		bad("demo-avro-table", "%q is the JSON demo's table (--demo-table) too", c.AvroTable)
+	}
+	if c.AvroEvolveAfter < 0 {
+		bad("demo-avro-evolve-after", "must not be negative (0: never)")
+	}
+	if err := c.Registry.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Partitions < 1 || c.Partitions > 1000 {
 		bad("demo-partitions", "%d is out of range (1 to 1000)", c.Partitions)

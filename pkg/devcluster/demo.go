@@ -161,8 +161,9 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 }
 
 // lastID is the largest event id in the topic: a restart continues after it, so ids stay
-// unique across runs. It reads the last record of each partition.
-func lastID(ctx context.Context, brokers []string, adm *kadm.Client, topic string) (int64, error) {
+// unique across runs. It reads the last record of each partition; idOf reads a record's
+// id (0 for a record that is none of the demo's).
+func lastID(ctx context.Context, brokers []string, adm *kadm.Client, topic string, idOf func(value []byte) int64) (int64, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return 0, err
@@ -196,28 +197,35 @@ func lastID(ctx context.Context, brokers []string, adm *kadm.Client, topic strin
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			got[r.Partition] = true
-			var e struct{ ID int64 }
-			if json.Unmarshal(r.Value, &e) == nil && e.ID > last {
-				last = e.ID
-			}
+			last = max(last, idOf(r.Value))
 		})
 	}
 	return last, nil
 }
 
-// producer writes demo events at a steady rate.
+// eventID is a JSON demo record's id.
+func eventID(value []byte) int64 {
+	var e struct{ ID int64 }
+	if json.Unmarshal(value, &e) != nil {
+		return 0
+	}
+	return e.ID
+}
+
+// producer writes demo records at a steady rate.
 type producer struct {
 	cl       *kgo.Client
 	topic    string
 	rate     float64
 	limit    int64 // 0: no end
+	record   func(ctx context.Context, id int64) (*kgo.Record, error)
 	log      *slog.Logger
 	produced atomic.Int64 // acknowledged by Kafka
 	failed   atomic.Int64
 	firstErr atomic.Pointer[error]
 }
 
-// run produces events firstID, firstID+1, ... until ctx ends or the limit is reached,
+// run produces records firstID, firstID+1, ... until ctx ends or the limit is reached,
 // then waits for Kafka to acknowledge what it sent.
 func (p *producer) run(ctx context.Context, firstID int64) {
 	defer func() {
@@ -237,12 +245,16 @@ func (p *producer) run(ctx context.Context, firstID int64) {
 			due = min(due, p.limit)
 		}
 		for ; sent < due; sent++ {
-			rec := NewEvent(firstID+sent, time.Now()).Record(p.topic)
+			rec, err := p.record(ctx, firstID+sent)
+			if err != nil {
+				p.acked(&kgo.Record{Topic: p.topic}, err)
+				continue
+			}
 			// Produce blocks only while its buffer is full (Kafka down); ctx ends that.
 			p.cl.Produce(ctx, rec, p.acked)
 		}
 		if p.limit > 0 && sent >= p.limit {
-			p.log.Info("demo: produced the requested events", "events", sent)
+			p.log.Info("demo: produced the requested events", "topic", p.topic, "events", sent)
 			return
 		}
 		select {

@@ -27,6 +27,7 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/registry"
 )
 
 // Database is the private server's database the cluster uses.
@@ -51,6 +52,26 @@ type RunInfo struct {
 	FirstEventID int64     `json:"first_event_id,omitempty"` // the id this run's demo events start at
 	Processes    []RunProc `json:"processes"`
 	Ports        []int     `json:"ports"` // every port the cluster listens on
+
+	SchemaRegistryURL      string   `json:"schema_registry_url"` // without credentials
+	SchemaRegistryEmbedded bool     `json:"schema_registry_embedded,omitempty"`
+	Avro                   AvroInfo `json:"avro"`
+}
+
+// AvroInfo is the Avro demo: its topic, subject and table, and the schema ids it writes.
+type AvroInfo struct {
+	Table        string `json:"table"`
+	Topic        string `json:"topic"`
+	Subject      string `json:"subject"`
+	Partitions   int    `json:"partitions,omitempty"`
+	TableState   string `json:"table_state,omitempty"` // as RunInfo.TableState
+	Error        string `json:"error,omitempty"`       // why the Avro demo is off: its schema or table could not be set up
+	FirstEventID int64  `json:"first_event_id,omitempty"`
+	// The registry ids of schema versions 1 and 2 when the run started (0: not registered
+	// yet); ids above EvolveAfter are written with version 2.
+	SchemaIDV1  int   `json:"schema_id_v1,omitempty"`
+	SchemaIDV2  int   `json:"schema_id_v2,omitempty"`
+	EvolveAfter int64 `json:"evolve_after,omitempty"`
 }
 
 // RunProc is one role process.
@@ -61,8 +82,9 @@ type RunProc struct {
 }
 
 // Run starts the cluster, prints to out where everything is and what to try, and runs it
-// until ctx ends or a role exits, then stops everything in order: the demo producer, the
-// roles (SIGTERM, waited for, so they release their leases), then Kafka and Postgres.
+// until ctx ends or a role exits, then stops everything in order: the demo producers, the
+// roles (SIGTERM, waited for, so they release their leases), then the Schema Registry,
+// Kafka and Postgres.
 // Closing force makes that stop kill the roles instead of waiting for them.
 func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (err error) {
 	if err := c.Validate(); err != nil {
@@ -103,7 +125,8 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	var st stopper
 	defer func() { err = errors.Join(err, st.run(say)) }()
 	info := RunInfo{LauncherPid: os.Getpid(), CatalogURL: c.CatalogURL(), S3URL: c.S3URL(),
-		Table: "default." + c.Table, Topic: c.Topic, Ports: c.ports()}
+		Table: "default." + c.Table, Topic: c.Topic, Ports: c.ports(),
+		Avro: AvroInfo{Table: "default." + c.AvroTable, Topic: c.AvroTopic, Subject: c.AvroSubject(), EvolveAfter: c.AvroEvolveAfter}}
 
 	// Postgres.
 	info.PostgresURL = c.PostgresURL
@@ -145,11 +168,27 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 		say("kafka: %s (external)", strings.Join(info.KafkaBrokers, ","))
 	}
 
+	// The Schema Registry.
+	reg := c.Registry
+	if reg.URL == "" {
+		er, err := startRegistry(c.Dir, c.RegistryPort, log)
+		if err != nil {
+			return fmt.Errorf("schema registry: %w", err)
+		}
+		st.push("schema registry", er.Close)
+		reg = registry.Config{URL: er.URL()}
+		info.SchemaRegistryEmbedded = true
+		say("schema registry: %s (embedded, %d schemas kept in %s)", er.URL(), er.n, rel(er.path))
+	} else {
+		say("schema registry: %s (external)", redactURL(reg.URL))
+	}
+	info.SchemaRegistryURL = redactURL(reg.URL)
+
 	// The roles.
 	var procs []*process
 	st.push("roles", func() error { return stopAll(procs, c.stopGrace(), force, say) })
 	for _, n := range c.Nodes() {
-		p, err := startRole(&c, n, info.PostgresURL, info.KafkaBrokers)
+		p, err := startRole(&c, n, info.PostgresURL, info.KafkaBrokers, reg)
 		if err != nil {
 			return err
 		}
@@ -161,7 +200,7 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 		return fmt.Errorf("waiting for the roles: %w", err)
 	}
 
-	// The demo topic and table.
+	// The demo topics and tables.
 	kcl, err := kgo.NewClient(kgo.SeedBrokers(info.KafkaBrokers...), kgo.ProducerLinger(20*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
@@ -170,6 +209,9 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	adm := kadm.NewClient(kcl)
 	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	partitions, err := ensureTopic(kctx, adm, c.Topic, c.Partitions)
+	if err == nil {
+		info.Avro.Partitions, err = ensureTopic(kctx, adm, c.AvroTopic, c.Partitions)
+	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
@@ -180,29 +222,39 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 		info.TableError = tableErr.Error()
 		say("WARNING: table %s is not registered: %v", info.Table, tableErr)
 	}
+	// The Avro demo needs the registry: when it cannot be set up, the rest still runs.
+	var orders *avroDemo
+	srcl, err := srClient(reg)
+	if err == nil {
+		orders = newAvroDemo(srcl, c.AvroSubject(), c.AvroEvolveAfter, log, say)
+		err = orders.prepare(ctx)
+	}
+	if err == nil {
+		info.Avro.SchemaIDV1, info.Avro.SchemaIDV2 = orders.SchemaIDs()
+		info.Avro.TableState, err = createTable(ctx, procs[0], c.AvroTableRequest())
+	}
+	if err != nil {
+		orders = nil
+		info.Avro.Error = err.Error()
+		say("WARNING: the Avro demo (%s) is off: %v", info.Avro.Table, err)
+	}
 
-	// The demo stream.
+	// The demo streams.
 	if c.Rate > 0 {
-		kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		last, err := lastID(kctx, info.KafkaBrokers, adm, c.Topic)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("kafka: %w", err)
+		events := &producer{cl: kcl, topic: c.Topic, rate: c.Rate, limit: c.Events, log: log,
+			record: func(_ context.Context, id int64) (*kgo.Record, error) {
+				return NewEvent(id, time.Now()).Record(c.Topic), nil
+			}}
+		if info.FirstEventID, err = startProducer(ctx, &st, say, info.KafkaBrokers, adm, events, eventID, "events"); err != nil {
+			return err
 		}
-		info.FirstEventID = last + 1
-		p := &producer{cl: kcl, topic: c.Topic, rate: c.Rate, limit: c.Events, log: log}
-		pctx, stopProducing := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Go(func() { p.run(pctx, last+1) })
-		st.push("", func() error {
-			stopProducing()
-			wg.Wait()
-			say("demo: %d events produced in this run (ids from %d)", p.produced.Load(), last+1)
-			if n := p.failed.Load(); n > 0 {
-				return fmt.Errorf("demo: %d events failed to produce; the first: %v", n, *p.firstErr.Load())
+		if orders != nil {
+			p := &producer{cl: kcl, topic: c.AvroTopic, rate: c.Rate, limit: c.Events, log: log,
+				record: func(ctx context.Context, id int64) (*kgo.Record, error) { return orders.record(ctx, c.AvroTopic, id) }}
+			if info.Avro.FirstEventID, err = startProducer(ctx, &st, say, info.KafkaBrokers, adm, p, orders.orderID, "orders"); err != nil {
+				return err
 			}
-			return nil
-		})
+		}
 	}
 
 	catalogErr := probeCatalog(ctx, c.CatalogURL())
@@ -223,6 +275,31 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	case p := <-exited:
 		return fmt.Errorf("a role stopped on its own, so the cluster stops too: %s", p.describeExit())
 	}
+}
+
+// startProducer starts p after the topic's last id, and pushes its stop onto st. It
+// returns the first id it produces.
+func startProducer(ctx context.Context, st *stopper, say func(string, ...any), brokers []string, adm *kadm.Client,
+	p *producer, idOf func([]byte) int64, what string) (int64, error) {
+	kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	last, err := lastID(kctx, brokers, adm, p.topic, idOf)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("kafka: %w", err)
+	}
+	pctx, stopProducing := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { p.run(pctx, last+1) })
+	st.push("", func() error {
+		stopProducing()
+		wg.Wait()
+		say("demo: %d %s produced to %s in this run (ids from %d)", p.produced.Load(), what, p.topic, last+1)
+		if n := p.failed.Load(); n > 0 {
+			return fmt.Errorf("demo: %d %s failed to produce to %s; the first: %v", n, what, p.topic, *p.firstErr.Load())
+		}
+		return nil
+	})
+	return last + 1, nil
 }
 
 // lockDir keeps two launchers off one folder; the lock goes with the process, so a killed
@@ -250,6 +327,9 @@ func (c *Config) ports() []int {
 	}
 	if len(c.KafkaBrokers) == 0 {
 		ps = append(ps, c.KafkaPort)
+	}
+	if c.Registry.URL == "" {
+		ps = append(ps, c.RegistryPort)
 	}
 	for _, n := range c.Nodes() {
 		for _, p := range []int{n.GRPCPort, n.MetricsPort, n.CatalogPort, n.S3Port} {

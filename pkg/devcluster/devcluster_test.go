@@ -8,6 +8,7 @@ import (
 	"flag"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/rowcodec"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
@@ -92,7 +94,7 @@ func TestNodesLayout(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("nodes:\n%s\nwant:\n%s", strings.Join(got, " "), want)
 	}
-	if ps := c.ports(); len(ps) != 2+5+5+2+2 {
+	if ps := c.ports(); len(ps) != 3+5+5+2+2 {
 		t.Errorf("ports %v", ps)
 	}
 }
@@ -107,14 +109,34 @@ func TestFlagsAndValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if err := fs.Parse([]string{"--indexers", "0", "--demo-rate", "-1", "--commit-interval", "1ms", "--s3-port", "65535"}); err != nil {
+	if err := fs.Parse([]string{"--indexers", "0", "--demo-rate", "-1", "--commit-interval", "1ms", "--s3-port", "65535",
+		"--demo-avro-topic", "demo", "--demo-avro-evolve-after", "-1", "--schema-registry-port", "0",
+		"--schema-registry-url", "ftp://sr"}); err != nil {
 		t.Fatal(err)
 	}
 	err := c.Validate()
-	for _, want := range []string{"--indexers", "--demo-rate", "mink.commit.interval", "--s3-port"} {
+	for _, want := range []string{"--indexers", "--demo-rate", "mink.commit.interval", "--s3-port",
+		"--demo-avro-topic", "--demo-avro-evolve-after", "--schema-registry-port", "--schema-registry-url"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %s", err, want)
 		}
+	}
+}
+
+// The roles get every registry setting, the secrets through their environment only.
+func TestRegistrySettingsOfTheRoles(t *testing.T) {
+	reg := registry.Config{URL: "https://sr.example.com", Username: "u", Password: "pw-secret", CAFile: "/ca.pem", Timeout: 3 * time.Second}
+	args, env := strings.Join(registryArgs(reg), " "), strings.Join(registrySecrets(reg), " ")
+	if args != "--schema-registry-url https://sr.example.com --schema-registry-username u --schema-registry-ca-file /ca.pem --schema-registry-timeout 3s" ||
+		env != "MINK_SCHEMA_REGISTRY_PASSWORD=pw-secret" {
+		t.Errorf("args %q, env %q", args, env)
+	}
+	tok := registry.Config{URL: "https://sr.example.com", BearerToken: "tok-secret"}
+	if a := strings.Join(registryArgs(tok), " "); strings.Contains(a, "secret") || registrySecrets(tok)[0] != "MINK_SCHEMA_REGISTRY_BEARER_TOKEN=tok-secret" {
+		t.Errorf("bearer token: args %q, env %q", a, registrySecrets(tok))
+	}
+	if redactURL("https://u:pw-secret@sr.example.com:8081") != "https://sr.example.com:8081" {
+		t.Errorf("redactURL keeps user info: %s", redactURL("https://u:pw-secret@sr.example.com:8081"))
 	}
 }
 
@@ -122,13 +144,21 @@ func TestBannerHasTheCommandsToTry(t *testing.T) {
 	c := Defaults
 	var out bytes.Buffer
 	info := RunInfo{CatalogURL: c.CatalogURL(), S3URL: c.S3URL(), Table: "default.demo", Topic: "demo",
-		PostgresURL: "postgres://postgres:secret@127.0.0.1:15432/mink", KafkaBrokers: []string{"127.0.0.1:9092"}, FirstEventID: 1, TableState: "created"}
+		PostgresURL: "postgres://postgres:secret@127.0.0.1:15432/mink", KafkaBrokers: []string{"127.0.0.1:9092"}, FirstEventID: 1, TableState: "created",
+		SchemaRegistryURL: "http://127.0.0.1:8081", SchemaRegistryEmbedded: true,
+		Avro: AvroInfo{Table: "default.demo_avro", Topic: "demo_avro", Subject: "demo_avro-value", Partitions: 4,
+			TableState: "created", FirstEventID: 1, SchemaIDV1: 1, EvolveAfter: c.AvroEvolveAfter}}
 	printBanner(&out, &c, info, 4, errors.New("connection refused"))
 	s := out.String()
 	for _, want := range []string{
 		"http://127.0.0.1:8181", "http://127.0.0.1:9000", "WARNING: not answering yet: connection refused",
 		"minkctl status\n", "minkctl table describe demo\n", "minkctl scan default.demo --limit 10\n",
 		`-plaintext -d '{"node":"fileserver-2"}' 127.0.0.1:7070 mink.admin.v1.AdminService/GetStatus`,
+		"Schema Registry", "http://127.0.0.1:8081  (embedded; schemas kept in " + filepath.Join(c.Dir, RegistryFile) + ")",
+		"topic demo_avro (4 partitions): Avro 20 orders/s, ids from 1, subject demo_avro-value",
+		"minkctl table describe demo_avro\n", "minkctl scan default.demo_avro --limit 10\n",
+		`-plaintext -d '{"name":"demo_avro"}' 127.0.0.1:7070 mink.admin.v1.AdminService/DescribeTable`,
+		"version 2 adds the column coupon from order 1201 (in about 60s)",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("banner lacks %q:\n%s", want, s)
@@ -136,6 +166,18 @@ func TestBannerHasTheCommandsToTry(t *testing.T) {
 	}
 	if strings.Contains(s, "secret") {
 		t.Errorf("banner shows the Postgres password:\n%s", s)
+	}
+
+	// Without a registry the Avro demo is off, and the banner says so instead of
+	// suggesting commands that would fail.
+	out.Reset()
+	info.Avro = AvroInfo{Table: "default.demo_avro", Error: "connection refused"}
+	info.SchemaRegistryEmbedded, info.SchemaRegistryURL = false, "https://sr.example.com"
+	printBanner(&out, &c, info, 4, nil)
+	s = out.String()
+	if !strings.Contains(s, "default.demo_avro  AVRO DEMO OFF: connection refused") || !strings.Contains(s, "https://sr.example.com  (external)") ||
+		strings.Contains(s, "demo_avro --limit") {
+		t.Errorf("banner with the Avro demo off:\n%s", s)
 	}
 }
 

@@ -14,6 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/registry"
 )
 
 // process is one running role.
@@ -27,7 +30,7 @@ type process struct {
 
 // startRole starts one role process with its output in logs/<node>.log. The previous
 // run's log is kept as <node>.log.prev.
-func startRole(c *Config, n Node, postgresURL string, brokers []string) (*process, error) {
+func startRole(c *Config, n Node, postgresURL string, brokers []string, reg registry.Config) (*process, error) {
 	bin := filepath.Join(c.BinDir, "mink-"+n.Role)
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s: %w (make dev builds it; or run make build)", bin, err)
@@ -40,6 +43,7 @@ func startRole(c *Config, n Node, postgresURL string, brokers []string) (*proces
 	if n.MetricsPort != 0 {
 		args = append(args, "--metrics-addr", Addr(n.MetricsPort))
 	}
+	args = append(args, registryArgs(reg)...)
 	if n.Role == "fileserver" {
 		args = append(args, "--catalog-addr", Addr(n.CatalogPort), "--s3-addr", Addr(n.S3Port),
 			"--cache-dir", filepath.Join(c.Dir, "cache", n.ID))
@@ -51,7 +55,7 @@ func startRole(c *Config, n Node, postgresURL string, brokers []string) (*proces
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = roleEnv()
+	cmd.Env = append(roleEnv(), registrySecrets(reg)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: Ctrl-C in the terminal reaches only the launcher, which stops
 	// the roles in order (they need Postgres to release their leases). Pdeathsig: a killed
@@ -71,14 +75,44 @@ func startRole(c *Config, n Node, postgresURL string, brokers []string) (*proces
 }
 
 // roleEnv is the launcher's environment without MINK_* variables: every setting of a role
-// is a flag given here, and a developer's MINK_* exports meant for the launcher (or for
-// minkctl) must not change the roles behind its back.
+// is a flag given here (but for the registry's secrets: registrySecrets), and a
+// developer's MINK_* exports meant for the launcher (or for minkctl) must not change the
+// roles behind its back.
 func roleEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "MINK_") {
 			env = append(env, kv)
 		}
+	}
+	return env
+}
+
+// registryArgs are the --schema-registry-* flags of a role, but for the secrets.
+func registryArgs(reg registry.Config) []string {
+	var args []string
+	for _, f := range []struct{ name, value string }{
+		{"schema-registry-url", reg.URL}, {"schema-registry-username", reg.Username}, {"schema-registry-ca-file", reg.CAFile},
+	} {
+		if f.value != "" {
+			args = append(args, "--"+f.name, f.value)
+		}
+	}
+	if reg.URL != "" && reg.Timeout != 0 {
+		args = append(args, "--schema-registry-timeout", reg.Timeout.String())
+	}
+	return args
+}
+
+// registrySecrets are the registry's password and token as the role's environment, where
+// ps does not show them.
+func registrySecrets(reg registry.Config) []string {
+	var env []string
+	if reg.Password != "" {
+		env = append(env, flagenv.EnvName("schema-registry-password")+"="+reg.Password)
+	}
+	if reg.BearerToken != "" {
+		env = append(env, flagenv.EnvName("schema-registry-bearer-token")+"="+reg.BearerToken)
 	}
 	return env
 }

@@ -138,6 +138,10 @@ func New(cfg Config) (*Client, error) {
 	return &Client{sr: cl, http: hc, url: redactURL(u), auth: auth, caFile: cfg.CAFile != "", ids: ids, versions: versions}, nil
 }
 
+// SR is the franz-go registry client underneath, configured with the credentials, CA
+// and timeout: for tools that also write to the registry (the demo producers of make dev).
+func (c *Client) SR() *sr.Client { return c.sr }
+
 // URL is the registry's URL without credentials, for messages.
 func (c *Client) URL() string {
 	if c == nil {

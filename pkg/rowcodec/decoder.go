@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 
+	"github.com/minkhq/mink/pkg/jsonscan"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
@@ -392,26 +393,25 @@ func (d *Decoder) decodeJSON(data []byte, user []Value) string {
 		return "null value (tombstone)"
 	}
 	clear(d.seen)
-	s := scanner{buf: data, scratch: &d.scratch}
-	s.ws()
-	if s.pos >= len(s.buf) {
-		return "malformed JSON: empty value"
+	s := jsonscan.New(data, &d.scratch)
+	if !s.Start() {
+		return s.Err()
 	}
-	if c := s.buf[s.pos]; c != '{' {
-		kind := kindName(c)
-		if s.skipValue() {
-			s.end()
+	if s.Peek() != '{' {
+		kind := s.Kind()
+		if s.Skip() {
+			s.End()
 		}
-		if s.err != "" {
-			return s.err
+		if s.Err() != "" {
+			return s.Err()
 		}
 		return "not a JSON object (got " + kind + ")"
 	}
 	if d.object(&s, d.root, user) {
-		s.end()
+		s.End()
 	}
-	if s.err != "" {
-		return s.err // a syntax error outranks what we made of the part before it
+	if s.Err() != "" {
+		return s.Err() // a syntax error outranks what we made of the part before it
 	}
 	if d.errMsg != "" {
 		return d.errMsg

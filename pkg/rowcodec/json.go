@@ -1,488 +1,85 @@
 package rowcodec
 
 import (
-	"encoding/binary"
 	"fmt"
-	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/minkhq/mink/pkg/jsonscan"
 )
 
-// A hand-written JSON reader rather than encoding/json: it walks the document once,
+// JSON is read with pkg/jsonscan rather than encoding/json: it walks the document once,
 // decodes only the keys a column reads, points into the record for strings without
 // escapes, keeps numbers as their exact text, and never allocates per value. It accepts
 // exactly RFC 8259 JSON; anything else is a syntax error.
 
-// maxDepth bounds nesting so that a hostile record cannot exhaust the stack.
-const maxDepth = 1000
-
-type scanner struct {
-	buf     []byte
-	pos     int
-	depth   int
-	err     string // first syntax error; once set, parsing stops
-	scratch *[]byte
-}
-
-// fail records a syntax error at the current position and returns false.
-func (s *scanner) fail(want string) bool {
-	if s.err != "" {
-		return false
-	}
-	if s.pos >= len(s.buf) {
-		s.err = "malformed JSON: unexpected end of input, " + want
-	} else {
-		s.err = fmt.Sprintf("malformed JSON at byte %d: unexpected %s, %s", s.pos, describeByte(s.buf[s.pos]), want)
-	}
-	return false
-}
-
-func describeByte(c byte) string {
-	if c >= 0x20 && c < 0x7f {
-		return fmt.Sprintf("%q", rune(c))
-	}
-	return fmt.Sprintf("byte 0x%02x", c)
-}
-
-func (s *scanner) peek() byte {
-	if s.pos < len(s.buf) {
-		return s.buf[s.pos]
-	}
-	return 0
-}
-
-func (s *scanner) ws() {
-	for s.pos < len(s.buf) {
-		switch s.buf[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
-	}
-}
-
-// end checks that nothing but whitespace follows the top-level value.
-func (s *scanner) end() {
-	s.ws()
-	if s.pos < len(s.buf) {
-		s.fail("want the end of the value")
-	}
-}
-
-func (s *scanner) enter() bool {
-	s.depth++
-	if s.depth > maxDepth {
-		if s.err == "" {
-			s.err = fmt.Sprintf("JSON nested deeper than %d levels", maxDepth)
-		}
-		return false
-	}
-	return true
-}
-
-// kindName names the JSON kind of the value starting with c, for messages.
-func kindName(c byte) string {
-	switch {
-	case c == '{':
-		return "an object"
-	case c == '[':
-		return "an array"
-	case c == '"':
-		return "a string"
-	case c == 't' || c == 'f':
-		return "a boolean"
-	case c == 'n':
-		return "null"
-	case c == '-' || (c >= '0' && c <= '9'):
-		return "a number"
-	}
-	return "an invalid value"
-}
-
-// skipValue checks one value and moves past it.
-func (s *scanner) skipValue() bool {
-	switch c := s.peek(); {
-	case c == '{':
-		return s.skipObject()
-	case c == '[':
-		return s.skipArray()
-	case c == '"':
-		_, ok := s.str(false)
-		return ok
-	case c == 't':
-		return s.lit("true")
-	case c == 'f':
-		return s.lit("false")
-	case c == 'n':
-		return s.lit("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		_, ok := s.number()
-		return ok
-	default:
-		return s.fail("want a value")
-	}
-}
-
-func (s *scanner) skipObject() bool {
-	if !s.enter() {
-		return false
-	}
-	s.pos++ // {
-	s.ws()
-	if s.peek() == '}' {
-		s.pos++
-		s.depth--
-		return true
-	}
-	for {
-		s.ws()
-		if s.peek() != '"' {
-			return s.fail("want a string key")
-		}
-		if _, ok := s.str(false); !ok {
-			return false
-		}
-		if !s.colon() {
-			return false
-		}
-		if !s.skipValue() {
-			return false
-		}
-		if done, ok := s.next('}'); !ok {
-			return false
-		} else if done {
-			return true
-		}
-	}
-}
-
-func (s *scanner) skipArray() bool {
-	if !s.enter() {
-		return false
-	}
-	s.pos++ // [
-	s.ws()
-	if s.peek() == ']' {
-		s.pos++
-		s.depth--
-		return true
-	}
-	for {
-		s.ws()
-		if !s.skipValue() {
-			return false
-		}
-		if done, ok := s.next(']'); !ok {
-			return false
-		} else if done {
-			return true
-		}
-	}
-}
-
-// colon reads the ':' after an object key and the whitespace around it.
-func (s *scanner) colon() bool {
-	s.ws()
-	if s.peek() != ':' {
-		return s.fail("want : after an object key")
-	}
-	s.pos++
-	s.ws()
-	return true
-}
-
-// next reads what follows a member or element: ',' (done false) or the closing byte
-// (done true, depth restored).
-func (s *scanner) next(closing byte) (done, ok bool) {
-	s.ws()
-	switch s.peek() {
-	case ',':
-		s.pos++
-		return false, true
-	case closing:
-		s.pos++
-		s.depth--
-		return true, true
-	}
-	if closing == '}' {
-		return false, s.fail("want , or } in an object")
-	}
-	return false, s.fail("want , or ] in an array")
-}
-
-func (s *scanner) lit(word string) bool {
-	if len(s.buf)-s.pos >= len(word) && string(s.buf[s.pos:s.pos+len(word)]) == word {
-		s.pos += len(word)
-		return true
-	}
-	// Point at the first byte that differs.
-	for i := 0; i < len(word) && s.pos < len(s.buf) && s.buf[s.pos] == word[i]; i++ {
-		s.pos++
-	}
-	return s.fail("want " + word)
-}
-
-// number reads a number and returns its text, which is exactly RFC 8259's grammar.
-func (s *scanner) number() ([]byte, bool) {
-	start := s.pos
-	if s.peek() == '-' {
-		s.pos++
-	}
-	switch c := s.peek(); {
-	case c == '0':
-		s.pos++
-	case c >= '1' && c <= '9':
-		s.digits()
-	default:
-		return nil, s.fail("want a digit")
-	}
-	if s.peek() == '.' {
-		s.pos++
-		if !isDigit(s.peek()) {
-			return nil, s.fail("want a digit after the decimal point")
-		}
-		s.digits()
-	}
-	if c := s.peek(); c == 'e' || c == 'E' {
-		s.pos++
-		if c := s.peek(); c == '+' || c == '-' {
-			s.pos++
-		}
-		if !isDigit(s.peek()) {
-			return nil, s.fail("want a digit in the exponent")
-		}
-		s.digits()
-	}
-	return s.buf[start:s.pos], true
-}
-
-func (s *scanner) digits() {
-	for s.pos < len(s.buf) && isDigit(s.buf[s.pos]) {
-		s.pos++
-	}
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-// str reads a string starting at its opening quote. With decode it returns the string's
-// bytes: a slice of the input when there are no escapes, else unescaped into scratch.
-// Lone surrogate escapes become U+FFFD, as in encoding/json. Invalid UTF-8 is passed
-// through; callers that store text check it.
-func (s *scanner) str(decode bool) ([]byte, bool) {
-	s.pos++ // "
-	start := s.pos
-	// Eight bytes at a time while none is special (", \ or a control character).
-	for s.pos+8 <= len(s.buf) && !special8(binary.LittleEndian.Uint64(s.buf[s.pos:])) {
-		s.pos += 8
-	}
-	for s.pos < len(s.buf) {
-		c := s.buf[s.pos]
-		if c == '"' {
-			s.pos++
-			return s.buf[start : s.pos-1], true
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
-		s.pos++
-	}
-	var out []byte
-	mark := 0
-	if decode {
-		mark = len(*s.scratch)
-		out = append(*s.scratch, s.buf[start:s.pos]...)
-	}
-	for {
-		if s.pos >= len(s.buf) {
-			return nil, s.fail("want the end of a string")
-		}
-		c := s.buf[s.pos]
-		switch {
-		case c == '"':
-			s.pos++
-			if !decode {
-				return nil, true
-			}
-			*s.scratch = out
-			return out[mark:], true
-		case c < 0x20:
-			return nil, s.fail("control characters in a string must be escaped")
-		case c != '\\':
-			if decode {
-				out = append(out, c)
-			}
-			s.pos++
-			continue
-		}
-		if s.pos+1 >= len(s.buf) {
-			s.pos++
-			return nil, s.fail("want an escape")
-		}
-		var b byte
-		switch s.buf[s.pos+1] {
-		case '"', '\\', '/':
-			b = s.buf[s.pos+1]
-		case 'b':
-			b = '\b'
-		case 'f':
-			b = '\f'
-		case 'n':
-			b = '\n'
-		case 'r':
-			b = '\r'
-		case 't':
-			b = '\t'
-		case 'u':
-			r, ok := hex4(s.buf, s.pos+2)
-			if !ok {
-				s.pos += 2
-				return nil, s.fail("want 4 hex digits after \\u")
-			}
-			s.pos += 6
-			if utf16.IsSurrogate(r) {
-				r2, ok2 := rune(0), false
-				if s.pos+1 < len(s.buf) && s.buf[s.pos] == '\\' && s.buf[s.pos+1] == 'u' {
-					if r2, ok2 = hex4(s.buf, s.pos+2); !ok2 {
-						s.pos += 2
-						return nil, s.fail("want 4 hex digits after \\u")
-					}
-				}
-				if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
-					r = dec
-					s.pos += 6
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			if decode {
-				out = utf8.AppendRune(out, r)
-			}
-			continue
-		default:
-			s.pos++
-			return nil, s.fail("want an escape (one of \"\\/bfnrtu)")
-		}
-		if decode {
-			out = append(out, b)
-		}
-		s.pos += 2
-	}
-}
-
-// special8 reports whether any byte of w is '"', '\\' or below 0x20 (SWAR: a byte is zero
-// after xor with c exactly when it equals c, and "below n" is tested by subtraction).
-func special8(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	hasZero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	return (hasZero(w^(ones*'"')) | hasZero(w^(ones*'\\')) | ((w - ones*0x20) &^ w & highs)) != 0
-}
-
-func hex4(b []byte, at int) (rune, bool) {
-	if at+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
+// special8 is the scanner's test of eight string bytes at a time; this package's test
+// checks it against a byte loop.
+func special8(w uint64) bool { return jsonscan.Special8(w) }
 
 // object reads an object whose keys are looked up in node, decoding the columns found.
-func (d *Decoder) object(s *scanner, node *pathNode, user []Value) bool {
-	if !s.enter() {
-		return false
-	}
-	s.pos++ // {
-	s.ws()
-	if s.peek() == '}' {
-		s.pos++
-		s.depth--
-		return true
+func (d *Decoder) object(s *jsonscan.Scanner, node *pathNode, user []Value) bool {
+	if empty, ok := s.Open(); !ok || empty {
+		return ok
 	}
 	for {
-		s.ws()
-		if s.peek() != '"' {
-			return s.fail("want a string key")
-		}
-		key, ok := s.str(true)
-		if !ok || !s.colon() {
+		key, ok := s.Key()
+		if !ok {
 			return false
 		}
 		child := node.child(key)
 		switch {
 		case child == nil:
-			ok = s.skipValue()
+			ok = s.Skip()
 		case child.col >= 0:
 			c := &d.cols[child.col]
 			d.seen[child.col] = true
 			ok = d.value(s, c, &user[child.col])
-		case s.peek() == '{':
+		case s.Peek() == '{':
 			ok = d.object(s, child, user)
-		case s.peek() == 'n':
-			ok = s.lit("null") // a null parent: every column below stays null
+		case s.Peek() == 'n':
+			ok = s.Lit("null") // a null parent: every column below stays null
 		default:
-			d.valueError(&d.cols[child.firstCol], -1, fmt.Sprintf("expected an object at %q, got %s", child.path, kindName(s.peek())))
-			ok = s.skipValue()
+			d.valueError(&d.cols[child.firstCol], -1, fmt.Sprintf("expected an object at %q, got %s", child.path, s.Kind()))
+			ok = s.Skip()
 		}
 		if !ok {
 			return false
 		}
-		if done, ok := s.next('}'); !ok {
-			return false
-		} else if done {
-			return true
+		if done, ok := s.Next('}'); !ok || done {
+			return ok
 		}
 	}
 }
 
 // value decodes one column value; it returns false only on a syntax error.
-func (d *Decoder) value(s *scanner, c *column, v *Value) bool {
-	if s.peek() == 'n' {
+func (d *Decoder) value(s *jsonscan.Scanner, c *column, v *Value) bool {
+	if s.Peek() == 'n' {
 		v.Valid = false
-		return s.lit("null")
+		return s.Lit("null")
 	}
 	if !c.list {
 		return d.scalar(s, c, -1, v)
 	}
-	if s.peek() != '[' {
+	if s.Peek() != '[' {
 		return d.mismatch(s, c, -1, "an array")
 	}
-	if !s.enter() {
-		return false
-	}
-	s.pos++ // [
 	elems := v.Elems[:0]
-	s.ws()
-	if s.peek() == ']' {
-		s.pos++
-		s.depth--
+	if empty, ok := s.Open(); !ok {
+		return false
+	} else if empty {
 		*v = Value{Valid: true, Elems: elems}
 		return true
 	}
 	for i := 0; ; i++ {
-		s.ws()
 		elems = append(elems, Value{})
 		e := &elems[i]
-		if s.peek() == 'n' {
-			if !s.lit("null") {
+		if s.Peek() == 'n' {
+			if !s.Lit("null") {
 				return false
 			}
 		} else if !d.scalar(s, c, i, e) {
 			return false
 		}
-		done, ok := s.next(']')
+		done, ok := s.Next(']')
 		if !ok {
 			return false
 		}
@@ -494,29 +91,10 @@ func (d *Decoder) value(s *scanner, c *column, v *Value) bool {
 }
 
 // mismatch records that the value is not what the column takes and skips it.
-func (d *Decoder) mismatch(s *scanner, c *column, elem int, want string) bool {
-	start := s.pos
-	k := kindName(s.peek())
-	if !s.skipValue() {
-		return false
+func (d *Decoder) mismatch(s *jsonscan.Scanner, c *column, elem int, want string) bool {
+	msg, ok := s.Mismatch(want)
+	if ok {
+		d.valueError(c, elem, msg)
 	}
-	got := k
-	if k != "an object" && k != "an array" {
-		got = k + " " + snippet(s.buf[start:s.pos])
-	}
-	d.valueError(c, elem, "expected "+want+", got "+got)
-	return true
-}
-
-// snippet quotes a value's JSON text for an error message, cut to a readable length.
-func snippet(b []byte) string {
-	const max = 40
-	if len(b) <= max {
-		return strings.ToValidUTF8(string(b), "\uFFFD")
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(b[cut]) {
-		cut--
-	}
-	return strings.ToValidUTF8(string(b[:cut]), "\uFFFD") + "…"
+	return ok
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/apache/iceberg-go"
+	"github.com/jackc/pgx/v5"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -142,8 +143,9 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	return &adminv1.CreateTableResponse{Table: out}, nil
 }
 
-// AlterTable applies column changes (JSON tables) as a new schema version, then the
-// property changes, each validated first; nothing is applied when any is bad.
+// AlterTable applies column changes (JSON tables) as a new schema version and the
+// property changes, each validated, in one transaction: nothing is applied when any is
+// bad.
 func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
 	if req.GetName() == "" {
 		return nil, apierr.Invalid("name", "table name is empty")
@@ -171,43 +173,59 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 			return nil, apierr.Invalid(fmt.Sprintf("changes[%d]", i), "empty change (want add, widen, make_optional or rename)")
 		}
 	}
-	props := maps.Clone(t.Properties)
-	if props == nil {
-		props = map[string]string{}
-	}
-	maps.Copy(props, req.GetSetProperties())
 	for _, k := range req.GetRemoveProperties() {
 		if _, set := req.GetSetProperties()[k]; set {
 			return nil, apierr.Invalid("remove_properties", "%q is also in set_properties", k)
 		}
-		delete(props, k)
-	}
-	if _, err := tables.ParseProps(props); err != nil {
-		return nil, err
 	}
 	if len(changes) == 0 && len(req.GetSetProperties()) == 0 && len(req.GetRemoveProperties()) == 0 {
 		return nil, apierr.Invalid("changes", "nothing to change (give changes, set_properties or remove_properties)")
 	}
-	if len(changes) > 0 {
-		_, err := tables.Evolve(ctx, s.DB, nil, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
-			spec, fields, err := cur.Alter(changes, lastID)
-			if err != nil {
-				var fe *tableschema.FieldError
-				if errors.As(err, &fe) {
-					return spec, nil, false, apierr.Invalid(fe.Field, "%s", fe.Reason)
-				}
-				return spec, nil, false, err
+	// One transaction holding the table's row: the properties are changed from what the
+	// alter before left (two alters setting different keys both land), and a column
+	// change is never stored without the property change beside it, or the reverse.
+	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
+		var props map[string]string
+		if err := tx.QueryRow(ctx, `SELECT properties FROM mink_tables WHERE id = $1 FOR UPDATE`, t.ID).Scan(&props); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return apierr.New(apierr.NotFound, "table %s does not exist", t.FullName()) // dropped meanwhile
 			}
-			return spec, fields, true, nil
-		})
-		if err != nil {
-			return nil, err
+			return err
 		}
-	}
-	if len(req.GetSetProperties()) > 0 || len(req.GetRemoveProperties()) > 0 {
-		if err := tables.SetProperties(ctx, s.DB, t.ID, props); err != nil {
-			return nil, err
+		props = maps.Clone(props)
+		if props == nil {
+			props = map[string]string{}
 		}
+		maps.Copy(props, req.GetSetProperties())
+		for _, k := range req.GetRemoveProperties() {
+			delete(props, k)
+		}
+		if _, err := tables.ParseProps(props); err != nil {
+			return err
+		}
+		if len(changes) > 0 {
+			_, err := tables.Evolve(ctx, tx, nil, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
+				spec, fields, err := cur.Alter(changes, lastID)
+				if err != nil {
+					var fe *tableschema.FieldError
+					if errors.As(err, &fe) {
+						return spec, nil, false, apierr.Invalid(fe.Field, "%s", fe.Reason)
+					}
+					return spec, nil, false, err
+				}
+				return spec, fields, true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(req.GetSetProperties()) > 0 || len(req.GetRemoveProperties()) > 0 {
+			return tables.SetProperties(ctx, tx, t.ID, props)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	t, err = tables.GetByID(ctx, s.DB, t.ID)
 	if err != nil {

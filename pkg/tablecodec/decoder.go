@@ -179,7 +179,7 @@ func (p *part) decode(data []byte, row *rowcodec.Row) string {
 	}
 	if data == nil {
 		if p.isKey {
-			return "null key (the table decodes keys)"
+			return "" // no key: nothing to decode, its column stays null
 		}
 		return "null value (tombstone)"
 	}

@@ -365,9 +365,9 @@ func (c *Codecs) FirstVersion(ctx context.Context, spec tableschema.Spec) (table
 	var roots [2]iceberg.Type
 	var stored []tables.RegistrySchema
 	for i, p := range []struct {
-		dec                  **tableschema.Decoding
-		formatField, subject string
-	}{{&spec.Value, "format", "value_subject"}, {&spec.Key, "key_format", "key_subject"}} {
+		dec                           **tableschema.Decoding
+		formatField, subject, message string
+	}{{&spec.Value, "format", "value_subject", "message"}, {&spec.Key, "key_format", "key_subject", "key_message"}} {
 		if *p.dec == nil {
 			continue
 		}
@@ -383,11 +383,14 @@ func (c *Codecs) FirstVersion(ctx context.Context, spec tableschema.Spec) (table
 		if f := formatOf(s.Type); f != d.Format {
 			return spec, nil, nil, apierr.Invalid(p.formatField, "subject %q holds %s schemas, not %s", d.Subject, s.Type, d.Format)
 		}
-		w, indexes, err := compile(&d, s.Source)
+		w, _, err := compile(&d, s.Source)
 		if err != nil {
-			return spec, nil, nil, apierr.Invalid(p.subject, "subject %q version %d (schema id %d): %v", d.Subject, s.Version, s.ID, err)
+			field := p.subject
+			if errors.Is(err, protofmt.ErrNoSuchMessage) {
+				field = p.message
+			}
+			return spec, nil, nil, apierr.Invalid(field, "subject %q version %d (schema id %d): %v", d.Subject, s.Version, s.ID, err)
 		}
-		_ = indexes
 		if ps, ok := w.(interface{ Message() string }); ok && d.Message == "" {
 			d.Message = ps.Message()
 		}

@@ -1,8 +1,10 @@
 // Package devcluster_test runs `make dev`'s launcher (cmd/minkdev) as a real process, with
 // short durations and its own ports and folder, and checks what a newcomer is promised:
-// the cluster comes up, the demo stream becomes a table that `minkctl scan` reads with
-// every record exactly once, Ctrl-C leaves nothing behind, and a second run picks up the
-// same data.
+// the cluster comes up with its embedded Schema Registry, both demo streams (JSON events
+// and Avro orders) become tables that `minkctl scan` reads with every record exactly
+// once, the Avro table gains a column when the demo registers schema version 2 (older
+// rows null in it), Ctrl-C leaves nothing behind, and a second run picks up the same
+// data, the registry's schemas under the same ids included.
 package devcluster_test
 
 import (
@@ -18,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,9 +28,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/devcluster"
 	"github.com/minkhq/mink/pkg/pgtest"
 )
@@ -106,16 +113,20 @@ func TestMakeDev(t *testing.T) {
 	}
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	base := freePortBlock(t, 11)
+	base := freePortBlock(t, 12)
+	registryURL := "http://" + devcluster.Addr(base+11)
+	// Avro orders above evolveAfter are written with schema version 2 (one more field).
+	const evolveAfter = 100
 	args := []string{
 		"--dir", dir, "--bin-dir", binDir,
 		"--postgres-port", strconv.Itoa(base), "--kafka-port", strconv.Itoa(base + 1),
 		"--grpc-port", strconv.Itoa(base + 2), "--catalog-port", strconv.Itoa(base + 7), "--s3-port", strconv.Itoa(base + 9),
+		"--schema-registry-port", strconv.Itoa(base + 11), "--demo-avro-evolve-after", strconv.Itoa(evolveAfter),
 		"--metrics-port", "0", "--lease-ttl", "2s", "--shutdown-timeout", "5s", "--ready-timeout", "30s",
 		"--demo-rate", "500", "--range-max-age", "1s", "--commit-interval", "1s",
 	}
 
-	// First run: a fresh cluster, 300 events.
+	// First run: a fresh cluster, 300 records on each demo topic.
 	const first, second = 300, 120
 	m := startMinkdev(t, append(args, "--demo-events", strconv.Itoa(first)))
 	info := m.waitReady(t)
@@ -125,17 +136,40 @@ func TestMakeDev(t *testing.T) {
 	if info.TableState != "created" || info.FirstEventID != 1 {
 		t.Errorf("first run: table %q, first event id %d; want created, 1", info.TableState, info.FirstEventID)
 	}
+	if info.Avro.Error != "" {
+		t.Fatalf("step: set up the Avro demo (schema, table): %s", info.Avro.Error)
+	}
+	if !info.SchemaRegistryEmbedded || info.SchemaRegistryURL != registryURL {
+		t.Errorf("first run: schema registry %q (embedded %v), want the embedded one at %s", info.SchemaRegistryURL, info.SchemaRegistryEmbedded, registryURL)
+	}
+	if info.Avro.TableState != "created" || info.Avro.FirstEventID != 1 || info.Avro.SchemaIDV1 == 0 || info.Avro.SchemaIDV2 != 0 {
+		t.Errorf("first run: Avro demo %+v; want the table created, ids from 1, schema version 1 only", info.Avro)
+	}
+	m.checkBanner(t, info)
 	// The leftover check after the stop must be able to see this run's processes at all.
 	if seen := procsUnder(dir); len(seen) < len(info.Processes)+1 {
 		t.Fatalf("procsUnder sees %d processes of the running cluster, want at least the roles and Postgres:\n%s",
 			len(seen), strings.Join(seen, "\n"))
 	}
-	want := waitProduced(t, info, first)
-	m.waitScan(t, info, want)
+	reg, err := sr.NewClient(sr.URLs(info.SchemaRegistryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := waitProduced(t, info, info.Topic, first, jsonID)
+	m.waitScan(t, info, info.Table, "id", want, nil)
+	orders := newAvroReader(t, reg, info.Avro.Subject)
+	wantOrders := waitProduced(t, info, info.Avro.Topic, first, orders.id)
+	ids := orders.checkEvolution(t, evolveAfter, first)
+	m.waitScan(t, info, info.Avro.Table, "id,coupon", wantOrders, checkCoupon(evolveAfter))
+	checkEvolved(t, info)
 	m.stop(t)
 	checkNothingLeft(t, dir, info)
+	if _, err := os.Stat(filepath.Join(dir, devcluster.RegistryFile)); err != nil {
+		t.Errorf("step: stop: the registry's schemas are not kept: %v", err)
+	}
 
-	// Second run on the same folder: the data is kept, the table reused, the ids go on.
+	// Second run on the same folder: the data is kept, the tables reused, the ids go on,
+	// and the registry answers with the same schemas under the same ids.
 	m = startMinkdev(t, append(args, "--demo-events", strconv.Itoa(second)))
 	info = m.waitReady(t)
 	if info.TableError != "" {
@@ -145,10 +179,168 @@ func TestMakeDev(t *testing.T) {
 		t.Errorf("second run: table %q, first event id %d; want it registered in an earlier run and ids from %d",
 			info.TableState, info.FirstEventID, first+1)
 	}
-	want = waitProduced(t, info, first+second)
-	m.waitScan(t, info, want)
+	if info.Avro.Error != "" {
+		t.Fatalf("second run: step: set up the Avro demo: %s", info.Avro.Error)
+	}
+	if info.Avro.TableState != "registered in an earlier run" || info.Avro.FirstEventID != first+1 ||
+		info.Avro.SchemaIDV1 != ids[1] || info.Avro.SchemaIDV2 != ids[2] {
+		t.Errorf("second run: Avro demo %+v; want the table registered in an earlier run, ids from %d, schema ids %d and %d",
+			info.Avro, first+1, ids[1], ids[2])
+	}
+	if again := newAvroReader(t, reg, info.Avro.Subject).versions(t); len(again) != 2 || again[1] != ids[1] || again[2] != ids[2] {
+		t.Errorf("second run: the registry holds versions %v of %s, want exactly %v from the first run", again, info.Avro.Subject, ids)
+	}
+	want = waitProduced(t, info, info.Topic, first+second, jsonID)
+	m.waitScan(t, info, info.Table, "id", want, nil)
+	orders = newAvroReader(t, reg, info.Avro.Subject) // a fresh cache: every id is asked of the restarted registry
+	wantOrders = waitProduced(t, info, info.Avro.Topic, first+second, orders.id)
+	orders.checkEvolution(t, evolveAfter, first+second)
+	m.waitScan(t, info, info.Avro.Table, "id,coupon", wantOrders, checkCoupon(evolveAfter))
+	checkEvolved(t, info)
 	m.stop(t)
 	checkNothingLeft(t, dir, info)
+}
+
+// checkBanner checks that the banner shows the registry and how to query the Avro table.
+func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo) {
+	t.Helper()
+	out := m.out.String()
+	for _, want := range []string{
+		"Schema Registry", info.SchemaRegistryURL, "subject " + info.Avro.Subject,
+		"table describe demo_avro\n", "scan default.demo_avro --limit 10 --catalog " + info.CatalogURL + "\n",
+		`-d '{"name":"demo_avro"}' ` + devcluster.Addr(info.Processes[0].GRPCPort) + " mink.admin.v1.AdminService/DescribeTable",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("step: banner: it lacks %q", want)
+		}
+	}
+}
+
+// avroReader decodes the Avro demo's records with the schemas the registry has under
+// their ids, as any consumer would.
+type avroReader struct {
+	reg      *sr.Client
+	subject  string
+	schemas  map[int]avro.Schema
+	schemaOf map[int64]int // order id: the schema id it was written with
+}
+
+func newAvroReader(t *testing.T, reg *sr.Client, subject string) *avroReader {
+	return &avroReader{reg: reg, subject: subject, schemas: map[int]avro.Schema{}, schemaOf: map[int64]int{}}
+}
+
+func (a *avroReader) id(value []byte) (int64, error) {
+	var serde sr.Serde
+	sid, rest, err := serde.DecodeID(value)
+	if err != nil {
+		return 0, err
+	}
+	s, ok := a.schemas[sid]
+	if !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := a.reg.SchemaByID(ctx, sid)
+		if err != nil {
+			return 0, fmt.Errorf("schema id %d from the registry: %w", sid, err)
+		}
+		if s, err = avro.Parse(got.Schema); err != nil {
+			return 0, err
+		}
+		a.schemas[sid] = s
+	}
+	var o struct {
+		ID int64 `avro:"id"`
+	}
+	if err := avro.Unmarshal(s, rest, &o); err != nil {
+		return 0, fmt.Errorf("schema id %d: %w", sid, err)
+	}
+	a.schemaOf[o.ID] = sid
+	return o.ID, nil
+}
+
+// versions are the subject's versions and their ids, as the registry answers now.
+func (a *avroReader) versions(t *testing.T) map[int]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ss, err := a.reg.Schemas(ctx, a.subject)
+	if err != nil {
+		t.Fatalf("step: ask the registry for %s: %v", a.subject, err)
+	}
+	out := map[int]int{}
+	for _, s := range ss {
+		out[s.Version] = s.ID
+	}
+	return out
+}
+
+// checkEvolution checks that orders up to evolveAfter were written with version 1 and
+// the later ones with version 2, and returns the ids of both versions.
+func (a *avroReader) checkEvolution(t *testing.T, evolveAfter, total int64) map[int]int {
+	t.Helper()
+	ids := a.versions(t)
+	if len(ids) != 2 || ids[1] == 0 || ids[2] == 0 || ids[1] == ids[2] {
+		t.Fatalf("step: evolve: the registry holds versions %v of %s, want 1 and 2", ids, a.subject)
+	}
+	for id := int64(1); id <= total; id++ {
+		want := ids[1]
+		if id > evolveAfter {
+			want = ids[2]
+		}
+		if got := a.schemaOf[id]; got != want {
+			t.Fatalf("step: evolve: order %d was written with schema id %d, want %d (versions %v)", id, got, want, ids)
+		}
+	}
+	return ids
+}
+
+// checkCoupon checks the column version 2 added: null in every row written before it,
+// the order's coupon in every row after.
+func checkCoupon(evolveAfter int64) func(row) error {
+	return func(r row) error {
+		want := devcluster.NewOrder(*r.ID, time.Time{}).Coupon
+		if *r.ID <= evolveAfter {
+			want = nil
+		}
+		if (r.Coupon == nil) != (want == nil) || (want != nil && *r.Coupon != *want) {
+			return fmt.Errorf("row of order %d has coupon %v, want %v", *r.ID, show(r.Coupon), show(want))
+		}
+		return nil
+	}
+}
+
+func show(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return strconv.Quote(*s)
+}
+
+// checkEvolved checks with `minkctl table describe` that the Avro table's schema went
+// from version 0 to 1, adding the column, and that the writer committed it.
+func checkEvolved(t *testing.T, info devcluster.RunInfo) {
+	t.Helper()
+	addr := devcluster.Addr(info.Processes[0].GRPCPort)
+	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "--addr", addr, "-o", "json", "table", "describe", info.Avro.Table)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("step: evolve: minkctl table describe: %v: %s", err, out)
+	}
+	var d adminv1.DescribeTableResponse
+	if err := protojson.Unmarshal(out, &d); err != nil {
+		t.Fatalf("step: evolve: minkctl table describe printed %s: %v", out, err)
+	}
+	tbl := d.GetTable()
+	var cols []string
+	for _, c := range tbl.GetSchema() {
+		cols = append(cols, c.GetName())
+	}
+	if tbl.GetFormat() != adminv1.RecordFormat_RECORD_FORMAT_AVRO || tbl.GetValue().GetSubject() != info.Avro.Subject ||
+		tbl.GetSchemaVersion() != 1 || !slices.Contains(cols, "coupon") {
+		t.Errorf("step: evolve: table %s is %s, subject %q, schema version %d, columns %v; want avro, %s, version 1 with coupon",
+			info.Avro.Table, tbl.GetFormat(), tbl.GetValue().GetSubject(), tbl.GetSchemaVersion(), cols, info.Avro.Subject)
+	}
 }
 
 // freePortBlock finds n consecutive free loopback ports below the ephemeral range, so no
@@ -282,7 +474,7 @@ func (m *minkdev) stop(t *testing.T) {
 	if m.err != nil {
 		t.Fatalf("step: stop: minkdev exited with %v", m.err)
 	}
-	for _, want := range []string{"roles stopped", "kafka stopped", "postgres stopped"} {
+	for _, want := range []string{"roles stopped", "schema registry stopped", "kafka stopped", "postgres stopped"} {
 		if !strings.Contains(m.out.String(), want) {
 			t.Errorf("step: stop: minkdev did not say %q", want)
 		}
@@ -329,11 +521,17 @@ type position struct {
 	offset    int64
 }
 
-// waitProduced waits until the topic holds total events, then reads them all back: the
-// record at each (partition, offset) and the event id it carries.
-func waitProduced(t *testing.T, info devcluster.RunInfo, total int) map[position]int64 {
+func jsonID(value []byte) (int64, error) {
+	var e struct{ ID int64 }
+	err := json.Unmarshal(value, &e)
+	return e.ID, err
+}
+
+// waitProduced waits until the topic holds total records, then reads them all back: the
+// record at each (partition, offset) and the id idOf finds in it.
+func waitProduced(t *testing.T, info devcluster.RunInfo, topic string, total int, idOf func([]byte) (int64, error)) map[position]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(info.KafkaBrokers...), kgo.ConsumeTopics(info.Topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(info.KafkaBrokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +541,7 @@ func waitProduced(t *testing.T, info devcluster.RunInfo, total int) map[position
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	for {
-		ends, err := adm.ListEndOffsets(ctx, info.Topic)
+		ends, err := adm.ListEndOffsets(ctx, topic)
 		var sum int64
 		if err == nil {
 			ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
@@ -352,11 +550,11 @@ func waitProduced(t *testing.T, info devcluster.RunInfo, total int) map[position
 			break
 		}
 		if sum > int64(total) {
-			t.Fatalf("step: produce: the topic holds %d records, want %d", sum, total)
+			t.Fatalf("step: produce: topic %s holds %d records, want %d", topic, sum, total)
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("step: produce: the topic holds %d records after %v, want %d (err %v)", sum, kafkaTimeout, total, err)
+			t.Fatalf("step: produce: topic %s holds %d records after %v, want %d (err %v)", topic, sum, kafkaTimeout, total, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -365,38 +563,39 @@ func waitProduced(t *testing.T, info devcluster.RunInfo, total int) map[position
 	for len(want) < total {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("step: read the topic back: %d of %d records read", len(want), total)
+			t.Fatalf("step: read topic %s back: %d of %d records read", topic, len(want), total)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			var e struct{ ID int64 }
-			if err := json.Unmarshal(r.Value, &e); err != nil {
-				t.Fatalf("record %d/%d: %v", r.Partition, r.Offset, err)
+			id, err := idOf(r.Value)
+			if err != nil {
+				t.Fatalf("step: read topic %s back: record %d/%d: %v", topic, r.Partition, r.Offset, err)
 			}
-			if ids[e.ID] {
-				t.Fatalf("event id %d was produced twice", e.ID)
+			if ids[id] {
+				t.Fatalf("step: produce: id %d was produced to %s twice", id, topic)
 			}
-			ids[e.ID] = true
-			want[position{r.Partition, r.Offset}] = e.ID
+			ids[id] = true
+			want[position{r.Partition, r.Offset}] = id
 		})
 	}
 	for id := int64(1); id <= int64(total); id++ {
 		if !ids[id] {
-			t.Fatalf("step: produce: event id %d is not in the topic (ids must run 1..%d across runs)", id, total)
+			t.Fatalf("step: produce: id %d is not in topic %s (ids must run 1..%d across runs)", id, topic, total)
 		}
 	}
 	return want
 }
 
 // waitScan runs `minkctl scan` until the table holds exactly the records of want: every
-// (partition, offset) once with its event id. A duplicate or a row Kafka never had fails
-// at once (no snapshot may ever show one); missing rows are waited for.
-func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, want map[position]int64) {
+// (partition, offset) once with its id, and each row as check (if set) wants it. A
+// duplicate, a row Kafka never had or a failed check fails at once (no snapshot may ever
+// show one); missing rows, and columns the table has yet to gain, are waited for.
+func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, table, columns string, want map[position]int64, check func(row) error) {
 	t.Helper()
 	deadline := time.Now().Add(scanTimeout)
 	var last string
 	var refusedSince time.Time // the catalog refuses connections since
 	for {
-		rows, err := scan(info)
+		rows, err := scan(info, table, columns)
 		switch {
 		case err == nil || !strings.Contains(err.Error(), "is unreachable"):
 			refusedSince = time.Time{}
@@ -418,7 +617,12 @@ func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, want map[posit
 				case !ok:
 					t.Fatalf("step: scan: row %+v is no record in Kafka", r)
 				case r.ID == nil || *r.ID != id:
-					t.Fatalf("step: scan: row %d/%d has id %v, Kafka has %d", p.partition, p.offset, r.ID, id)
+					t.Fatalf("step: scan %s: row %d/%d has id %v, Kafka has %d", table, p.partition, p.offset, r.ID, id)
+				}
+				if check != nil {
+					if err := check(r); err != nil {
+						t.Fatalf("step: scan %s: %v", table, err)
+					}
 				}
 				seen[p] = true
 			}
@@ -433,23 +637,24 @@ func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, want map[posit
 			t.Fatalf("step: scan: minkdev exited (%v); last scan: %s", m.err, last)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("step: scan: not every record is a row within %v; last scan: %s\n%s",
-				scanTimeout, last, describe(info))
+			t.Fatalf("step: scan %s: not every record is a row within %v; last scan: %s\n%s",
+				table, scanTimeout, last, describe(info, table))
 		}
 		time.Sleep(time.Second)
 	}
 }
 
 type row struct {
-	ID        *int64 `json:"id"`
-	Partition int32  `json:"_kafka_partition"`
-	Offset    int64  `json:"_kafka_offset"`
+	ID        *int64  `json:"id"`
+	Coupon    *string `json:"coupon"` // the Avro demo's
+	Partition int32   `json:"_kafka_partition"`
+	Offset    int64   `json:"_kafka_offset"`
 }
 
-// scan reads the whole demo table through the catalog and S3, as a user would.
-func scan(info devcluster.RunInfo) ([]row, error) {
-	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "scan", info.Table, "--catalog", info.CatalogURL,
-		"--columns", "id,_kafka_partition,_kafka_offset", "--limit", "0", "-o", "json")
+// scan reads the columns of a whole demo table through the catalog and S3, as a user would.
+func scan(info devcluster.RunInfo, table, columns string) ([]row, error) {
+	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "scan", table, "--catalog", info.CatalogURL,
+		"--columns", columns+",_kafka_partition,_kafka_offset", "--limit", "0", "-o", "json")
 	cmd.Env = cleanEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -470,9 +675,9 @@ func scan(info devcluster.RunInfo) ([]row, error) {
 }
 
 // describe is `minkctl table describe`: how far indexing got, for a failure message.
-func describe(info devcluster.RunInfo) string {
+func describe(info devcluster.RunInfo, table string) string {
 	addr := devcluster.Addr(info.Processes[0].GRPCPort)
-	out, err := exec.Command(filepath.Join(binDir, "minkctl"), "--addr", addr, "table", "describe", info.Table).CombinedOutput()
+	out, err := exec.Command(filepath.Join(binDir, "minkctl"), "--addr", addr, "table", "describe", table).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("minkctl table describe: %v: %s", err, out)
 	}

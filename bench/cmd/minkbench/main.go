@@ -4,6 +4,7 @@
 //
 //	go run ./bench/cmd/minkbench                      # everything, into docs/benchmarks.md
 //	go run ./bench/cmd/minkbench -items 1,2 -out -    # indexing and builds, to stdout
+//	go run ./bench/cmd/minkbench -items 9,10          # Avro and Protobuf indexing; other results kept
 package main
 
 import (
@@ -58,11 +59,12 @@ func run(args []string) error {
 	c := bench.DefaultConfig()
 	var (
 		out, pgURL, brokers, binDir, work string
-		verbose                           bool
+		verbose, replace                  bool
 	)
 	fs := flag.NewFlagSet("minkbench", flag.ContinueOnError)
 	fs.StringVar(&out, "out", "docs/benchmarks.md", `Markdown file to write the results into (between its minkbench markers), "-" for stdout`)
-	fs.Var((*intList)(&c.Items), "items", "issue 10's items to run, comma-separated (1 indexing, 2 builds, 3 cached reads, 4 table loads, 5 freshness, 6 scans, 7 coordination, 8 failover)")
+	fs.Var((*intList)(&c.Items), "items", "items to run, comma-separated (1 indexing, 2 builds, 3 cached reads, 4 table loads, 5 freshness, 6 scans, 7 coordination, 8 failover, "+
+		"9 indexing Avro, 10 indexing Protobuf); a run of some items keeps the other items' results in -out")
 	fs.StringVar(&pgURL, "postgres-url", "", "admin URL of a Postgres to use (default: a private throwaway cluster)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers to use (default: kfake in this process)")
 	fs.StringVar(&binDir, "bin-dir", "", "folder with prebuilt mink-indexer, mink-writer, mink-fileserver (default: build them)")
@@ -73,10 +75,12 @@ func run(args []string) error {
 	fs.IntVar(&c.OneRecords, "one-records", c.OneRecords, "records in the one-partition topic (items 1, 2, 3, 6)")
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the all-partitions topic (item 1)")
 	fs.IntVar(&c.PartitionRecords, "partition-records", c.PartitionRecords, "records per partition of the all-partitions topic (item 1)")
+	fs.IntVar(&c.AvroRecords, "avro-records", c.AvroRecords, "records in the Avro topic (item 9)")
+	fs.IntVar(&c.ProtoRecords, "proto-records", c.ProtoRecords, "records in the Protobuf topic (item 10)")
 	fs.Var((*intList)(&c.Procs), "procs", "indexer process counts for all partitions (item 1)")
 	fs.Int64Var(&c.RangeBytes, "range-bytes", c.RangeBytes, "mink.range.target-bytes of the benchmark tables")
 	fs.DurationVar(&c.RangeMaxAge, "range-max-age", c.RangeMaxAge, "mink.range.max-age of the benchmark tables")
-	fs.DurationVar(&c.IndexTTL, "index-ttl", c.IndexTTL, "lease_ttl of the indexing processes (items 1, 2)")
+	fs.DurationVar(&c.IndexTTL, "index-ttl", c.IndexTTL, "lease_ttl of the indexing processes (items 1, 2, 9, 10)")
 	fs.Var((*intList)(&c.FS.LoadFiles), "load-files", "data file counts of the table-load tables (item 4)")
 	fs.IntVar(&c.FS.Loads, "loads", c.FS.Loads, "table loads timed per table (item 4)")
 	fs.Int64Var(&c.FS.TailBytes, "tail-bytes", c.FS.TailBytes, "bytes of unindexed tail for the live load (item 4)")
@@ -90,6 +94,7 @@ func run(args []string) error {
 	fs.IntVar(&c.FailoverPartitions, "failover-partitions", c.FailoverPartitions, "partitions of the failover topic (item 8)")
 	fs.DurationVar(&c.FailoverMaxAge, "failover-range-max-age", c.FailoverMaxAge, "mink.range.max-age of the failover table (item 8)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run")
+	fs.BoolVar(&replace, "replace", false, "rewrite -out's whole generated section, even when -items leaves out items whose results it holds (default: keep them)")
 	fs.BoolVar(&verbose, "v", false, "log progress to stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -117,6 +122,7 @@ func run(args []string) error {
 	start := time.Now()
 	r := bench.Run(ctx, env, c)
 	r.Command = "go run ./bench/cmd/minkbench " + strings.Join(args, " ")
+	r.Replace = replace
 	log.Info("done", "took", time.Since(start).Round(time.Second), "work", env.Work)
 	if out == "-" {
 		fmt.Print(r.Markdown())

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/minkhq/mink/pkg/jsonscan"
 	"github.com/minkhq/mink/pkg/schemafmt"
 )
 
@@ -21,7 +22,7 @@ const rootURL = "mem://input/"
 // Limits on what a schema may map to, so that a hostile or generated schema cannot make
 // Compile run away. A type nested deeper than the decoder's JSON limit could never be read.
 const (
-	maxTypeDepth = maxDepth
+	maxTypeDepth = jsonscan.MaxDepth
 	maxNodes     = 100_000
 )
 
@@ -499,7 +500,7 @@ func ownType(s *jsonschema.Schema) string {
 				vt = "boolean"
 			case json.Number:
 				vt = "number"
-				if _, msg := integer([]byte(v)); msg == "" && isJSONNumber(string(v)) {
+				if _, msg := integer([]byte(v)); msg == "" && jsonscan.ValidNumber([]byte(v)) {
 					vt = "integer"
 				}
 			default:
@@ -528,13 +529,6 @@ func ownType(s *jsonschema.Schema) string {
 		return "array"
 	}
 	return ""
-}
-
-// isJSONNumber reports whether t is exactly a JSON number, which integer needs.
-func isJSONNumber(t string) bool {
-	s := scanner{buf: []byte(t)}
-	_, ok := s.number()
-	return ok && s.pos == len(t)
 }
 
 // own maps s's own keywords, ignoring $ref and the combinators.

@@ -2,8 +2,8 @@ package jsonfmt
 
 import (
 	"math"
-	"strconv"
-	"unsafe"
+
+	"github.com/minkhq/mink/pkg/jsonscan"
 )
 
 // The conversions below parse exactly what they accept themselves rather than through
@@ -11,119 +11,17 @@ import (
 // the same in every build of Mink.
 
 // integer converts a valid JSON number to an int64 exactly: 1e3 and 10.0 are integers,
-// 1.5 is not. It returns a message fragment when it cannot.
+// 1.5 is not. It returns a message fragment when it cannot, naming long when the number
+// is out of its range.
 func integer(tok []byte) (int64, string) {
-	neg := tok[0] == '-'
-	digits := tok
-	if neg {
-		digits = tok[1:]
+	n, msg := jsonscan.Integer(tok, math.MinInt64, math.MaxInt64)
+	if msg == jsonscan.OutOfRange {
+		msg += " for long"
 	}
-	plain := len(digits) <= 18 // below 10^18: no overflow on the fast path
-	for _, c := range digits {
-		if !isDigit(c) {
-			plain = false
-			break
-		}
-	}
-	var mag uint64
-	if plain {
-		for _, c := range digits {
-			mag = mag*10 + uint64(c-'0')
-		}
-	} else {
-		var arr [32]byte
-		sig, exp := splitNumber(digits, arr[:0])
-		if len(sig) == 0 {
-			return 0, ""
-		}
-		if exp < 0 {
-			return 0, "is not an integer"
-		}
-		if int64(len(sig))+exp > 19 {
-			return 0, "is out of range for long"
-		}
-		// At most 19 digits in all: below 10^19 < 2^64, so nothing overflows here.
-		for _, c := range sig {
-			mag = mag*10 + uint64(c-'0')
-		}
-		for e := exp; e > 0; e-- {
-			mag *= 10
-		}
-	}
-	switch {
-	case !neg && mag <= math.MaxInt64:
-		return int64(mag), ""
-	case neg && mag <= 1<<63:
-		return int64(-mag), "" // -(1<<63) wraps to MinInt64, which is right
-	}
-	return 0, "is out of range for long"
+	return n, msg
 }
 
-// maxExp caps exponents while parsing; anything beyond is out of every range we have.
-const maxExp = 1 << 30
-
-// splitNumber splits an unsigned JSON number into its significant digits (no leading or
-// trailing zeros; empty for zero), appended to buf, and a power of ten: the value is
-// sig × 10^exp.
-func splitNumber(tok, buf []byte) (sig []byte, exp int64) {
-	i := 0
-	for ; i < len(tok) && isDigit(tok[i]); i++ {
-		if len(buf) > 0 || tok[i] != '0' {
-			buf = append(buf, tok[i])
-		}
-	}
-	if i < len(tok) && tok[i] == '.' {
-		for i++; i < len(tok) && isDigit(tok[i]); i++ {
-			if len(buf) > 0 || tok[i] != '0' {
-				buf = append(buf, tok[i])
-			}
-			exp--
-		}
-	}
-	if i < len(tok) && (tok[i] == 'e' || tok[i] == 'E') {
-		i++
-		eneg := false
-		if tok[i] == '+' || tok[i] == '-' {
-			eneg = tok[i] == '-'
-			i++
-		}
-		var e int64
-		for ; i < len(tok); i++ {
-			if e < maxExp {
-				e = e*10 + int64(tok[i]-'0')
-			}
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	// Trailing zeros move into the exponent so that 1.50 and 15e-1 are the same number.
-	for len(buf) > 0 && buf[len(buf)-1] == '0' {
-		buf = buf[:len(buf)-1]
-		exp++
-	}
-	return buf, exp
-}
-
-// double converts a valid JSON number to the nearest float64. strconv rounds correctly,
-// so the result is the same everywhere; only overflow to ±Inf is refused (underflow
-// rounds to zero like any other rounding).
-func double(tok []byte) (float64, bool) {
-	f, err := strconv.ParseFloat(unsafeString(tok), 64)
-	if err != nil || math.IsInf(f, 0) {
-		return 0, false
-	}
-	return f, true
-}
-
-// unsafeString views b as a string for a call that only reads it and keeps nothing.
-func unsafeString(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // num reads n ASCII digits of b at i as a number, or -1.
 func num(b []byte, i, n int) int {
@@ -276,38 +174,4 @@ func parseTime(b []byte) (int64, bool) {
 	}
 	const day = 86_400_000_000
 	return ((us-off)%day + day) % day, true
-}
-
-// parseUUID parses the canonical 8-4-4-4-12 form (either case) into out.
-func parseUUID(b []byte, out []byte) bool {
-	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
-		return false
-	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
-		h, l := unhex(b[i]), unhex(b[i+1])
-		if h > 15 || l > 15 {
-			return false
-		}
-		out[j] = h<<4 | l
-		j++
-		i += 2
-	}
-	return true
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10
-	}
-	return 0xff
 }

@@ -2,11 +2,13 @@ package jsonfmt
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/minkhq/mink/pkg/jsonscan"
 	"github.com/minkhq/mink/pkg/rowcodec"
 )
 
@@ -32,16 +34,15 @@ func (d *decoder) Decode(data []byte, v *rowcodec.Value) string {
 	d.scratch = d.scratch[:0]
 	d.reason = ""
 	d.path = d.path[:0]
-	s := scanner{buf: data, scratch: &d.scratch}
-	s.ws()
-	if s.pos >= len(s.buf) {
-		return "malformed JSON: empty value"
+	s := jsonscan.New(data, &d.scratch)
+	if !s.Start() {
+		return s.Err()
 	}
 	if d.value(&s, d.root, v) {
-		s.end()
+		s.End()
 	}
-	if s.err != "" {
-		return s.err // a syntax error outranks what we made of the part before it
+	if s.Err() != "" {
+		return s.Err() // a syntax error outranks what we made of the part before it
 	}
 	return d.reason
 }
@@ -67,7 +68,7 @@ func (d *decoder) fail(msg string) {
 			b.WriteByte('.')
 		}
 		if f.key != nil {
-			b.WriteString(snippet(f.key))
+			b.WriteString(jsonscan.Snippet(f.key))
 		} else {
 			b.WriteString(f.name)
 		}
@@ -75,19 +76,34 @@ func (d *decoder) fail(msg string) {
 	d.reason = "field " + quote(b.String()) + ": " + msg
 }
 
+// quote puts s in double quotes for a message, escaping only '"', '\\' and control
+// characters: unlike strconv.Quote it does not depend on Unicode tables, which change
+// between Go versions, so the text stays the same in every build.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 // mismatch records that the value is not what the field takes and skips it.
-func (d *decoder) mismatch(s *scanner, want string) bool {
-	start := s.pos
-	k := kindName(s.peek())
-	if !s.skipValue() {
-		return false
+func (d *decoder) mismatch(s *jsonscan.Scanner, want string) bool {
+	msg, ok := s.Mismatch(want)
+	if ok {
+		d.fail(msg)
 	}
-	got := k
-	if k != "an object" && k != "an array" {
-		got = k + " " + snippet(s.buf[start:s.pos])
-	}
-	d.fail("expected " + want + ", got " + got)
-	return true
+	return ok
 }
 
 // grow returns n bytes of scratch memory that stay valid until the next document.
@@ -99,14 +115,14 @@ func (d *decoder) grow(n int) []byte {
 
 // value reads one value; it returns false only on a syntax error. After the first
 // problem with a value the rest is only checked.
-func (d *decoder) value(s *scanner, dc *dec, v *rowcodec.Value) bool {
+func (d *decoder) value(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool {
 	if d.reason != "" {
-		return s.skipValue()
+		return s.Skip()
 	}
-	c := s.peek()
+	c := s.Peek()
 	if c == 'n' {
 		v.Valid = false
-		return s.lit("null")
+		return s.Lit("null")
 	}
 	switch dc.kind {
 	case kStruct:
@@ -126,42 +142,42 @@ func (d *decoder) value(s *scanner, dc *dec, v *rowcodec.Value) bool {
 		return d.list(s, dc, v)
 	case kJSON:
 		start := len(d.scratch)
-		if !s.compact() {
+		if !s.Compact() {
 			return false
 		}
 		b := d.scratch[start:len(d.scratch):len(d.scratch)]
 		if !utf8.Valid(b) {
-			d.fail("invalid UTF-8 in " + snippet(b))
+			d.fail("invalid UTF-8 in " + jsonscan.Snippet(b))
 			return true
 		}
 		*v = rowcodec.Value{Valid: true, Bytes: b}
 		return true
 	case kLong:
-		if !isNumberStart(c) {
+		if !jsonscan.IsNumberStart(c) {
 			return d.mismatch(s, "an integer")
 		}
-		tok, ok := s.number()
+		tok, ok := s.Number()
 		if !ok {
 			return false
 		}
 		n, msg := integer(tok)
 		if msg != "" {
-			d.fail(snippet(tok) + " " + msg)
+			d.fail(jsonscan.Snippet(tok) + " " + msg)
 			return true
 		}
 		*v = rowcodec.Value{Valid: true, Int: n}
 		return true
 	case kDouble:
-		if !isNumberStart(c) {
+		if !jsonscan.IsNumberStart(c) {
 			return d.mismatch(s, "a number")
 		}
-		tok, ok := s.number()
+		tok, ok := s.Number()
 		if !ok {
 			return false
 		}
-		f, ok := double(tok)
+		f, ok := jsonscan.Float(tok, 64)
 		if !ok {
-			d.fail(snippet(tok) + " is out of range for double")
+			d.fail(jsonscan.Snippet(tok) + " is out of range for double")
 			return true
 		}
 		*v = rowcodec.Value{Valid: true, Float: f}
@@ -170,10 +186,10 @@ func (d *decoder) value(s *scanner, dc *dec, v *rowcodec.Value) bool {
 		switch c {
 		case 't':
 			*v = rowcodec.Value{Valid: true, Int: 1}
-			return s.lit("true")
+			return s.Lit("true")
 		case 'f':
 			*v = rowcodec.Value{Valid: true, Int: 0}
-			return s.lit("false")
+			return s.Lit("false")
 		}
 		return d.mismatch(s, "a boolean")
 	}
@@ -181,7 +197,7 @@ func (d *decoder) value(s *scanner, dc *dec, v *rowcodec.Value) bool {
 }
 
 // text reads a value whose JSON form is a string.
-func (d *decoder) text(s *scanner, dc *dec, v *rowcodec.Value) bool {
+func (d *decoder) text(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool {
 	want := "a string"
 	switch dc.kind {
 	case kTimestampTz:
@@ -193,15 +209,15 @@ func (d *decoder) text(s *scanner, dc *dec, v *rowcodec.Value) bool {
 	case kUUID:
 		want = "a UUID string"
 	}
-	if s.peek() != '"' {
+	if s.Peek() != '"' {
 		return d.mismatch(s, want)
 	}
-	start := s.pos
-	b, ok := s.str(true)
+	start := s.Pos()
+	b, ok := s.Str()
 	if !ok {
 		return false
 	}
-	quoted := func() string { return snippet(s.buf[start:s.pos]) }
+	quoted := func() string { return jsonscan.Snippet(s.Since(start)) }
 	switch dc.kind {
 	case kString:
 		if !utf8.Valid(b) {
@@ -236,7 +252,7 @@ func (d *decoder) text(s *scanner, dc *dec, v *rowcodec.Value) bool {
 		*v = rowcodec.Value{Valid: true, Int: us}
 	case kUUID:
 		out := d.grow(16)
-		if !parseUUID(b, out) {
+		if !jsonscan.ParseUUID(b, out) {
 			d.fail(quoted() + " is not a UUID (want 8-4-4-4-12 hex digits)")
 			return true
 		}
@@ -246,7 +262,7 @@ func (d *decoder) text(s *scanner, dc *dec, v *rowcodec.Value) bool {
 }
 
 // object reads a struct: the target's fields in target order, null unless present.
-func (d *decoder) object(s *scanner, dc *dec, v *rowcodec.Value) bool {
+func (d *decoder) object(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool {
 	elems := v.Elems[:cap(v.Elems)]
 	if len(elems) < dc.nTarget {
 		elems = append(elems, make([]rowcodec.Value, dc.nTarget-len(elems))...)
@@ -256,16 +272,16 @@ func (d *decoder) object(s *scanner, dc *dec, v *rowcodec.Value) bool {
 		elems[i].Valid = false
 	}
 	*v = rowcodec.Value{Valid: true, Elems: elems}
-	if done, ok := s.open(); !ok || done {
+	if empty, ok := s.Open(); !ok || empty {
 		return ok
 	}
 	for {
-		key, ok := s.key()
+		key, ok := s.Key()
 		if !ok {
 			return false
 		}
 		if k := dc.lookup(key); k < 0 {
-			ok = s.skipValue() // a property the target does not have, or unknown
+			ok = s.Skip() // a property the target does not have, or unknown
 		} else {
 			d.path = append(d.path, frame{name: dc.keys[k], index: -1})
 			ok = d.value(s, dc.kids[k], &elems[dc.index[k]])
@@ -274,38 +290,10 @@ func (d *decoder) object(s *scanner, dc *dec, v *rowcodec.Value) bool {
 		if !ok {
 			return false
 		}
-		if done, ok := s.next('}'); !ok || done {
+		if done, ok := s.Next('}'); !ok || done {
 			return ok
 		}
 	}
-}
-
-// open reads the '{' of an object and reports whether the object is empty (and read).
-func (s *scanner) open() (done, ok bool) {
-	if !s.enter() {
-		return false, false
-	}
-	s.pos++ // {
-	s.ws()
-	if s.peek() == '}' {
-		s.pos++
-		s.depth--
-		return true, true
-	}
-	return false, true
-}
-
-// key reads an object member's key, decoded, and the colon after it.
-func (s *scanner) key() ([]byte, bool) {
-	s.ws()
-	if s.peek() != '"' {
-		return nil, s.fail("want a string key")
-	}
-	key, ok := s.str(true)
-	if !ok || !s.colon() {
-		return nil, false
-	}
-	return key, true
 }
 
 // next returns the next element of a slice being refilled, reusing what it held.
@@ -318,21 +306,15 @@ func next(elems []rowcodec.Value) ([]rowcodec.Value, *rowcodec.Value) {
 	return elems, &elems[len(elems)-1]
 }
 
-func (d *decoder) list(s *scanner, dc *dec, v *rowcodec.Value) bool {
-	if !s.enter() {
-		return false
-	}
-	s.pos++ // [
+func (d *decoder) list(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool {
 	elems := v.Elems[:0]
-	s.ws()
-	if s.peek() == ']' {
-		s.pos++
-		s.depth--
+	if empty, ok := s.Open(); !ok {
+		return false
+	} else if empty {
 		*v = rowcodec.Value{Valid: true, Elems: elems}
 		return true
 	}
 	for i := 0; ; i++ {
-		s.ws()
 		var e *rowcodec.Value
 		elems, e = next(elems)
 		d.path = append(d.path, frame{index: i})
@@ -341,7 +323,7 @@ func (d *decoder) list(s *scanner, dc *dec, v *rowcodec.Value) bool {
 		if !ok {
 			return false
 		}
-		done, ok := s.next(']')
+		done, ok := s.Next(']')
 		if !ok {
 			return false
 		}
@@ -354,14 +336,14 @@ func (d *decoder) list(s *scanner, dc *dec, v *rowcodec.Value) bool {
 
 // mapValue reads a map: its entries in document order; of a key given more than once the
 // last value counts, as for a struct's properties.
-func (d *decoder) mapValue(s *scanner, dc *dec, v *rowcodec.Value) bool {
+func (d *decoder) mapValue(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool {
 	entries := v.Elems[:0]
 	*v = rowcodec.Value{Valid: true, Elems: entries}
-	if done, ok := s.open(); !ok || done {
+	if empty, ok := s.Open(); !ok || empty {
 		return ok
 	}
 	for {
-		key, ok := s.key()
+		key, ok := s.Key()
 		if !ok {
 			return false
 		}
@@ -381,12 +363,12 @@ func (d *decoder) mapValue(s *scanner, dc *dec, v *rowcodec.Value) bool {
 			d.path = d.path[:len(d.path)-1]
 		} else {
 			d.fail("invalid UTF-8 in the key " + quote(string(key)))
-			ok = s.skipValue()
+			ok = s.Skip()
 		}
 		if !ok {
 			return false
 		}
-		done, ok := s.next('}')
+		done, ok := s.Next('}')
 		if !ok {
 			return false
 		}

@@ -173,8 +173,16 @@ func chooseMessage(fd protoreflect.FileDescriptor, name string) (protoreflect.Me
 	for i, m := range all {
 		names[i] = string(m.FullName())
 	}
-	return nil, fmt.Errorf("message %q is not defined in the Protobuf schema, which defines: %s", name, strings.Join(names, ", "))
+	return nil, noSuchMessage{fmt.Errorf("message %q is not defined in the Protobuf schema, which defines: %s", name, strings.Join(names, ", "))}
 }
+
+// ErrNoSuchMessage: the message asked for is not in the schema (errors.Is of Compile's
+// error), so that callers can blame the request field that named the message.
+var ErrNoSuchMessage = errors.New("no such message")
+
+type noSuchMessage struct{ error }
+
+func (noSuchMessage) Is(target error) bool { return target == ErrNoSuchMessage }
 
 // messageIndexes is md's Confluent message-index path: its index among the file's
 // messages, then among its parent's nested messages (map entries count, as they are

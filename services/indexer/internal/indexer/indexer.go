@@ -91,18 +91,19 @@ func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 	name := fmt.Sprintf("%s/%d", l.TableName, l.Partition)
 	defer ix.paused.Delete(name)
 	paused := false
+	backoff := 200 * time.Millisecond
 	resumed := func() {
 		if !paused {
 			return
 		}
 		paused = false
+		backoff = 200 * time.Millisecond // the next failure is a new one: retry it soon
 		ix.paused.Delete(name)
 		if err := ranges.SetIndexError(ctx, ix.DB, l, ""); err != nil {
 			log.Debug("could not clear why indexing paused", "error", err)
 		}
 		log.Info("indexing resumed")
 	}
-	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
 		err := ix.index(ctx, l, log, resumed)
 		if ctx.Err() != nil || errors.Is(err, lease.ErrLeaseLost) {
@@ -269,6 +270,14 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 		}
 		if l.Partition == 0 && (deadline.IsZero() || nextGrowthCheck.Before(deadline)) {
 			deadline = nextGrowthCheck
+		}
+		// A latest-mode range compares its schema with the registry's latest every
+		// latestCheck even while no record arrives: an idle partition must not decode
+		// its next record with a version replaced long before.
+		if c.settings.ValueSchemaID != 0 || c.settings.KeySchemaID != 0 {
+			if due := c.latestAt.Add(latestCheck); deadline.IsZero() || due.Before(deadline) {
+				deadline = due
+			}
 		}
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if !deadline.IsZero() {
