@@ -70,7 +70,7 @@ func asMessages[T proto.Message](ms []T) []proto.Message {
 }
 
 // overviewFigures are the figures worth a glance, by role.
-var overviewFigures = []string{"partition_leases", "max_partitions", "writer_leases", "cache_hit_rate", "cache_files", "cache_bytes", "builds", "forwarded_reads", "live_loads"}
+var overviewFigures = []string{"partition_leases", "max_partitions", "partitions_paused", "writer_leases", "cache_hit_rate", "cache_files", "cache_bytes", "builds", "forwarded_reads", "live_loads"}
 
 func printOverview(w io.Writer, statuses []*adminv1.GetStatusResponse, unreachable []string, tables []*adminv1.DescribeTableResponse) {
 	fmt.Fprintln(w, "NODE\tROLES\tACTING\tDRAINING\tPARTITION LEASES\tWRITER LEASES\tLAST ERROR\tFIGURES")
@@ -99,18 +99,22 @@ func printOverview(w io.Writer, statuses []*adminv1.GetStatusResponse, unreachab
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "TABLE\tPARTITION\tHOLDER\tEPOCH\tINDEXED END\tHIGH WATERMARK\tLAG\tRANGES\tLAST RANGE")
+	fmt.Fprintln(w, "TABLE\tPARTITION\tHOLDER\tEPOCH\tINDEXED END\tHIGH WATERMARK\tLAG\tRANGES\tLAST RANGE\tINDEXING")
 	sort.Slice(tables, func(i, j int) bool { return fullName(tables[i].GetTable()) < fullName(tables[j].GetTable()) })
 	for _, d := range tables {
 		var total int64
 		for _, p := range d.GetPartitions() {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%s\n", fullName(d.GetTable()), p.GetPartition(), dash(p.GetHolder()),
-				p.GetEpoch(), p.GetIndexedEndOffset(), p.GetHighWatermark(), lag(p.GetLagRecords()), p.GetRangeCount(), ts(p.GetLastRangeTime()))
+			indexing := "ok"
+			if e := p.GetIndexError(); e != "" {
+				indexing = "paused: " + e
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", fullName(d.GetTable()), p.GetPartition(), dash(p.GetHolder()),
+				p.GetEpoch(), p.GetIndexedEndOffset(), p.GetHighWatermark(), lag(p.GetLagRecords()), p.GetRangeCount(), ts(p.GetLastRangeTime()), indexing)
 			if p.GetLagRecords() > 0 {
 				total += p.GetLagRecords()
 			}
 		}
-		fmt.Fprintf(w, "%s\tTOTAL\t\t\t\t\t%d\t\t\n", fullName(d.GetTable()), total)
+		fmt.Fprintf(w, "%s\tTOTAL\t\t\t\t\t%d\t\t\t\n", fullName(d.GetTable()), total)
 	}
 }
 

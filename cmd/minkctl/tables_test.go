@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"google.golang.org/grpc"
@@ -391,5 +392,26 @@ func TestTableDescribe(t *testing.T) {
 	out, _, _ = minkctl("table", "list")
 	if !strings.Contains(out, "COLUMNS  SCHEMA VERSION") || !strings.Contains(out, "avro    3           3        2 ") {
 		t.Errorf("list:\n%s", out)
+	}
+}
+
+// status --cluster shows a paused partition's reason beside its lag, and the indexer's
+// count of paused partitions.
+func TestOverviewShowsPausedPartitions(t *testing.T) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	printOverview(tw, []*adminv1.GetStatusResponse{{NodeId: "ix-1", Roles: []adminv1.Role{adminv1.Role_ROLE_INDEXER},
+		Acting: true, Figures: map[string]string{"partitions_paused": "1", "partition_leases": "2"}}}, nil,
+		[]*adminv1.DescribeTableResponse{{Table: &adminv1.Table{Namespace: "default", Name: "orders"}, Partitions: []*adminv1.PartitionStatus{
+			{Partition: 0, IndexError: "schema registry http://sr:8081 is unreachable"}, {Partition: 1}}}})
+	tw.Flush()
+	out := b.String()
+	for _, want := range []string{"partitions_paused=1", "paused: schema registry http://sr:8081 is unreachable", "INDEXING"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("overview lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, " ok") < 1 {
+		t.Errorf("a partition that indexes is not shown ok:\n%s", out)
 	}
 }
