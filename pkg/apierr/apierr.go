@@ -42,11 +42,13 @@ const (
 	DeadlineExceeded
 	Canceled
 	ResourceExhausted
+	Unauthenticated  // no credentials, or ones that do not verify: who is asking is unknown
+	PermissionDenied // the caller is known and may not do this
 )
 
 var kindNames = [...]string{"internal", "invalid argument", "not found", "already exists",
 	"failed precondition", "aborted", "unavailable", "unimplemented", "deadline exceeded",
-	"canceled", "resource exhausted"}
+	"canceled", "resource exhausted", "unauthenticated", "permission denied"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -61,6 +63,9 @@ type Error struct {
 	Field string // InvalidArgument: the request field at fault, in proto naming ("table_id")
 	Msg   string
 	Err   error // cause, if any
+	// S3Code is the S3 error code when the Kind's own is not precise enough
+	// (SignatureDoesNotMatch, InvalidAccessKeyId, RequestTimeTooSkewed, ...).
+	S3Code string
 }
 
 func (e *Error) Error() string {
@@ -92,6 +97,12 @@ func New(k Kind, format string, args ...any) error {
 // Wrap gives err the kind k, with a message saying what was being done.
 func Wrap(k Kind, err error, format string, args ...any) error {
 	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// S3Denied is an error of kind k (Unauthenticated or PermissionDenied) with the precise
+// S3 error code code.
+func S3Denied(k Kind, code, format string, args ...any) error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...), S3Code: code}
 }
 
 // UnavailableErr says a dependency ("postgres", "kafka", "node b1") cannot be reached.
@@ -182,7 +193,8 @@ var toCode = map[Kind]codes.Code{
 	AlreadyExists: codes.AlreadyExists, FailedPrecondition: codes.FailedPrecondition,
 	Aborted: codes.Aborted, Unavailable: codes.Unavailable, Unimplemented: codes.Unimplemented,
 	DeadlineExceeded: codes.DeadlineExceeded, Canceled: codes.Canceled,
-	ResourceExhausted: codes.ResourceExhausted,
+	ResourceExhausted: codes.ResourceExhausted, Unauthenticated: codes.Unauthenticated,
+	PermissionDenied: codes.PermissionDenied,
 }
 
 func fromCode(c codes.Code) Kind {
@@ -232,7 +244,8 @@ var toHTTP = map[Kind]int{
 	FailedPrecondition: http.StatusConflict, Aborted: http.StatusConflict,
 	Unavailable: http.StatusServiceUnavailable, Unimplemented: http.StatusNotImplemented,
 	DeadlineExceeded: http.StatusGatewayTimeout, Canceled: 499, // client closed request
-	ResourceExhausted: http.StatusTooManyRequests,
+	ResourceExhausted: http.StatusTooManyRequests, Unauthenticated: http.StatusUnauthorized,
+	PermissionDenied: http.StatusForbidden,
 }
 
 // HTTPStatus is the HTTP status of err for the HTTP APIs (Iceberg REST, S3); their error

@@ -50,7 +50,7 @@ func TestCodes(t *testing.T) {
 		{"kafka unreachable", apierr.UnavailableErr("kafka", errors.New("no broker")), codes.Unavailable, 503},
 		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded, 504},
 		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), codes.Unimplemented, 501},
-		{"status passes through", remote, codes.PermissionDenied, 500},
+		{"status passes through", remote, codes.PermissionDenied, 403},
 		{"unclassified", errors.New("boom"), codes.Internal, 500},
 	}
 	for _, c := range cases {

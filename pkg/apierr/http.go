@@ -113,6 +113,10 @@ func Iceberg(err error, notFound string) IcebergErrorModel {
 			code, typ = http.StatusTooManyRequests, "TooManyRequestsException"
 		case Canceled:
 			code, typ = 499, "ClientClosedRequestException"
+		case Unauthenticated:
+			code, typ = http.StatusUnauthorized, "NotAuthorizedException"
+		case PermissionDenied:
+			code, typ = http.StatusForbidden, "ForbiddenException"
 		}
 	}
 	return IcebergErrorModel{Message: message(err), Type: typ, Code: code}
@@ -180,6 +184,14 @@ func S3(err error) S3Error {
 		e.Status, e.Code = 499, "RequestCanceled"
 	case FailedPrecondition:
 		e.Status, e.Code = http.StatusServiceUnavailable, "ServiceUnavailable"
+	case Unauthenticated, PermissionDenied:
+		// S3 answers 403 for both: an unsigned or badly signed request is AccessDenied,
+		// or the precise code the check gave.
+		e.Status, e.Code = http.StatusForbidden, "AccessDenied"
+		var ae *Error
+		if errors.As(err, &ae) && ae.S3Code != "" {
+			e.Code = ae.S3Code
+		}
 	}
 	return e
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/minkhq/mink/pkg/admin"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
@@ -46,6 +48,16 @@ type Config struct {
 	// Schema tables (--schema-registry-*).
 	Registry registry.Config
 
+	// AuthConfig is the cluster's auth config file (pkg/auth), the same on every node;
+	// empty: auth is off, and the node says so loudly.
+	AuthConfig string
+	// TLS of every listener (gRPC, catalog, S3, metrics) and of node-to-node calls:
+	// the node's certificate and key (reloaded when the files change) and the CA that
+	// signs peers' and clients' certificates.
+	TLSCertFile     string
+	TLSKeyFile      string
+	TLSClientCAFile string
+
 	MaxPartitions int // indexer
 
 	CatalogAddr string        // file server: Iceberg REST catalog
@@ -70,6 +82,10 @@ type Deps struct {
 	DB            *pgxpool.Pool
 	Kafka         *kafkasrc.Client
 	Registry      *registry.Client   // nil when no --schema-registry-url is set
+	Auth          *auth.Authority    // nil when auth is off (no --auth-config)
+	// TLS is the server TLS config of the role's own listeners (the file server's
+	// catalog and S3); nil without --tls-cert-file.
+	TLS *tls.Config
 	Codecs        *tablecodec.Codecs // decoders of every table's files (schema versions, registry schemas)
 	Meter         metric.Meter
 	Logger        *slog.Logger
@@ -107,6 +123,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run on after a stop signal")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	c.Registry.RegisterFlags(fs)
+	fs.StringVar(&c.AuthConfig, "auth-config", "", "the cluster's auth config file (JSON: cluster_secret, principals); empty: auth off, anyone may do anything")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate of this node for every listener and for calls to other nodes (reloaded when it changes)")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that signs other nodes' (and clients') certificates: peers are verified with it")
 	switch c.Role {
 	case lease.RoleIndexer:
 		fs.IntVar(&c.MaxPartitions, "max-partitions", 0, "most partition leases this node holds (0: no cap)")
@@ -168,6 +188,17 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Registry.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.AuthConfig != "" {
+		if _, err := auth.LoadFile(c.AuthConfig); err != nil {
+			bad("auth-config", "%v", err)
+		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("tls-cert-file", "--tls-cert-file and --tls-key-file go together")
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		bad("tls-client-ca-file", "needs --tls-cert-file and --tls-key-file")
 	}
 	if c.MaxPartitions < 0 {
 		bad("max-partitions", "%d is negative (0 means no cap)", c.MaxPartitions)

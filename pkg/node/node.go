@@ -37,6 +37,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/admin"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
@@ -177,11 +178,25 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	defer schemaReg.Close()
 	codecs := tablecodec.New(pool, schemaReg)
-	dialOpts := []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))}
+	authority, err := auth.Load(cfg.AuthConfig, log)
+	if err != nil {
+		return &flagenv.FlagError{Flag: "auth-config", Err: err}
+	}
+	if authority == nil {
+		log.Warn("AUTH IS OFF: no --auth-config (MINK_AUTH_CONFIG), so anyone who reaches this node may read every table, create and drop tables, and drain nodes; run it only on a private network")
+	} else {
+		log.Info("auth is on", "auth_config", cfg.AuthConfig, "principals", authority.Principals())
+	}
+	transport, err := newTransport(cfg, log)
+	if err != nil {
+		return err
+	}
+	dialOpts := append([]grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))},
+		peerDialOptions(authority, n.id, transport)...)
 	var parts Parts
 	if cfg.Setup != nil {
 		if parts, err = cfg.Setup(Deps{Config: n.cfg, NodeID: n.id, AdvertiseAddr: n.advertise, DB: pool, Kafka: kc,
-			Registry: schemaReg, Codecs: codecs,
+			Registry: schemaReg, Codecs: codecs, Auth: authority, TLS: transport.ServerTLS(),
 			Meter: mp.Meter("github.com/minkhq/mink/" + string(cfg.Role)), Logger: log, DialOptions: dialOpts,
 			MeterProvider: mp, TracerProvider: tp, Propagator: prop}); err != nil {
 			return fmt.Errorf("node: %w", err)
@@ -227,11 +242,12 @@ func (n *Node) Run(ctx context.Context) error {
 	hs := health.NewServer()
 	// NewServer starts SERVING; a node is not ready until it has registered.
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
-		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor()),
-	)
+		// Errors are mapped last, so the auth interceptors' errors are mapped too.
+		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(), authUnaryInterceptor(authority)),
+		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(), authStreamInterceptor(authority)),
+	}, transport.grpcServerOptions()...)...)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	adm.Register(gs)
@@ -243,7 +259,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.metricsLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv = transport.httpServer(mux, log)
 	}
 
 	log.Info("starting", "grpc_addr", n.grpcLis.Addr().String(), "advertise_addr", n.advertise,
@@ -272,6 +288,11 @@ func (n *Node) Run(ctx context.Context) error {
 			return err
 		})
 	}
+	if authority != nil {
+		// Reloads on SIGHUP and when the file changes (a rotated Kubernetes Secret).
+		g.Go(func() error { authority.Watch(actorCtx, 2*time.Second); return nil })
+	}
+	transport.watch(actorCtx, g)
 	g.Go(func() error {
 		if err := gs.Serve(n.grpcLis); err != nil {
 			return fmt.Errorf("node: serve gRPC: %w", err)
