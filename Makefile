@@ -93,7 +93,7 @@ bench: postgres ## Run the benchmarks beside their baselines and write docs/benc
 	$(GO) run ./bench/cmd/minkbench -out docs/benchmarks.md -work $(TMP)/bench $(BENCH_FLAGS)
 
 .PHONY: dev
-dev: build $(BIN)/grpcurl ## Run a local cluster: Postgres, Kafka and a Schema Registry (embedded) under .tmp/dev, 2 indexers, a writer, 2 file servers, a JSON and an Avro demo table. Ctrl-C stops it; data stays.
+dev: build $(BIN)/grpcurl ## Run a local cluster: Postgres, Kafka and a Schema Registry (embedded) under .tmp/dev, 2 indexers, a writer, 2 file servers, a JSON and an Avro demo table, auth on (.tmp/dev/auth.json). Ctrl-C stops it; data stays.
 	@if [ -z "$$MINK_POSTGRES_URL" ]; then $(MAKE) --no-print-directory postgres; fi
 	$(BIN)/minkdev --dir $(TMP)/dev --bin-dir $(BIN) $(DEV_FLAGS)
 

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,16 +25,19 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/tlsfiles"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)) }
 
-const usage = `usage: minkctl [--addr HOST:PORT] [--node NAME] [-o table|json] COMMAND [ARGS]
+const usage = `usage: minkctl [--addr HOST:PORT] [--node NAME] [-o table|json] [--token TOKEN]
+               [--tls] [--tls-ca-file FILE] [--tls-server-name NAME] COMMAND [ARGS]
 
 commands:
   status [--cluster]     status of the dialed node, or of --node; --cluster: every node
@@ -57,6 +61,12 @@ commands:
   table describe NAME
   scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
                          read rows through the Iceberg REST catalog and S3, as any engine does
+  health                 the dialed node's grpc.health.v1 status (needs no credentials); exit 0 if SERVING
+  auth init --out FILE [--reader-tables P,...] [--force]
+                         write a new auth config (a node's --auth-config): a random cluster secret,
+                         principals admin and reader (tables default.*); an existing valid FILE is kept
+  auth secret --auth-config FILE [--principal ID]
+                         print a principal's secret (default: the first admin's), e.g. for MINK_TOKEN
 NAME is "name" (namespace "default") or "namespace.name".
 
 flags (each also read from MINK_<FLAG>, e.g. MINK_ADDR):
@@ -74,9 +84,16 @@ type cli struct {
 	node    string
 	output  string
 	timeout time.Duration
-	stdout  io.Writer
-	stderr  io.Writer
-	client  adminv1.AdminServiceClient
+
+	// How the node (and scan's catalog) is reached: a bearer token, and TLS.
+	token         string
+	tls           bool
+	tlsCAFile     string
+	tlsServerName string
+
+	stdout io.Writer
+	stderr io.Writer
+	client adminv1.AdminServiceClient
 }
 
 // globalFlags are accepted before or after the command.
@@ -85,7 +102,68 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.node, "node", "", "node that must answer (forwarded by the dialed node); default: the dialed node")
 	fs.StringVar(&c.output, "o", "table", "output: table or json")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of each call")
+	fs.StringVar(&c.token, "token", "", "bearer token sent with every call (authorization: Bearer), and to the catalog by scan")
+	fs.BoolVar(&c.tls, "tls", false, "dial over TLS, verifying the node's certificate against the system's roots (or --tls-ca-file)")
+	fs.StringVar(&c.tlsCAFile, "tls-ca-file", "", "PEM CA bundle the node's certificate (and scan's catalog's and S3's) is verified with; implies --tls")
+	fs.StringVar(&c.tlsServerName, "tls-server-name", "", "name the node's certificate must carry, when --addr reaches it by another (default: the host of --addr); implies --tls")
 }
+
+// dialOptions are how minkctl reaches --addr: plaintext, or TLS when a --tls flag is
+// set, and the token on every call.
+func (c *cli) dialOptions() ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	cfg, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg != nil {
+		cfg.ServerName = c.tlsServerName // empty: the host of --addr
+		creds = credentials.NewTLS(cfg)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
+	}
+	return opts, nil
+}
+
+// tlsConfig is the client TLS config of the --tls flags; nil when none is set.
+func (c *cli) tlsConfig() (*tls.Config, error) {
+	if !c.tls && c.tlsCAFile == "" && c.tlsServerName == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.tlsCAFile != "" {
+		pool, err := tlsfiles.LoadCAs(c.tlsCAFile)
+		if err != nil {
+			return nil, usageError{"--tls-ca-file: " + err.Error()}
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+// checkToken trims --token and refuses what cannot be a header value, without
+// repeating it (it is a secret).
+func (c *cli) checkToken() error {
+	c.token = strings.TrimSpace(c.token)
+	for _, r := range c.token {
+		if r <= ' ' || r > '~' {
+			return usageError{"--token: not a bearer token (it has spaces, control or non-ASCII characters)"}
+		}
+	}
+	return nil
+}
+
+// bearerToken sends "authorization: Bearer <token>" with every call. It is sent over
+// plaintext too (a node without TLS on a private network), as grpcurl -H does.
+type bearerToken string
+
+func (b bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearerToken) RequireTransportSecurity() bool { return false }
 
 type usageError struct{ msg string }
 
@@ -160,7 +238,14 @@ func (c *cli) dispatch(args []string, lookup func(string) (string, bool)) error 
 	if len(pos) != sub.args {
 		return usageError{fmt.Sprintf("%s: want %d argument(s) (%s), got %d", cmd, sub.args, dash(sub.argsHelp), len(pos))}
 	}
-	conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err := c.checkToken(); err != nil {
+		return err
+	}
+	dialOpts, err := c.dialOptions()
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(c.addr, dialOpts...)
 	if err != nil {
 		return usageError{fmt.Sprintf("--addr %q: %v", c.addr, err)}
 	}
@@ -197,11 +282,15 @@ func findCommand(args []string) (string, error) {
 		if len(words) > 0 {
 			continue // a subcommand's flag between "table" and its verb; parsed later
 		}
-		if globals.Lookup(name) == nil {
+		f := globals.Lookup(name)
+		if f == nil {
 			return "", usageError{fmt.Sprintf("flag %s before the command is not a global flag", a)}
 		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			continue // --tls takes no value
+		}
 		if !hasValue {
-			i++ // every global flag takes a value
+			i++ // every other global flag takes a value
 		}
 	}
 	if len(words) > 2 {
@@ -250,6 +339,8 @@ var commands = map[string]command{
 	"table list":     {flags: listFlags, run: (*cli).tableList},
 	"table describe": {args: 1, argsHelp: "NAME", run: (*cli).tableDescribe},
 	"scan":           {args: 1, argsHelp: "NAMESPACE.TABLE", flags: scanFlags, run: (*cli).scan},
+	"health":         {run: (*cli).health},
+	"auth":           {args: 1, argsHelp: "init|secret", flags: authFlags, run: (*cli).auth},
 }
 
 func (c *cli) status(ctx context.Context, _ []string, f any) error {

@@ -83,6 +83,14 @@ func partition(p int32) string {
 	return strconv.Itoa(int(p))
 }
 
+// authState is whether a node checks credentials, as status prints it.
+func authState(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off (no --auth-config: anyone who reaches the node may do anything)"
+}
+
 func printStatus(w io.Writer, s *adminv1.GetStatusResponse) {
 	st := s.GetLeaseStats()
 	rows := [][2]string{
@@ -94,6 +102,7 @@ func printStatus(w io.Writer, s *adminv1.GetStatusResponse) {
 		{"ADDRS", kv(s.GetAddrs())},
 		{"DRAINING", strconv.FormatBool(s.GetDraining())},
 		{"ACTING", strconv.FormatBool(s.GetActing())},
+		{"AUTH", authState(s.GetAuthEnabled())},
 		{"LEASE TTL", s.GetLeaseTtl().AsDuration().String()},
 		{"ROUNDS", fmt.Sprintf("%d ok, %d failed, %d statements", st.GetRounds(), st.GetFailedRounds(), st.GetStatements())},
 		{"LEASE CHANGES", fmt.Sprintf("%d acquired, %d released, %d lost", st.GetAcquired(), st.GetReleased(), st.GetLost())},

@@ -11,6 +11,7 @@ import (
 	"iter"
 	"math"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -25,6 +26,9 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers the s3:// FileIO the tables' files are read through
 	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/utils"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
 type scanOpts struct {
@@ -35,7 +39,7 @@ type scanOpts struct {
 
 func scanFlags(fs *flag.FlagSet) any {
 	o := &scanOpts{}
-	fs.StringVar(&o.catalog, "catalog", "http://localhost:8181", "Iceberg REST catalog URL (a file server's --catalog-addr)")
+	fs.StringVar(&o.catalog, "catalog", "", "Iceberg REST catalog URL (a file server's --catalog-addr; default http://localhost:8181, https:// with --tls)")
 	fs.Int64Var(&o.limit, "limit", 100, "most rows to print (0: every row)")
 	fs.StringVar(&o.columns, "columns", "", "comma-separated columns to print, in this order (default: every column)")
 	return o
@@ -57,7 +61,17 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 	if err != nil {
 		return err
 	}
-	cat, err := rest.NewCatalog(ctx, "mink", o.catalog)
+	if o.catalog == "" {
+		o.catalog = "http://localhost:8181"
+		if c.tls || c.tlsCAFile != "" || c.tlsServerName != "" {
+			o.catalog = "https://localhost:8181"
+		}
+	}
+	ctx, catOpts, err := c.catalogOptions(ctx)
+	if err != nil {
+		return err
+	}
+	cat, err := rest.NewCatalog(ctx, "mink", o.catalog, catOpts...)
 	if err != nil {
 		return catalogError(o.catalog, err)
 	}
@@ -97,6 +111,27 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 		fmt.Fprintf(c.stderr, "minkctl: %s has no snapshot yet: the writer commits indexed ranges every mink.commit.interval\n", name)
 	}
 	return nil
+}
+
+// catalogOptions carry --token and the --tls flags to the REST catalog, and the
+// --tls-ca-file CA to iceberg-go's S3 reads (it builds its S3 client on the AWS config
+// the context carries, when there is one). --tls-server-name is the node's, not theirs.
+func (c *cli) catalogOptions(ctx context.Context) (context.Context, []rest.Option, error) {
+	var opts []rest.Option
+	if c.token != "" {
+		opts = append(opts, rest.WithOAuthToken(c.token))
+	}
+	cfg, err := c.tlsConfig()
+	if err != nil || cfg == nil {
+		return ctx, opts, err
+	}
+	opts = append(opts, rest.WithTLSConfig(cfg))
+	if cfg.RootCAs != nil {
+		s3TLS := cfg.Clone()
+		hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.TLSClientConfig = s3TLS })
+		ctx = utils.WithAwsConfig(ctx, &aws.Config{HTTPClient: hc})
+	}
+	return ctx, opts, nil
 }
 
 // tableIdent reads "namespace.table" (Iceberg's multi-level "a.b.table" too) or "table",

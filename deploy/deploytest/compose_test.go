@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,17 +148,19 @@ func (p *composePort) UnmarshalYAML(n *yaml.Node) error {
 
 // composeMount is a volume or bind mount, short ("name:/path:ro") or long syntax.
 type composeMount struct {
-	Type   string // volume or bind
-	Source string
-	Target string
+	Type     string // volume or bind
+	Source   string
+	Target   string
+	ReadOnly bool
 }
 
 func (m *composeMount) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.MappingNode {
 		type plain struct {
-			Type   string `yaml:"type"`
-			Source string `yaml:"source"`
-			Target string `yaml:"target"`
+			Type     string `yaml:"type"`
+			Source   string `yaml:"source"`
+			Target   string `yaml:"target"`
+			ReadOnly bool   `yaml:"read_only"`
 		}
 		var v plain
 		if err := n.Decode(&v); err != nil {
@@ -174,6 +177,9 @@ func (m *composeMount) UnmarshalYAML(n *yaml.Node) error {
 		*m = composeMount{Type: "volume", Source: parts[0], Target: parts[1]}
 		if strings.HasPrefix(parts[0], ".") || strings.HasPrefix(parts[0], "/") || strings.HasPrefix(parts[0], "~") {
 			m.Type = "bind"
+		}
+		if len(parts) > 2 {
+			m.ReadOnly = slices.Contains(strings.Split(parts[2], ","), "ro")
 		}
 	}
 	return nil
@@ -282,6 +288,8 @@ func TestCompose(t *testing.T) {
 		}
 	}
 
+	authFile := checkComposeAuth(t, root, f)
+
 	published := map[string]string{} // host ip|port -> service
 	nodeIDs := map[string]string{}
 	var initFound bool
@@ -342,11 +350,13 @@ func TestCompose(t *testing.T) {
 		if !ok {
 			continue
 		}
-		cfg, envOK := checkEnv(t, root, where+".environment", p, s.Environment)
+		files := authFile.in(s)
+		cfg, envOK := checkEnv(t, root, where+".environment", p, s.Environment, files)
 		if p.role == "" {
 			if hasTableCreate(s) {
 				initFound = true
 				checkInitService(t, root, f, where, s)
+				checkInitAuth(t, where, s, authFile)
 			}
 			continue
 		}
@@ -361,6 +371,14 @@ func TestCompose(t *testing.T) {
 		for _, dep := range []string{"postgres", "kafka"} {
 			if s.DependsOn[dep] != "service_healthy" {
 				t.Errorf("%s.depends_on.%s: want condition service_healthy", where, dep)
+			}
+		}
+		if authFile.service != "" && s.DependsOn[authFile.service] != "service_completed_successfully" {
+			t.Errorf("%s.depends_on.%s: want condition service_completed_successfully: the node reads the auth config it writes", where, authFile.service)
+		}
+		for _, m := range s.Volumes {
+			if m.Source == authFile.volume && authFile.volume != "" && !m.ReadOnly {
+				t.Errorf("%s.volumes: %s:%s is writable; a node only reads the auth config (mount it :ro)", where, m.Source, m.Target)
 			}
 		}
 		if s.oneShot() {
@@ -379,6 +397,8 @@ func TestCompose(t *testing.T) {
 		} else if test := strings.Join(s.Healthcheck.Test, " "); strings.Contains(test, "minkctl") &&
 			!strings.Contains(test, fmt.Sprintf(":%d", ports["grpc"])) {
 			t.Errorf("%s.healthcheck.test: %q does not dial the gRPC port %d", where, test, ports["grpc"])
+		} else if strings.Contains(test, "minkctl") && !slices.Contains(s.Healthcheck.Test, "health") {
+			t.Errorf("%s.healthcheck.test: %q; with auth on only `minkctl health` (grpc.health.v1) answers a check without credentials", where, test)
 		}
 		grace, err := time.ParseDuration(s.StopGracePeriod)
 		if s.StopGracePeriod == "" {
@@ -453,6 +473,111 @@ func TestCompose(t *testing.T) {
 	for _, v := range sortedKeys(f.Volumes) {
 		if !used[v] {
 			t.Errorf("%s: volumes.%s: declared, never mounted", composePath, v)
+		}
+	}
+}
+
+// composeAuthFile is where the compose file's auth config comes from: the one-shot that
+// writes it (minkctl auth init), into a named volume, at a path inside it.
+type composeAuthFile struct {
+	service string
+	volume  string
+	rel     string // the file's path inside the volume
+	sample  string // a local file with what auth init writes
+}
+
+// in is the auth config as service s sees it: its path in the container, through any
+// mount of the volume, mapped to the sample (nil when s mounts no such volume).
+func (a composeAuthFile) in(s *composeService) map[string]string {
+	files := map[string]string{}
+	for _, m := range s.Volumes {
+		if a.volume != "" && m.Type == "volume" && m.Source == a.volume {
+			files[filepath.Join(m.Target, a.rel)] = a.sample
+		}
+	}
+	return files
+}
+
+var outFlag = regexp.MustCompile(`--out[= ](\S+)`)
+
+// checkComposeAuth checks the one-shot that generates the auth config: minkctl auth init,
+// run once per start (it keeps an existing file), writing into a named volume the nodes
+// mount; and that the header says how to read the credentials and rotate them.
+func checkComposeAuth(t *testing.T, root string, f *composeFile) composeAuthFile {
+	t.Helper()
+	var a composeAuthFile
+	for _, name := range sortedKeys(f.Services) {
+		s := f.Services[name]
+		p, ok := s.program()
+		cmd := strings.Join(append(append([]string{}, s.Entrypoint...), s.Command...), " ")
+		if !ok || p.target != "minkctl" || !strings.Contains(cmd, "auth init") {
+			continue
+		}
+		where := fmt.Sprintf("%s: services.%s", composePath, name)
+		if a.service != "" {
+			t.Errorf("%s: a second service writes the auth config (services.%s does)", where, a.service)
+			continue
+		}
+		a.service = name
+		if !s.oneShot() {
+			t.Errorf("%s.restart: %q; the auth config's writer runs once per start (restart: \"no\")", where, s.Restart)
+		}
+		out := s.Environment["MINK_AUTH_CONFIG"]
+		if m := outFlag.FindStringSubmatch(cmd); m != nil {
+			out = m[1]
+		}
+		if out == "" {
+			t.Errorf("%s: minkctl auth init writes no file (--out or MINK_AUTH_CONFIG)", where)
+			continue
+		}
+		for _, m := range s.Volumes {
+			if m.Type == "volume" && m.Source != "" && under(out, m.Target) {
+				if m.ReadOnly {
+					t.Errorf("%s.volumes: %s is read-only; auth init writes %s there", where, m.Target, out)
+				}
+				a.volume, a.rel = m.Source, strings.TrimPrefix(strings.TrimPrefix(out, m.Target), "/")
+			}
+		}
+		if a.volume == "" {
+			t.Errorf("%s: auth init writes %s, which is on no named volume: the nodes would never see it, and it would be lost", where, out)
+		}
+	}
+	if a.service == "" {
+		t.Errorf("%s: services: no one-shot runs `minkctl auth init`, so nothing makes the auth config the nodes read", composePath)
+	}
+	a.sample = writeAuthConfig(t, sampleAuthConfig(t))
+
+	// The header: how to read the credentials, and how to rotate them.
+	b, _ := os.ReadFile(filepath.Join(root, composePath))
+	var header strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		header.WriteString(line + "\n")
+	}
+	for _, want := range []string{"docker compose exec", "auth secret", "previous_cluster_secrets", "auth init --force", "SIGHUP"} {
+		if !strings.Contains(header.String(), want) {
+			t.Errorf("%s: the header comment does not say how to read or rotate the credentials (no %q)", composePath, want)
+		}
+	}
+	return a
+}
+
+// checkInitAuth checks that the table creator calls as the admin: it reads the admin's
+// secret from the auth config (minkctl auth secret) and passes it on as MINK_TOKEN.
+func checkInitAuth(t *testing.T, where string, s *composeService, a composeAuthFile) {
+	t.Helper()
+	script := strings.Join(append(append([]string{}, s.Entrypoint...), s.Command...), " ")
+	if !strings.Contains(script, "auth secret") || !strings.Contains(script, "MINK_TOKEN") {
+		t.Errorf("%s: the table creator does not call as the admin (MINK_TOKEN from `minkctl auth secret`): the nodes refuse CreateTable without credentials", where)
+	}
+	if path := s.Environment["MINK_AUTH_CONFIG"]; path == "" || a.in(s)[path] == "" {
+		t.Errorf("%s.environment.MINK_AUTH_CONFIG: %q is not the auth config mounted from the volume %s", where, path, a.volume)
+	}
+	for _, m := range s.Volumes {
+		if m.Source == a.volume && a.volume != "" && !m.ReadOnly {
+			t.Errorf("%s.volumes: %s is writable; it only reads the auth config (mount it :ro)", where, m.Target)
 		}
 	}
 }

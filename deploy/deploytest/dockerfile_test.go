@@ -272,6 +272,11 @@ func TestDockerfile(t *testing.T) {
 		if u := last(chain, "USER"); u != nil && isRoot(u.args) || u == nil && !strings.Contains(chain[len(chain)-1].base, "nonroot") {
 			t.Errorf("%s: runs as root; want a USER that is not root (65532, distroless nonroot)", where)
 		}
+		// The auth config's folder, owned by the nodes' user: a fresh named volume mounted
+		// there takes its owner, so minkctl auth init may write it and the nodes read it.
+		if !chownedDir(chain, authDir) {
+			t.Errorf("%s: no %s owned by 65532 (COPY --chown=65532:65532 of an empty folder); a volume mounted there would be root's", where, authDir)
+		}
 		if p.role == "" {
 			continue
 		}
@@ -280,10 +285,27 @@ func TestDockerfile(t *testing.T) {
 		}
 		if h := last(chain, "HEALTHCHECK"); h == nil || strings.HasPrefix(strings.ToUpper(h.args), "NONE") {
 			t.Errorf("%s: no HEALTHCHECK", where)
+		} else if strings.Contains(h.args, "minkctl") && !strings.Contains(h.args, `"health"`) {
+			t.Errorf("%s:%d: HEALTHCHECK %s: with auth on only `minkctl health` (grpc.health.v1) answers a check without credentials", dockerfilePath, h.line, h.args)
 		}
 	}
 
 	checkDockerignore(t, root)
+}
+
+// authDir is where the images keep the auth config's folder (MINK_AUTH_CONFIG's).
+const authDir = "/etc/mink/auth"
+
+// chownedDir reports whether the chain copies a folder to dir owned by the nodes' user.
+func chownedDir(chain []*stage, dir string) bool {
+	for _, s := range chain {
+		for _, in := range s.instrs {
+			if in.cmd == "COPY" && strings.Contains(in.args, "--chown=65532:65532") && strings.HasSuffix(strings.TrimSpace(in.args), " "+dir) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isRoot(user string) bool {

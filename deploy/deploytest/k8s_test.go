@@ -1,14 +1,19 @@
 package deploytest
 
 import (
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +21,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
 )
@@ -155,7 +162,22 @@ type container struct {
 	VolumeMounts []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
 	} `yaml:"volumeMounts"`
+}
+
+// podVolume is a pod's volume; Secret volumes are the ones checked in detail.
+type podVolume struct {
+	Name   string `yaml:"name"`
+	Secret *struct {
+		SecretName  string `yaml:"secretName"`
+		DefaultMode *int   `yaml:"defaultMode"`
+		Items       []struct {
+			Key  string `yaml:"key"`
+			Path string `yaml:"path"`
+		} `yaml:"items"`
+	} `yaml:"secret"`
 }
 
 type workloadSpec struct {
@@ -169,9 +191,10 @@ type workloadSpec struct {
 			Spec struct {
 				TerminationGracePeriodSeconds *int64      `yaml:"terminationGracePeriodSeconds"`
 				Containers                    []container `yaml:"containers"`
-				Volumes                       []struct {
-					Name string `yaml:"name"`
-				} `yaml:"volumes"`
+				Volumes                       []podVolume `yaml:"volumes"`
+				SecurityContext               struct {
+					FSGroup *int64 `yaml:"fsGroup"`
+				} `yaml:"securityContext"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 		VolumeClaimTemplates []struct {
@@ -356,6 +379,8 @@ func TestKubernetes(t *testing.T) {
 	}
 
 	checkServices(t, byKind, workloads)
+	checkAuthSecret(t, root, byKind)
+	checkTLSDoc(t, root)
 
 	// A PodDisruptionBudget for every workload.
 	for _, w := range workloads {
@@ -463,7 +488,8 @@ func checkWorkload(t *testing.T, root string, df *dockerfile, byKind map[string]
 		}
 
 		env, envOK := podEnv(t, cwhere, byKind, d.Metadata.Name, c)
-		cfg, cfgOK := checkEnv(t, root, cwhere+": env", p, env)
+		files := secretFiles(t, cwhere, byKind, c, spec.Template.Spec.Volumes, spec.Template.Spec.SecurityContext.FSGroup)
+		cfg, cfgOK := checkEnv(t, root, cwhere+": env", p, env, files)
 		if !envOK || !cfgOK {
 			continue
 		}
@@ -613,6 +639,212 @@ func podEnv(t *testing.T, where string, byKind map[string]map[string]*k8sDoc, po
 		}
 	}
 	return env, ok
+}
+
+// secretFiles are the files a container's Secret volumes put in it: path in the container →
+// a local file with the key's content (an auth config's CHANGE-ME placeholders replaced
+// by secrets, as the operator does). Each mount must be read-only and not a subPath (a
+// subPath mount never sees a changed Secret, and the nodes reload the auth config and
+// their certificates when the files change), its files readable by the pod's fsGroup
+// and no one else.
+func secretFiles(t *testing.T, where string, byKind map[string]map[string]*k8sDoc, c container, volumes []podVolume, fsGroup *int64) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		var v *podVolume
+		for i := range volumes {
+			if volumes[i].Name == m.Name && volumes[i].Secret != nil {
+				v = &volumes[i]
+			}
+		}
+		if v == nil {
+			continue
+		}
+		mwhere := fmt.Sprintf("%s: volumeMounts %s (Secret %s)", where, m.Name, v.Secret.SecretName)
+		if !m.ReadOnly {
+			t.Errorf("%s: readOnly is not set; the node only reads it", mwhere)
+		}
+		if m.SubPath != "" {
+			t.Errorf("%s: subPath %s: a subPath mount never sees a changed Secret, and the node reloads these files when they change", mwhere, m.SubPath)
+		}
+		mode := 0o644 // Kubernetes' default
+		if v.Secret.DefaultMode != nil {
+			mode = *v.Secret.DefaultMode
+		}
+		switch {
+		case mode&0o004 != 0:
+			t.Errorf("%s: defaultMode %#o lets every user of the node read the secrets; want 0440 with fsGroup", mwhere, mode)
+		case mode&0o040 == 0 || fsGroup == nil:
+			t.Errorf("%s: defaultMode %#o (fsGroup %v): the node's user (not root) could not read the files; want 0440 and the pod's fsGroup", mwhere, mode, fsGroup)
+		}
+		d := byKind["Secret"][v.Secret.SecretName]
+		if d == nil {
+			t.Errorf("%s: no Secret %s in %s", mwhere, v.Secret.SecretName, k8sDir)
+			continue
+		}
+		keys := map[string]string{} // key -> path in the volume
+		for k := range d.StringData {
+			keys[k] = k
+		}
+		for k := range d.Data {
+			keys[k] = k
+		}
+		if len(v.Secret.Items) > 0 {
+			picked := map[string]string{}
+			for _, it := range v.Secret.Items {
+				picked[it.Key] = it.Path
+			}
+			keys = picked
+		}
+		for k, rel := range keys {
+			content, found := d.StringData[k]
+			if !found {
+				b, _ := base64.StdEncoding.DecodeString(d.Data[k])
+				content = string(b)
+			}
+			if strings.HasSuffix(k, ".json") && strings.Contains(content, "cluster_secret") {
+				content = withSecrets(content)
+			}
+			local := filepath.Join(t.TempDir(), filepath.Base(rel))
+			if err := os.WriteFile(local, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			files[filepath.Join(m.MountPath, rel)] = local
+		}
+	}
+	return files
+}
+
+// placeholder is how the committed auth config marks the secrets an operator fills in.
+var placeholder = regexp.MustCompile(`"CHANGE-ME[^"]*"`)
+
+// withSecrets is an auth config with each placeholder replaced by its own random secret.
+func withSecrets(config string) string {
+	return placeholder.ReplaceAllStringFunc(config, func(string) string {
+		b := make([]byte, 32)
+		rand.Read(b)
+		return `"` + hex.EncodeToString(b) + `"`
+	})
+}
+
+// checkAuthSecret checks the Secret mink-auth: its auth.json is the auth config's format,
+// every secret in it a placeholder that the nodes refuse (no one runs on a published
+// secret), valid once they are filled in, and its comment says how to make a real one.
+func checkAuthSecret(t *testing.T, root string, byKind map[string]map[string]*k8sDoc) {
+	t.Helper()
+	d := byKind["Secret"]["mink-auth"]
+	if d == nil {
+		t.Errorf("%s: no Secret mink-auth (the auth config, key auth.json)", k8sDir)
+		return
+	}
+	config, found := d.StringData["auth.json"]
+	if !found {
+		t.Errorf("%s: no key auth.json in stringData", d.where())
+		return
+	}
+	_, err := auth.ParseFile([]byte(config))
+	if err == nil || !strings.Contains(err.Error(), "cluster_secret") {
+		t.Errorf("%s: auth.json: the nodes accept it as committed (%v); its secrets must be CHANGE-ME placeholders they refuse", d.where(), err)
+	}
+	var raw struct {
+		ClusterSecret string `json:"cluster_secret"`
+		Principals    []struct {
+			Secret string `json:"secret"`
+		} `json:"principals"`
+	}
+	if err := json.Unmarshal([]byte(config), &raw); err != nil {
+		t.Errorf("%s: auth.json: %v", d.where(), err)
+		return
+	}
+	secrets := []string{raw.ClusterSecret}
+	for _, p := range raw.Principals {
+		secrets = append(secrets, p.Secret)
+	}
+	for _, s := range secrets {
+		if !placeholder.MatchString(`"`+s+`"`) || len(s) >= 16 {
+			t.Errorf("%s: auth.json: secret %q is not a CHANGE-ME placeholder shorter than any secret a node takes", d.where(), s)
+		}
+	}
+	f, err := auth.ParseFile([]byte(withSecrets(config)))
+	if err != nil {
+		t.Errorf("%s: auth.json with its placeholders filled in: %v", d.where(), err)
+	} else {
+		var admin, reader bool
+		for _, p := range f.Principals {
+			admin = admin || p.Role == auth.RoleAdmin
+			reader = reader || p.Role == auth.RoleReader
+		}
+		if !admin || !reader {
+			t.Errorf("%s: auth.json: want an admin and a reader principal, as minkctl auth init writes", d.where())
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(root, d.file))
+	for _, want := range []string{"minkctl auth init --out auth.json", "kubectl -n mink create secret generic mink-auth --from-file=auth.json", "previous_cluster_secrets"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: the comment does not say %q (how to make a real config, and rotate it)", d.file, want)
+		}
+	}
+}
+
+// checkTLSDoc checks the optional cert-manager manifest: cert-manager objects, a
+// certificate for the Services engines use and every pod's name under the headless
+// Services, for servers and clients alike, and instructions naming real role flags.
+func checkTLSDoc(t *testing.T, root string) {
+	t.Helper()
+	const path = k8sDir + "/tls/certificate.yaml"
+	b, err := os.ReadFile(filepath.Join(root, path))
+	if err != nil {
+		t.Errorf("%s: %v", path, err)
+		return
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	var leaf bool
+	for {
+		var doc struct {
+			APIVersion string `yaml:"apiVersion"`
+			Kind       string `yaml:"kind"`
+			Spec       struct {
+				SecretName string   `yaml:"secretName"`
+				DNSNames   []string `yaml:"dnsNames"`
+				Usages     []string `yaml:"usages"`
+			} `yaml:"spec"`
+		}
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Errorf("%s: %v", path, err)
+			return
+		}
+		if doc.APIVersion != "cert-manager.io/v1" || (doc.Kind != "Issuer" && doc.Kind != "Certificate") {
+			t.Errorf("%s: %s %s: want cert-manager.io/v1 Issuers and Certificates", path, doc.APIVersion, doc.Kind)
+		}
+		if doc.Kind != "Certificate" || doc.Spec.SecretName != "mink-tls" {
+			continue
+		}
+		leaf = true
+		for _, want := range []string{"mink-catalog.mink.svc", "mink-s3.mink.svc", "*.mink-grpc.mink.svc", "*.mink-fileserver.mink.svc"} {
+			if !slices.Contains(doc.Spec.DNSNames, want) {
+				t.Errorf("%s: Certificate mink-tls: dnsNames lack %s", path, want)
+			}
+		}
+		for _, want := range []string{"server auth", "client auth"} {
+			if !slices.Contains(doc.Spec.Usages, want) {
+				t.Errorf("%s: Certificate mink-tls: usages lack %q (a node is a server and, to the nodes it calls, a client)", path, want)
+			}
+		}
+	}
+	if !leaf {
+		t.Errorf("%s: no Certificate with secretName mink-tls", path)
+	}
+	flags := map[string]bool{}
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	(&node.Config{Role: lease.RoleFileServer}).RegisterFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) { flags[flagenv.EnvName(f.Name)] = true })
+	for _, v := range regexp.MustCompile(`MINK_[A-Z_]+`).FindAllString(string(b), -1) {
+		if !flags[v] {
+			t.Errorf("%s: %s is no role's variable", path, v)
+		}
+	}
 }
 
 // checkIdentity checks that a node's id is its pod's name and that it advertises its pod

@@ -1,6 +1,9 @@
 package deploytest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -16,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
@@ -153,11 +157,18 @@ func flagNamesInDir(dir string) ([]string, error) {
 	return names, nil
 }
 
+// fileFlags are the flags that name a file the node reads at start: a deployment must
+// mount each one it sets into the container.
+var fileFlags = []string{"auth-config", "tls-cert-file", "tls-key-file", "tls-client-ca-file", "schema-registry-ca-file"}
+
 // checkEnv checks one program's environment as a deployment file sets it: every MINK_*
-// variable is a flag's twin, and for a role, the values parse and pass Config.Validate
-// with postgres-url and kafka-brokers set. It returns the role's config (zero for minkctl).
-// where names the file and the object ("docker-compose.yaml: services.mink-indexer").
-func checkEnv(t *testing.T, root, where string, p program, env map[string]string) (node.Config, bool) {
+// variable is a flag's twin, and for a role, auth is on (MINK_AUTH_CONFIG), every file a
+// variable names is one the deployment mounts (files: its path in the container → a local
+// file with what the deployment puts there), and the values parse and pass
+// Config.Validate with postgres-url and kafka-brokers set. It returns the role's config
+// (zero for minkctl). where names the file and the object ("docker-compose.yaml:
+// services.mink-indexer").
+func checkEnv(t *testing.T, root, where string, p program, env map[string]string, files map[string]string) (node.Config, bool) {
 	t.Helper()
 	known := envNames(t, root, p)
 	ok := true
@@ -181,10 +192,33 @@ func checkEnv(t *testing.T, root, where string, p program, env map[string]string
 			ok = false
 		}
 	}
+	if env[flagenv.EnvName("auth-config")] == "" {
+		t.Errorf("%s: environment: %s is not set, so the node runs with auth off (anyone may do anything); auth is on in every deployment file",
+			where, flagenv.EnvName("auth-config"))
+		ok = false
+	}
+	local := map[string]string{}
+	for k, v := range env {
+		local[k] = v
+	}
+	for _, f := range fileFlags {
+		k := flagenv.EnvName(f)
+		path := env[k]
+		if path == "" {
+			continue
+		}
+		if stand, found := files[path]; found {
+			local[k] = stand
+			continue
+		}
+		t.Errorf("%s: environment %s: %s is no file the deployment mounts into the container (%s reads it at start)", where, k, path, p.binary)
+		ok = false
+		delete(local, k)
+	}
 	fs := flag.NewFlagSet(p.binary, flag.ContinueOnError)
 	cfg := node.Config{Role: p.role}
 	cfg.RegisterFlags(fs)
-	src, err := flagenv.SetFromEnv(fs, func(k string) (string, bool) { v, found := env[k]; return v, found })
+	src, err := flagenv.SetFromEnv(fs, func(k string) (string, bool) { v, found := local[k]; return v, found })
 	if err == nil {
 		err = cfg.Validate()
 	}
@@ -192,7 +226,45 @@ func checkEnv(t *testing.T, root, where string, p program, env map[string]string
 		t.Errorf("%s: environment: %s rejects it: %v", where, p.binary, src.Explain(err))
 		return cfg, false
 	}
+	for _, f := range fileFlags { // the config names the files as the container has them
+		if v := env[flagenv.EnvName(f)]; v != "" {
+			fs.Set(f, v)
+		}
+	}
 	return cfg, ok
+}
+
+// writeAuthConfig writes f to a temporary file, as a deployment's auth config stand-in.
+func writeAuthConfig(t *testing.T, f *auth.File) string {
+	t.Helper()
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "auth.json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sampleAuthConfig is what `minkctl auth init` writes: a cluster secret and the principals
+// admin and reader (default.*), every secret random hex.
+func sampleAuthConfig(t *testing.T) *auth.File {
+	t.Helper()
+	secret := func(n int) string {
+		b := make([]byte, n)
+		rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	f := &auth.File{ClusterSecret: secret(32), Principals: []auth.PrincipalConfig{
+		{ID: "admin", Secret: secret(24), Role: auth.RoleAdmin},
+		{ID: "reader", Secret: secret(24), Role: auth.RoleReader, Tables: []string{"default.*"}},
+	}}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func flagFromEnv(env string) string {

@@ -21,8 +21,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
 	"github.com/minkhq/mink/pkg/admin"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
@@ -60,6 +62,21 @@ func (l countingListener) Accept() (net.Conn, error) {
 
 func startNode(t *testing.T, db *pgxpool.Pool, id string, role lease.Role, tables admin.Tables) *testNode {
 	t.Helper()
+	return startNodeWith(t, db, id, role, nodeOptions{tables: tables})
+}
+
+// nodeOptions are what a test node may have beyond its lease manager and admin service.
+type nodeOptions struct {
+	tables admin.Tables
+	// auth is the node's gRPC door as pkg/node installs it (nil: auth off, every call
+	// Anonymous), and its forwarding connections carry the node's peer token.
+	auth *auth.Authority
+	// files is a file service to serve beside the admin service (nil: none).
+	files filev1.FileServiceServer
+}
+
+func startNodeWith(t *testing.T, db *pgxpool.Pool, id string, role lease.Role, o nodeOptions) *testNode {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -70,12 +87,26 @@ func startNode(t *testing.T, db *pgxpool.Pool, id string, role lease.Role, table
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := admin.New(admin.Options{Leases: n.mgr, DB: db, Tables: tables, Logger: log, ForwardTimeout: 3 * time.Second})
+	var dialOpts []grpc.DialOption
+	if o.auth != nil {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(auth.NewPeerCredentials(o.auth, id)))
+	}
+	srv, err := admin.New(admin.Options{Leases: n.mgr, DB: db, Tables: o.tables, Logger: log, ForwardTimeout: 3 * time.Second,
+		DialOptions: dialOpts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor()))
+	unary := []grpc.UnaryServerInterceptor{apierr.UnaryServerInterceptor(nil)}
+	stream := []grpc.StreamServerInterceptor{apierr.StreamServerInterceptor(nil)}
+	// The door, as pkg/node always chains it (errors are mapped last, the door's too);
+	// with auth off it lets every call in as Anonymous.
+	unary = append(unary, o.auth.UnaryServerInterceptor())
+	stream = append(stream, o.auth.StreamServerInterceptor())
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
 	srv.Register(gs)
+	if o.files != nil {
+		filev1.RegisterFileServiceServer(gs, o.files)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	leaseDone := make(chan struct{})
 	go func() { defer close(leaseDone); n.mgr.Run(ctx) }()
@@ -336,7 +367,9 @@ func TestTablesErrorsMapped(t *testing.T) {
 		t.Errorf("AlterTable forwarded: %v", err)
 	}
 	_, err = a.client.DropTable(ctx, &adminv1.DropTableRequest{Node: "b", Name: "events"})
-	if status.Code(err) != codes.Internal { // an unclassified error is Internal, never Unknown
+	// An unclassified error is Internal, never Unknown, and its text (SQL, paths) stays in
+	// the log of the node that failed: the client gets a request id.
+	if status.Code(err) != codes.Internal || strings.Contains(err.Error(), "boom") || !strings.Contains(err.Error(), "request id") {
 		t.Errorf("DropTable: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/lease"
 )
 
@@ -82,7 +83,10 @@ func (s *Server) forward(ctx context.Context, method, target string, req, resp p
 		ctx, cancel = context.WithTimeout(ctx, s.forwardTimeout)
 		defer cancel()
 	}
-	octx := metadata.AppendToOutgoingContext(ctx, mdForwardedBy, s.self)
+	// The caller's credentials go on, so that the target authorizes the caller, not this
+	// node (whose own peer token the connection's credentials add); the target's door
+	// decides with its own config.
+	octx := metadata.AppendToOutgoingContext(ctx, append(auth.ForwardMetadata(ctx), mdForwardedBy, s.self)...)
 	var trailer metadata.MD
 	start := time.Now()
 	err = conn.Invoke(octx, method, req, resp, grpc.Trailer(&trailer), grpc.StaticMethod())

@@ -1,8 +1,10 @@
 // Package admin serves mink.admin.v1.AdminService on every node: this node's status, the
 // cluster's members and leases, draining, and table administration through Tables. A
-// request whose `node` names another node is forwarded to it (see forward.go); handlers
-// here only translate between proto and the lease library and return domain errors, which
-// apierr maps to gRPC codes.
+// request whose `node` names another node is forwarded to it (see forward.go) with the
+// caller's credentials, so the target authorizes the original caller; handlers here only
+// translate between proto and the lease library and return domain errors, which apierr
+// maps to gRPC codes. Who may call what is decided at the node's gRPC door (pkg/auth),
+// before a handler runs; table-level checks are the Tables implementation's.
 package admin
 
 import (
@@ -10,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -20,6 +23,7 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/peers"
 )
@@ -41,8 +45,8 @@ type Options struct {
 	Tables Tables         // nil: table RPCs answer Unimplemented
 	// Figures are the role-specific figures GetStatus reports (nil: none).
 	Figures func() map[string]string
-	// DialOptions are added to every forwarding connection (telemetry handlers, ...);
-	// connections are plaintext, as between the nodes of one cluster network.
+	// DialOptions are added to every forwarding connection: pkg/node's (telemetry
+	// handlers, the node's peer token, TLS when configured).
 	DialOptions []grpc.DialOption
 	// ForwardTimeout bounds a forwarded call whose caller set no deadline (default 30s).
 	ForwardTimeout time.Duration
@@ -185,7 +189,7 @@ func (s *Server) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest)
 // errNoTables: a node built without table administration (tests of the lease API).
 var errNoTables = apierr.New(apierr.Unimplemented, "this node serves no table administration")
 
-func (s *Server) getStatus(_ context.Context, _ *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
+func (s *Server) getStatus(ctx context.Context, _ *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
 	m := s.leases
 	cfg := m.Config()
 	st := m.Stats()
@@ -199,6 +203,8 @@ func (s *Server) getStatus(_ context.Context, _ *adminv1.GetStatusRequest) (*adm
 		Draining:  m.Draining(),
 		Acting:    m.Acting(),
 		LeaseTtl:  durationpb.New(cfg.TTL),
+		// What this node's gRPC door found: a forwarded GetStatus reports the target's.
+		AuthEnabled: auth.EnabledIn(ctx),
 		LeaseStats: &adminv1.LeaseStats{
 			Rounds: st.Rounds, FailedRounds: st.Failed, Statements: st.Statements,
 			Acquired: st.Acquired, Released: st.Released, Lost: st.Lost,
@@ -207,8 +213,11 @@ func (s *Server) getStatus(_ context.Context, _ *adminv1.GetStatusRequest) (*adm
 	if err := m.LastError(); err != nil {
 		resp.LastError = err.Error()
 	}
+	p := auth.FromContext(ctx)
 	for _, l := range m.Held() {
-		resp.Leases = append(resp.Leases, leasePB(l.Scope, l.TableName, l.Holder, l.Epoch, l.Expires))
+		if canSee(p, l.TableName) {
+			resp.Leases = append(resp.Leases, leasePB(l.Scope, l.TableName, l.Holder, l.Epoch, l.Expires))
+		}
 	}
 	if s.figures != nil {
 		resp.Figures = s.figures()
@@ -237,10 +246,20 @@ func (s *Server) listLeases(ctx context.Context, req *adminv1.ListLeasesRequest)
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
 	resp := &adminv1.ListLeasesResponse{}
+	p := auth.FromContext(ctx)
 	for _, i := range infos {
-		resp.Leases = append(resp.Leases, leasePB(i.Scope, i.TableName, i.Holder, i.Epoch, i.Expires))
+		if canSee(p, i.TableName) {
+			resp.Leases = append(resp.Leases, leasePB(i.Scope, i.TableName, i.Holder, i.Epoch, i.Expires))
+		}
 	}
 	return resp, nil
+}
+
+// canSee reports whether principal p may see the leases of table "namespace.name": a
+// reader sees only its tables' (their names are what it may read).
+func canSee(p *auth.Principal, table string) bool {
+	ns, name, _ := strings.Cut(table, ".")
+	return p.CanRead(ns, name)
 }
 
 // drainNode drains this node and waits, within the call's deadline and one lease_ttl,

@@ -9,9 +9,12 @@ package apierr
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -258,20 +261,52 @@ func HTTPStatus(err error) int {
 }
 
 // UnaryServerInterceptor maps every error a unary handler returns through GRPC, so no
-// handler's error leaves as Unknown whatever it forgot.
-func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+// handler's error leaves as Unknown whatever it forgot; an internal error's text (SQL,
+// paths, a driver's words) goes to log under a request id, and the client is told only
+// the id (nil log: slog.Default).
+func UnaryServerInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		resp, err := h(ctx, req)
 		if err != nil {
-			return nil, GRPC(err)
+			return nil, redactInternal(log, info.FullMethod, GRPC(err))
 		}
 		return resp, nil
 	}
 }
 
 // StreamServerInterceptor is UnaryServerInterceptor for streams.
-func StreamServerInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		return GRPC(h(srv, ss))
+func StreamServerInterceptor(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		err := GRPC(h(srv, ss))
+		if err == nil {
+			return nil
+		}
+		return redactInternal(log, info.FullMethod, err)
 	}
+}
+
+// redactInternal keeps an Internal or Unknown status's text out of the answer: it is
+// logged with a request id, which the answer names. Other codes are the client's own
+// business (what is invalid, missing or down) and pass as they are.
+func redactInternal(log *slog.Logger, method string, err error) error {
+	st, _ := status.FromError(err)
+	if c := st.Code(); c != codes.Internal && c != codes.Unknown {
+		return err
+	}
+	if strings.HasPrefix(st.Message(), "internal error (request id ") {
+		return err // redacted already, by the node that answered a forwarded call
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	id := RequestID()
+	log.Error("internal error", "method", method, "request_id", id, "error", st.Message())
+	return status.Errorf(st.Code(), "internal error (request id %s): the node's log says what failed", id)
+}
+
+// RequestID is a fresh id naming one request in the logs and in what its client is told.
+func RequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -39,7 +39,9 @@ type Principal struct {
 var Anonymous = &Principal{ID: "anonymous", Role: RoleAdmin}
 
 // IsAdmin reports whether p may do everything.
-func (p *Principal) IsAdmin() bool { return p != nil && !p.Peer && p.Role == RoleAdmin && p.Table == "" }
+func (p *Principal) IsAdmin() bool {
+	return p != nil && !p.Peer && p.Role == RoleAdmin && p.Table == ""
+}
 
 // CanRead reports whether p may read table ns.name.
 func (p *Principal) CanRead(ns, name string) bool {

@@ -9,8 +9,9 @@ import (
 	"text/tabwriter"
 )
 
-// printBanner tells a newcomer where everything is and the exact commands to try.
-func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogErr error) {
+// printBanner tells a newcomer where everything is, the credentials (da; nil with auth
+// off) and the exact commands to try. The long snippets go to ConnectFile, which it names.
+func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogErr error, da *DevAuth) {
 	fmt.Fprintf(w, "\nMink dev cluster is up. Data and logs: %s. Ctrl-C stops it; make dev again picks up where it left off.\n\n", rel(c.Dir))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	var fs []Node
@@ -67,6 +68,23 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 	} else {
 		fmt.Fprintf(tw, "  \t%s  (%s)  %s\n", avro.Table, avro.TableState, evolution(c, avro))
 	}
+	if da != nil {
+		how := "kept from an earlier run"
+		if da.Created {
+			how = "generated now, kept for the next runs"
+		}
+		fmt.Fprintf(tw, "  Auth\ton: %s (%s); --auth=false turns it off\n", rel(da.Path), how)
+		fmt.Fprintf(tw, "  \t%-7s %s  %s\n", da.Admin.ID, da.Admin.Secret, scope(da.Admin))
+		if da.Reader.ID != da.Admin.ID {
+			fmt.Fprintf(tw, "  \t%-7s %s  %s\n", da.Reader.ID, da.Reader.Secret, scope(da.Reader))
+		}
+		fmt.Fprintf(tw, "  Engines\t%s\n", connectSummary(info.ConnectFile))
+		fmt.Fprintf(tw, "  \tcatalog: OAuth2 credential=%s:%s; S3: vended per table load, or that id and secret as keys\n",
+			da.Reader.ID, da.Reader.Secret)
+	} else {
+		fmt.Fprintf(tw, "  Auth\tOFF (--auth=false): anyone who reaches these ports may do anything\n")
+		fmt.Fprintf(tw, "  Engines\t%s\n", connectSummary(info.ConnectFile))
+	}
 	for i, n := range c.Nodes() {
 		label := ""
 		if i == 0 {
@@ -97,18 +115,26 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 		grpcurl = rel(p)
 	}
 	named := c.Nodes()[len(c.Nodes())-1].ID // the dialed node forwards the call to it
+	asReader, header := "", ""
 	fmt.Fprintf(w, "\nTry:\n")
+	if da != nil {
+		fmt.Fprintf(w, "  export MINK_TOKEN=%s   # minkctl's credential (or --token): the %s's\n", da.Admin.Secret, da.Admin.ID)
+		if da.Reader.ID != da.Admin.ID {
+			asReader = fmt.Sprintf(" --token %s   # as the %s", da.Reader.Secret, da.Reader.ID)
+		}
+		header = ` -H "authorization: Bearer $MINK_TOKEN"`
+	}
 	fmt.Fprintf(w, "  %s%s status\n", minkctl, addr)
 	fmt.Fprintf(w, "  %s%s nodes\n", minkctl, addr)
 	fmt.Fprintf(w, "  %s%s table describe %s\n", minkctl, addr, c.Table)
-	fmt.Fprintf(w, "  %s scan default.%s --limit 10%s\n", minkctl, c.Table, catalogFlag)
+	fmt.Fprintf(w, "  %s scan default.%s --limit 10%s%s\n", minkctl, c.Table, catalogFlag, asReader)
 	if info.Avro.Error == "" {
 		fmt.Fprintf(w, "  %s%s table describe %s\n", minkctl, addr, c.AvroTable)
 		fmt.Fprintf(w, "  %s scan default.%s --limit 10%s\n", minkctl, c.AvroTable, catalogFlag)
-		fmt.Fprintf(w, "  %s -plaintext -d '{\"name\":\"%s\"}' %s mink.admin.v1.AdminService/DescribeTable   # schemaVersion, schema\n",
-			grpcurl, c.AvroTable, Addr(c.GRPCPort))
+		fmt.Fprintf(w, "  %s -plaintext%s -d '{\"name\":\"%s\"}' %s mink.admin.v1.AdminService/DescribeTable   # schemaVersion, schema\n",
+			grpcurl, header, c.AvroTable, Addr(c.GRPCPort))
 	}
-	fmt.Fprintf(w, "  %s -plaintext -d '{\"node\":\"%s\"}' %s mink.admin.v1.AdminService/GetStatus\n", grpcurl, named, Addr(c.GRPCPort))
+	fmt.Fprintf(w, "  %s -plaintext%s -d '{\"node\":\"%s\"}' %s mink.admin.v1.AdminService/GetStatus\n", grpcurl, header, named, Addr(c.GRPCPort))
 	fmt.Fprintln(w)
 }
 

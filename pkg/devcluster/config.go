@@ -2,7 +2,9 @@
 // PostgreSQL, an embedded Kafka-protocol broker (kfake) and an embedded Schema Registry
 // (srfake) whose data survive restarts, the three roles as separate processes, and two
 // demo topics with a steady stream of records each, registered as tables: JSON events,
-// and Avro orders whose schema gains a field while it runs. cmd/minkdev is its command
+// and Avro orders whose schema gains a field while it runs. Auth is on, from an auth config
+// it generates once and keeps (auth.go); the banner and ConnectFile hand the credentials
+// to minkctl, grpcurl and the engines (connect.go). cmd/minkdev is its command
 // line; the end-to-end test drives the same code through that command, so what a
 // newcomer runs is what is tested.
 package devcluster
@@ -38,6 +40,11 @@ type Config struct {
 
 	Indexers, Writers, FileServers int
 
+	// Auth turns auth on: the roles get --auth-config Dir/AuthFile (generated on the first
+	// run, kept after), the launcher calls the admin API as the admin, and the banner and
+	// ConnectFile give the credentials. Off (--auth=false): anyone may do anything.
+	Auth bool
+
 	GRPCPort    int // the first node's gRPC port; the others follow it
 	MetricsPort int // the first node's /metrics port, the others follow; 0: off
 	CatalogPort int // the first file server's Iceberg REST port; the others follow
@@ -71,7 +78,7 @@ type Config struct {
 var Defaults = Config{
 	Dir: filepath.Join(".tmp", "dev"), BinDir: filepath.Join(".tmp", "bin"),
 	PostgresPort: 15432, KafkaPort: 9092, RegistryPort: 8081,
-	Indexers: 2, Writers: 1, FileServers: 2,
+	Indexers: 2, Writers: 1, FileServers: 2, Auth: true,
 	GRPCPort: 7070, MetricsPort: 9464, CatalogPort: 8181, S3Port: 9000,
 	LeaseTTL: 10 * time.Second, ShutdownTimeout: 10 * time.Second, ReadyTimeout: 60 * time.Second,
 	LogLevel: slog.LevelInfo,
@@ -97,6 +104,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Indexers, "indexers", d.Indexers, "indexer processes")
 	fs.IntVar(&c.Writers, "writers", d.Writers, "writer processes")
 	fs.IntVar(&c.FileServers, "file-servers", d.FileServers, "file-server processes")
+	fs.BoolVar(&c.Auth, "auth", d.Auth, "auth on: every role checks credentials, from "+AuthFile+" under --dir (generated on the first run, kept after); --auth=false: anyone may do anything (debugging)")
 	fs.IntVar(&c.GRPCPort, "grpc-port", d.GRPCPort, "gRPC port of the first node; each next node takes the next port")
 	fs.IntVar(&c.MetricsPort, "metrics-port", d.MetricsPort, "/metrics port of the first node, the next ones follow (0: off)")
 	fs.IntVar(&c.CatalogPort, "catalog-port", d.CatalogPort, "Iceberg REST catalog port of the first file server; the next ones follow")

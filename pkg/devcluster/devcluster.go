@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
@@ -52,6 +53,11 @@ type RunInfo struct {
 	FirstEventID int64     `json:"first_event_id,omitempty"` // the id this run's demo events start at
 	Processes    []RunProc `json:"processes"`
 	Ports        []int     `json:"ports"` // every port the cluster listens on
+
+	// AuthConfig is the auth config every role was given (AuthFile under the folder);
+	// empty with --auth=false. The secrets are in it, never in this file.
+	AuthConfig  string `json:"auth_config,omitempty"`
+	ConnectFile string `json:"connect_file"` // the snippets of ConnectFile
 
 	SchemaRegistryURL      string   `json:"schema_registry_url"` // without credentials
 	SchemaRegistryEmbedded bool     `json:"schema_registry_embedded,omitempty"`
@@ -125,8 +131,24 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	var st stopper
 	defer func() { err = errors.Join(err, st.run(say)) }()
 	info := RunInfo{LauncherPid: os.Getpid(), CatalogURL: c.CatalogURL(), S3URL: c.S3URL(),
-		Table: "default." + c.Table, Topic: c.Topic, Ports: c.ports(),
+		Table: "default." + c.Table, Topic: c.Topic, Ports: c.ports(), ConnectFile: filepath.Join(c.Dir, ConnectFile),
 		Avro: AvroInfo{Table: "default." + c.AvroTable, Topic: c.AvroTopic, Subject: c.AvroSubject(), EvolveAfter: c.AvroEvolveAfter}}
+
+	// Auth: the config every role reads, and the credentials the launcher calls with.
+	var da *DevAuth
+	if c.Auth {
+		if da, err = ensureAuth(c.Dir); err != nil {
+			return err
+		}
+		info.AuthConfig = da.Path
+		how := "kept from an earlier run"
+		if da.Created {
+			how = "generated now, kept for the next runs"
+		}
+		say("auth: on; the cluster secret and the principals' secrets are in %s (%s)", rel(da.Path), how)
+	} else {
+		say("auth: OFF (--auth=false): anyone who reaches the cluster's ports may read every table, create and drop tables and drain nodes")
+	}
 
 	// Postgres.
 	info.PostgresURL = c.PostgresURL
@@ -188,7 +210,7 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	var procs []*process
 	st.push("roles", func() error { return stopAll(procs, c.stopGrace(), force, say) })
 	for _, n := range c.Nodes() {
-		p, err := startRole(&c, n, info.PostgresURL, info.KafkaBrokers, reg)
+		p, err := startRole(&c, n, info.PostgresURL, info.KafkaBrokers, reg, info.AuthConfig)
 		if err != nil {
 			return err
 		}
@@ -216,7 +238,7 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}
-	tableState, tableErr := createTable(ctx, procs[0], c.DemoTableRequest())
+	tableState, tableErr := createTable(ctx, procs[0], c.DemoTableRequest(), da.adminToken())
 	info.TableState = tableState
 	if tableErr != nil {
 		info.TableError = tableErr.Error()
@@ -231,7 +253,7 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	}
 	if err == nil {
 		info.Avro.SchemaIDV1, info.Avro.SchemaIDV2 = orders.SchemaIDs()
-		info.Avro.TableState, err = createTable(ctx, procs[0], c.AvroTableRequest())
+		info.Avro.TableState, err = createTable(ctx, procs[0], c.AvroTableRequest(), da.adminToken())
 	}
 	if err != nil {
 		orders = nil
@@ -257,12 +279,15 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 		}
 	}
 
-	catalogErr := probeCatalog(ctx, c.CatalogURL())
+	catalogErr := probeCatalog(ctx, c.CatalogURL(), da.readerToken())
+	if err := writeConnect(info.ConnectFile, &c, info, da); err != nil {
+		return err
+	}
 	if err := writeRunInfo(c.Dir, info); err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(c.Dir, RunFile))
-	printBanner(out, &c, info, partitions, catalogErr)
+	printBanner(out, &c, info, partitions, catalogErr, da)
 
 	exited := make(chan *process, len(procs))
 	for _, p := range procs {
@@ -382,9 +407,10 @@ func ensureDatabase(ctx context.Context, adminURL, db string) error {
 	return err
 }
 
-// createTable registers the demo table through the first node, as a user would. An
+// createTable registers the demo table through the first node, as a user would (with
+// token, the admin's secret, as "authorization: Bearer" metadata, when auth is on). An
 // existing table is kept as it is: re-runs reuse it.
-func createTable(ctx context.Context, p *process, req *adminv1.CreateTableRequest) (string, error) {
+func createTable(ctx context.Context, p *process, req *adminv1.CreateTableRequest, token string) (string, error) {
 	conn, err := grpc.NewClient(Addr(p.node.GRPCPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return "", err
@@ -393,6 +419,9 @@ func createTable(ctx context.Context, p *process, req *adminv1.CreateTableReques
 	cl := adminv1.NewAdminServiceClient(conn)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
 	for {
 		_, err := cl.CreateTable(ctx, req)
 		switch status.Code(err) {
@@ -412,13 +441,17 @@ func createTable(ctx context.Context, p *process, req *adminv1.CreateTableReques
 	}
 }
 
-// probeCatalog checks that the first file server answers the Iceberg REST config call.
-func probeCatalog(ctx context.Context, url string) error {
+// probeCatalog checks that the first file server answers the Iceberg REST config call
+// (as a principal, with token, when auth is on).
+func probeCatalog(ctx context.Context, url, token string) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/config", nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -148,7 +148,7 @@ func TestBannerHasTheCommandsToTry(t *testing.T) {
 		SchemaRegistryURL: "http://127.0.0.1:8081", SchemaRegistryEmbedded: true,
 		Avro: AvroInfo{Table: "default.demo_avro", Topic: "demo_avro", Subject: "demo_avro-value", Partitions: 4,
 			TableState: "created", FirstEventID: 1, SchemaIDV1: 1, EvolveAfter: c.AvroEvolveAfter}}
-	printBanner(&out, &c, info, 4, errors.New("connection refused"))
+	printBanner(&out, &c, info, 4, errors.New("connection refused"), nil)
 	s := out.String()
 	for _, want := range []string{
 		"http://127.0.0.1:8181", "http://127.0.0.1:9000", "WARNING: not answering yet: connection refused",
@@ -173,7 +173,7 @@ func TestBannerHasTheCommandsToTry(t *testing.T) {
 	out.Reset()
 	info.Avro = AvroInfo{Table: "default.demo_avro", Error: "connection refused"}
 	info.SchemaRegistryEmbedded, info.SchemaRegistryURL = false, "https://sr.example.com"
-	printBanner(&out, &c, info, 4, nil)
+	printBanner(&out, &c, info, 4, nil, nil)
 	s = out.String()
 	if !strings.Contains(s, "default.demo_avro  AVRO DEMO OFF: connection refused") || !strings.Contains(s, "https://sr.example.com  (external)") ||
 		strings.Contains(s, "demo_avro --limit") {

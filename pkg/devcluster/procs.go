@@ -30,24 +30,12 @@ type process struct {
 
 // startRole starts one role process with its output in logs/<node>.log. The previous
 // run's log is kept as <node>.log.prev.
-func startRole(c *Config, n Node, postgresURL string, brokers []string, reg registry.Config) (*process, error) {
+func startRole(c *Config, n Node, postgresURL string, brokers []string, reg registry.Config, authConfig string) (*process, error) {
 	bin := filepath.Join(c.BinDir, "mink-"+n.Role)
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s: %w (make dev builds it; or run make build)", bin, err)
 	}
-	args := []string{
-		"--node-id", n.ID, "--postgres-url", postgresURL, "--kafka-brokers", strings.Join(brokers, ","),
-		"--grpc-addr", Addr(n.GRPCPort), "--lease-ttl", c.LeaseTTL.String(),
-		"--shutdown-timeout", c.ShutdownTimeout.String(), "--log-level", c.LogLevel.String(),
-	}
-	if n.MetricsPort != 0 {
-		args = append(args, "--metrics-addr", Addr(n.MetricsPort))
-	}
-	args = append(args, registryArgs(reg)...)
-	if n.Role == "fileserver" {
-		args = append(args, "--catalog-addr", Addr(n.CatalogPort), "--s3-addr", Addr(n.S3Port),
-			"--cache-dir", filepath.Join(c.Dir, "cache", n.ID))
-	}
+	args := roleArgs(c, n, postgresURL, brokers, reg, authConfig)
 	logPath := filepath.Join(c.Dir, "logs", n.ID+".log")
 	os.Rename(logPath, logPath+".prev")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -72,6 +60,28 @@ func startRole(c *Config, n Node, postgresURL string, brokers []string, reg regi
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// roleArgs are a role's flags: where everything is, and with auth on the auth config
+// (every role reads the same file, as every node of a real cluster does).
+func roleArgs(c *Config, n Node, postgresURL string, brokers []string, reg registry.Config, authConfig string) []string {
+	args := []string{
+		"--node-id", n.ID, "--postgres-url", postgresURL, "--kafka-brokers", strings.Join(brokers, ","),
+		"--grpc-addr", Addr(n.GRPCPort), "--lease-ttl", c.LeaseTTL.String(),
+		"--shutdown-timeout", c.ShutdownTimeout.String(), "--log-level", c.LogLevel.String(),
+	}
+	if n.MetricsPort != 0 {
+		args = append(args, "--metrics-addr", Addr(n.MetricsPort))
+	}
+	args = append(args, registryArgs(reg)...)
+	if authConfig != "" {
+		args = append(args, "--auth-config", authConfig)
+	}
+	if n.Role == "fileserver" {
+		args = append(args, "--catalog-addr", Addr(n.CatalogPort), "--s3-addr", Addr(n.S3Port),
+			"--cache-dir", filepath.Join(c.Dir, "cache", n.ID))
+	}
+	return args
 }
 
 // roleEnv is the launcher's environment without MINK_* variables: every setting of a role

@@ -1,25 +1,22 @@
 package node
 
 import (
-	"context"
-
 	"google.golang.org/grpc"
 
 	"github.com/minkhq/mink/pkg/auth"
 )
 
-// authUnaryInterceptor checks every unary call's credentials against the auth config.
+// authUnaryInterceptor checks every unary call's credentials against the auth config
+// (auth.Authority.Authorize: the policy of every method is pkg/auth's) and hands the
+// caller to the handlers in the context. A nil Authority lets every call in as
+// auth.Anonymous.
 func authUnaryInterceptor(a *auth.Authority) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		return h(auth.WithPrincipal(ctx, auth.Anonymous), req)
-	}
+	return a.UnaryServerInterceptor()
 }
 
-// authStreamInterceptor is authUnaryInterceptor for streams.
+// authStreamInterceptor is authUnaryInterceptor for streams (the file service's reads).
 func authStreamInterceptor(a *auth.Authority) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		return h(srv, ss)
-	}
+	return a.StreamServerInterceptor()
 }
 
 // peerDialOptions make calls to other nodes carry this node's peer token (and TLS).

@@ -22,10 +22,12 @@ import (
 	"github.com/minkhq/mink/pkg/admin"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/httplimit"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/tablecodec"
+	"github.com/minkhq/mink/pkg/tlsfiles"
 )
 
 // Config is one role process's configuration. Every field with a flag has an environment
@@ -57,6 +59,9 @@ type Config struct {
 	TLSCertFile     string
 	TLSKeyFile      string
 	TLSClientCAFile string
+	// MaxConnections caps the open connections of each listener (gRPC, metrics,
+	// catalog, S3); more wait until one closes. 0: the default, 4096.
+	MaxConnections int
 
 	MaxPartitions int // indexer
 
@@ -81,14 +86,14 @@ type Deps struct {
 	AdvertiseAddr string
 	DB            *pgxpool.Pool
 	Kafka         *kafkasrc.Client
-	Registry      *registry.Client   // nil when no --schema-registry-url is set
-	Auth          *auth.Authority    // nil when auth is off (no --auth-config)
+	Registry      *registry.Client // nil when no --schema-registry-url is set
+	Auth          *auth.Authority  // nil when auth is off (no --auth-config)
 	// TLS is the server TLS config of the role's own listeners (the file server's
 	// catalog and S3); nil without --tls-cert-file.
-	TLS *tls.Config
-	Codecs        *tablecodec.Codecs // decoders of every table's files (schema versions, registry schemas)
-	Meter         metric.Meter
-	Logger        *slog.Logger
+	TLS    *tls.Config
+	Codecs *tablecodec.Codecs // decoders of every table's files (schema versions, registry schemas)
+	Meter  metric.Meter
+	Logger *slog.Logger
 
 	// The node's telemetry providers, for roles that instrument HTTP servers or clients.
 	MeterProvider  metric.MeterProvider
@@ -126,7 +131,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AuthConfig, "auth-config", "", "the cluster's auth config file (JSON: cluster_secret, principals); empty: auth off, anyone may do anything")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate of this node for every listener and for calls to other nodes (reloaded when it changes)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
-	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that signs other nodes' (and clients') certificates: peers are verified with it")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that signs other nodes' (and clients') certificates: peers are verified with it, and a client certificate must be signed by it (clients need none); empty: the system's roots verify peers")
+	fs.IntVar(&c.MaxConnections, "max-connections", httplimit.DefaultMaxConnections, "most open connections of each listener (gRPC, metrics, catalog, S3); more wait until one closes")
 	switch c.Role {
 	case lease.RoleIndexer:
 		fs.IntVar(&c.MaxPartitions, "max-partitions", 0, "most partition leases this node holds (0: no cap)")
@@ -199,6 +205,19 @@ func (c *Config) Validate() error {
 	}
 	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
 		bad("tls-client-ca-file", "needs --tls-cert-file and --tls-key-file")
+	}
+	if c.TLSCertFile != "" && c.TLSKeyFile != "" {
+		if _, err := tlsfiles.LoadKeyPair(c.TLSCertFile, c.TLSKeyFile, nil); err != nil {
+			bad("tls-cert-file", "%v", err)
+		}
+	}
+	if c.TLSClientCAFile != "" {
+		if _, err := tlsfiles.LoadCAs(c.TLSClientCAFile); err != nil {
+			bad("tls-client-ca-file", "%v", err)
+		}
+	}
+	if c.MaxConnections < 0 || c.MaxConnections > 1<<20 {
+		bad("max-connections", "%d is out of range (1 to 1048576; 0: the default)", c.MaxConnections)
 	}
 	if c.MaxPartitions < 0 {
 		bad("max-partitions", "%d is negative (0 means no cap)", c.MaxPartitions)

@@ -245,8 +245,8 @@ func (n *Node) Run(ctx context.Context) error {
 	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
 		// Errors are mapped last, so the auth interceptors' errors are mapped too.
-		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(), authUnaryInterceptor(authority)),
-		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(), authStreamInterceptor(authority)),
+		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(log), authUnaryInterceptor(authority)),
+		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(log), authStreamInterceptor(authority)),
 	}, transport.grpcServerOptions()...)...)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
@@ -294,14 +294,14 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	transport.watch(actorCtx, g)
 	g.Go(func() error {
-		if err := gs.Serve(n.grpcLis); err != nil {
+		if err := gs.Serve(transport.listener(n.grpcLis)); err != nil {
 			return fmt.Errorf("node: serve gRPC: %w", err)
 		}
 		return nil
 	})
 	if metricsSrv != nil {
 		g.Go(func() error {
-			if err := metricsSrv.Serve(n.metricsLis); !errors.Is(err, http.ErrServerClosed) {
+			if err := transport.serveHTTP(metricsSrv, n.metricsLis); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("node: serve metrics: %w", err)
 			}
 			return nil

@@ -3,39 +3,153 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/httplimit"
+	"github.com/minkhq/mink/pkg/tlsfiles"
+)
+
+// The gRPC server's bounds.
+const (
+	// grpcConnectionTimeout bounds a new connection's TLS handshake and HTTP/2 preface:
+	// a client that connects and says nothing is cut after it.
+	grpcConnectionTimeout = 10 * time.Second
+	// grpcMaxRecvMsgSize is the largest request message (gRPC's default, made explicit:
+	// admin requests and forwarded-read requests are a few KiB).
+	grpcMaxRecvMsgSize = 4 << 20
+	// grpcMaxHeaderListSize bounds a call's metadata (gRPC's own default is 16 MiB).
+	grpcMaxHeaderListSize = 64 << 10
+	// grpcMaxConcurrentStreams is the most calls one connection carries at once. The
+	// connection between two file servers carries every read one forwards to the
+	// other: beyond this, new calls wait for a free stream rather than fail.
+	grpcMaxConcurrentStreams = 1024
+	// Keepalive: a client may ping every 15s, with or without calls in flight (more
+	// often is a protocol violation that closes its connection); the server pings a
+	// connection quiet for a minute and closes it when no answer comes in 20s, and
+	// closes one that has carried no call for 5 minutes (a peer's pooled connection
+	// is made again on its next call).
+	grpcKeepaliveMinTime     = 15 * time.Second
+	grpcKeepaliveTime        = time.Minute
+	grpcKeepaliveTimeout     = 20 * time.Second
+	grpcKeepaliveMaxConnIdle = 5 * time.Minute
+	metricsWriteTimeout      = 30 * time.Second // a scrape's answer is written within this
+	certReloadInterval       = time.Second      // how often the TLS files are read for a change
 )
 
 // transport is how a node's listeners and its calls to other nodes are secured and
 // bounded: TLS from --tls-*-file (reloaded when the files change), and the limits every
 // server keeps against slow and flooding clients.
 type transport struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	limits httplimit.Limits
+	pair   *tlsfiles.KeyPair // nil without TLS
+	server *tls.Config       // of every listener; nil without TLS
+	client *tls.Config       // of calls to other nodes; nil without TLS
 }
 
 func newTransport(cfg Config, log *slog.Logger) (*transport, error) {
-	return &transport{cfg: cfg, log: log}, nil
+	t := &transport{cfg: cfg, log: log, limits: httplimit.Limits{MaxConnections: cfg.MaxConnections}.WithDefaults()}
+	if cfg.TLSCertFile == "" {
+		return t, nil
+	}
+	pair, err := tlsfiles.LoadKeyPair(cfg.TLSCertFile, cfg.TLSKeyFile, log)
+	if err != nil {
+		return nil, &flagenv.FlagError{Flag: "tls-cert-file", Err: err}
+	}
+	var cas *x509.CertPool // nil: the system's roots verify other nodes
+	if cfg.TLSClientCAFile != "" {
+		if cas, err = tlsfiles.LoadCAs(cfg.TLSClientCAFile); err != nil {
+			return nil, &flagenv.FlagError{Flag: "tls-client-ca-file", Err: err}
+		}
+	}
+	t.pair = pair
+	t.server = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
+	if cas != nil {
+		// Clients need no certificate (tokens say who they are); one they present
+		// must verify, and then the handshake carries it (a peer's, say) to the node.
+		t.server.ClientAuth = tls.VerifyClientCertIfGiven
+		t.server.ClientCAs = cas
+	}
+	t.client = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cas, GetClientCertificate: pair.GetClientCertificate}
+	leaf := pair.Certificate().Leaf
+	log.Info("TLS on every listener and on calls to other nodes",
+		append(tlsfiles.Describe(leaf), "client_ca_file", cfg.TLSClientCAFile)...)
+	// Soon: within a week, or a third of its lifetime for a short-lived one (a
+	// certificate renewed on time never is, cert-manager renews with a third left).
+	if left := time.Until(leaf.NotAfter); left < min(7*24*time.Hour, leaf.NotAfter.Sub(leaf.NotBefore)/3) {
+		log.Warn("the TLS certificate expires soon (or has expired); it is reloaded when its files change",
+			"expires", leaf.NotAfter, "cert_file", cfg.TLSCertFile)
+	}
+	return t, nil
 }
 
 // ServerTLS is the TLS config of every listener; nil without TLS.
-func (t *transport) ServerTLS() *tls.Config { return nil }
+func (t *transport) ServerTLS() *tls.Config {
+	if t.server == nil {
+		return nil
+	}
+	return t.server.Clone()
+}
 
 // grpcServerOptions secure and bound the gRPC server.
-func (t *transport) grpcServerOptions() []grpc.ServerOption { return nil }
+func (t *transport) grpcServerOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.ConnectionTimeout(grpcConnectionTimeout),
+		grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
+		grpc.MaxHeaderListSize(grpcMaxHeaderListSize),
+		grpc.MaxConcurrentStreams(grpcMaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcKeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: grpcKeepaliveMaxConnIdle, Time: grpcKeepaliveTime, Timeout: grpcKeepaliveTimeout,
+		}),
+	}
+	if t.server != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(t.server)))
+	}
+	return opts
+}
 
-// httpServer is an HTTP server of h with the node's limits (the metrics endpoint).
+// listener caps lis at --max-connections open connections (the gRPC listener).
+func (t *transport) listener(lis net.Listener) net.Listener {
+	return httplimit.LimitListener(lis, t.limits.MaxConnections)
+}
+
+// httpServer is an HTTP server of h with the node's limits (the metrics endpoint): GET
+// and HEAD only, never reading a body.
 func (t *transport) httpServer(h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return t.limits.Server(httplimit.ReadOnly(h), t.ServerTLS(), metricsWriteTimeout, log)
+}
+
+// serveHTTP serves srv (made by httpServer) on lis: capped, over TLS when configured.
+func (t *transport) serveHTTP(srv *http.Server, lis net.Listener) error {
+	return t.limits.Serve(srv, lis)
 }
 
 // watch runs what keeps the transport current (certificate reloads) until ctx ends.
-func (t *transport) watch(ctx context.Context, g *errgroup.Group) {}
+func (t *transport) watch(ctx context.Context, g *errgroup.Group) {
+	if t.pair == nil {
+		return
+	}
+	g.Go(func() error { t.pair.Watch(ctx, certReloadInterval); return nil })
+}
 
-// dialOptions secure calls to other nodes.
-func (t *transport) dialOptions() []grpc.DialOption { return nil }
+// dialOptions secure calls to other nodes: TLS verified against --tls-client-ca-file
+// (or the system's roots), presenting this node's certificate; plaintext without TLS.
+func (t *transport) dialOptions() []grpc.DialOption {
+	if t.client == nil {
+		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(t.client))}
+}

@@ -14,8 +14,9 @@ import (
 // ErrClosed: the pool was closed (the node is stopping).
 var ErrClosed = errors.New("peers: closed: the node is stopping")
 
-// Pool is a set of connections by address. Connections are plaintext, as between the
-// nodes of one cluster network.
+// Pool is a set of connections by address. Connections are plaintext unless the pool's
+// options carry transport credentials (pkg/node's, with TLS: grpc.WithTransportCredentials
+// of the node's client TLS config), which then replace the plaintext default.
 type Pool struct {
 	opts   []grpc.DialOption
 	mu     sync.Mutex
@@ -23,7 +24,9 @@ type Pool struct {
 	closed bool
 }
 
-// New makes a pool whose connections use opts (telemetry handlers, ...).
+// New makes a pool whose connections use opts (telemetry handlers, credentials, ...).
+// Plaintext comes first, so transport credentials in opts override it (the last
+// grpc.WithTransportCredentials wins).
 func New(opts ...grpc.DialOption) *Pool {
 	return &Pool{
 		opts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),

@@ -15,6 +15,7 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/pgschema"
@@ -44,7 +45,8 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
+	// What the node's gRPC door hands handlers when auth is off.
+	ctx := auth.WithPrincipal(context.Background(), auth.Anonymous)
 	db, _ := pgtest.DB(t)
 	if err := pgschema.Migrate(ctx, db); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 // Package tableadmin serves the admin API's table calls (create, drop, list, describe)
 // over the tables and the index in Postgres and the topics in Kafka. Every role serves
-// it: a table can be created through any node.
+// it: a table can be created through any node. Who may call which method is decided at
+// the node's gRPC door (pkg/auth); what a reader may see of the tables (its patterns) is
+// decided here with the caller the door put in the context, by pkg/auth's rules.
 package tableadmin
 
 import (
@@ -17,6 +19,7 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -249,14 +252,19 @@ func (s *Service) DropTable(ctx context.Context, req *adminv1.DropTableRequest) 
 	return &adminv1.DropTableResponse{}, nil
 }
 
-// ListTables lists tables, of one namespace or all.
+// ListTables lists tables, of one namespace or all: those the caller (auth.FromContext)
+// may read.
 func (s *Service) ListTables(ctx context.Context, req *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
 	ts, err := tables.List(ctx, s.DB, req.GetNamespace())
 	if err != nil {
 		return nil, err
 	}
+	p := auth.FromContext(ctx)
 	resp := &adminv1.ListTablesResponse{}
 	for _, t := range ts {
+		if !p.CanRead(t.Namespace, t.Name) {
+			continue
+		}
 		out, err := s.toProto(ctx, t)
 		if err != nil {
 			return nil, err
@@ -268,12 +276,20 @@ func (s *Service) ListTables(ctx context.Context, req *adminv1.ListTablesRequest
 
 // DescribeTable reports per partition how far indexing has got against Kafka's high
 // watermark, and who indexes it. Kafka being down still describes the index, with the
-// high watermark and lag left at -1.
+// high watermark and lag left at -1. A table the caller (auth.FromContext) may not read
+// is PermissionDenied, whether or not it exists.
 func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error) {
 	if req.GetName() == "" {
 		return nil, apierr.Invalid("name", "table name is empty")
 	}
-	t, err := tables.Get(ctx, s.DB, req.GetNamespace(), req.GetName())
+	ns := req.GetNamespace()
+	if ns == "" {
+		ns = tables.DefaultNamespace
+	}
+	if err := auth.CheckRead(ctx, ns, req.GetName()); err != nil {
+		return nil, err
+	}
+	t, err := tables.Get(ctx, s.DB, ns, req.GetName())
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 
+	"github.com/minkhq/mink/pkg/httplimit"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
 	"github.com/minkhq/mink/services/fileserver/internal/fileserver"
@@ -15,8 +16,10 @@ func main() {
 	cfg := node.Config{Role: lease.RoleFileServer}
 	cfg.Setup = func(d node.Deps) (node.Parts, error) {
 		srv, err := fileserver.New(fileserver.Options{NodeID: d.NodeID, DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs,
-			CatalogAddr: d.Config.CatalogAddr, S3Addr: d.Config.S3Addr, S3Endpoint: d.Config.S3Endpoint,
+			CatalogAddr: d.Config.CatalogAddr, S3Addr: d.Config.S3Addr, S3Endpoint: d.Config.S3Endpoint, Auth: d.Auth,
 			CacheDir: d.Config.CacheDir, CacheBytes: int64(d.Config.CacheBytes), ShutdownTimeout: d.Config.ShutdownTimeout,
+			TLS: d.TLS, HTTPLimits: httplimit.Limits{MaxConnections: d.Config.MaxConnections},
+			DialOptions:   d.DialOptions,
 			MeterProvider: d.MeterProvider, TracerProvider: d.TracerProvider, Propagator: d.Propagator, Logger: d.Logger})
 		if err != nil {
 			return node.Parts{}, err

@@ -1,10 +1,12 @@
 // Package devcluster_test runs `make dev`'s launcher (cmd/minkdev) as a real process, with
 // short durations and its own ports and folder, and checks what a newcomer is promised:
-// the cluster comes up with its embedded Schema Registry, both demo streams (JSON events
-// and Avro orders) become tables that `minkctl scan` reads with every record exactly
-// once, the Avro table gains a column when the demo registers schema version 2 (older
-// rows null in it), Ctrl-C leaves nothing behind, and a second run picks up the same
-// data, the registry's schemas under the same ids included.
+// the cluster comes up with its embedded Schema Registry and auth on (a generated auth
+// config, the credentials and engine snippets printed), both demo streams (JSON events
+// and Avro orders) become tables that `minkctl scan` reads as the reader with every
+// record exactly once, a call without credentials is refused at every door, the Avro
+// table gains a column when the demo registers schema version 2 (older rows null in it),
+// Ctrl-C leaves nothing behind, and a second run picks up the same data, auth config and
+// the registry's schemas under the same ids included.
 package devcluster_test
 
 import (
@@ -16,6 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,13 +31,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go/catalog/rest"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // the s3:// FileIO, as engines read the files
+	"github.com/apache/iceberg-go/table"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/devcluster"
 	"github.com/minkhq/mink/pkg/pgtest"
 )
@@ -145,7 +157,9 @@ func TestMakeDev(t *testing.T) {
 	if info.Avro.TableState != "created" || info.Avro.FirstEventID != 1 || info.Avro.SchemaIDV1 == 0 || info.Avro.SchemaIDV2 != 0 {
 		t.Errorf("first run: Avro demo %+v; want the table created, ids from 1, schema version 1 only", info.Avro)
 	}
-	m.checkBanner(t, info)
+	creds := checkAuthConfig(t, dir, info, true)
+	m.checkBanner(t, info, creds)
+	checkDoors(t, info, creds)
 	// The leftover check after the stop must be able to see this run's processes at all.
 	if seen := procsUnder(dir); len(seen) < len(info.Processes)+1 {
 		t.Fatalf("procsUnder sees %d processes of the running cluster, want at least the roles and Postgres:\n%s",
@@ -156,12 +170,13 @@ func TestMakeDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := waitProduced(t, info, info.Topic, first, jsonID)
-	m.waitScan(t, info, info.Table, "id", want, nil)
+	m.waitScan(t, info, creds.reader.viaEnv(), info.Table, "id", want, nil)
+	checkEngineRead(t, info, creds, info.Table)
 	orders := newAvroReader(t, reg, info.Avro.Subject)
 	wantOrders := waitProduced(t, info, info.Avro.Topic, first, orders.id)
 	ids := orders.checkEvolution(t, evolveAfter, first)
-	m.waitScan(t, info, info.Avro.Table, "id,coupon", wantOrders, checkCoupon(evolveAfter))
-	checkEvolved(t, info)
+	m.waitScan(t, info, creds.reader.viaFlag(), info.Avro.Table, "id,coupon", wantOrders, checkCoupon(evolveAfter))
+	checkEvolved(t, info, creds.reader)
 	m.stop(t)
 	checkNothingLeft(t, dir, info)
 	if _, err := os.Stat(filepath.Join(dir, devcluster.RegistryFile)); err != nil {
@@ -172,6 +187,13 @@ func TestMakeDev(t *testing.T) {
 	// and the registry answers with the same schemas under the same ids.
 	m = startMinkdev(t, append(args, "--demo-events", strconv.Itoa(second)))
 	info = m.waitReady(t)
+	if again := checkAuthConfig(t, dir, info, false); again.raw != creds.raw {
+		t.Errorf("second run: step: auth: %s changed; a second run must keep the secrets engines were given", devcluster.AuthFile)
+	}
+	m.checkBanner(t, info, creds)
+	if !strings.Contains(m.out.String(), devcluster.AuthFile+" (kept from an earlier run)") {
+		t.Errorf("second run: step: banner: it does not say the auth config was kept")
+	}
 	if info.TableError != "" {
 		t.Fatalf("second run: step: register the demo table: %s", info.TableError)
 	}
@@ -191,28 +213,235 @@ func TestMakeDev(t *testing.T) {
 		t.Errorf("second run: the registry holds versions %v of %s, want exactly %v from the first run", again, info.Avro.Subject, ids)
 	}
 	want = waitProduced(t, info, info.Topic, first+second, jsonID)
-	m.waitScan(t, info, info.Table, "id", want, nil)
+	m.waitScan(t, info, creds.reader.viaEnv(), info.Table, "id", want, nil)
 	orders = newAvroReader(t, reg, info.Avro.Subject) // a fresh cache: every id is asked of the restarted registry
 	wantOrders = waitProduced(t, info, info.Avro.Topic, first+second, orders.id)
 	orders.checkEvolution(t, evolveAfter, first+second)
-	m.waitScan(t, info, info.Avro.Table, "id,coupon", wantOrders, checkCoupon(evolveAfter))
-	checkEvolved(t, info)
+	m.waitScan(t, info, creds.reader.viaFlag(), info.Avro.Table, "id,coupon", wantOrders, checkCoupon(evolveAfter))
+	checkEvolved(t, info, creds.reader)
 	m.stop(t)
 	checkNothingLeft(t, dir, info)
 }
 
-// checkBanner checks that the banner shows the registry and how to query the Avro table.
-func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo) {
+// checkBanner checks that the banner shows the registry, how to query the Avro table,
+// and the credentials of the auth config (and no other secret), and that the snippets
+// file it names gives every engine the reader's.
+func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo, creds credentials) {
 	t.Helper()
 	out := m.out.String()
+	r, a := creds.reader.secret, creds.admin.secret
 	for _, want := range []string{
 		"Schema Registry", info.SchemaRegistryURL, "subject " + info.Avro.Subject,
 		"table describe demo_avro\n", "scan default.demo_avro --limit 10 --catalog " + info.CatalogURL + "\n",
-		`-d '{"name":"demo_avro"}' ` + devcluster.Addr(info.Processes[0].GRPCPort) + " mink.admin.v1.AdminService/DescribeTable",
+		`-H "authorization: Bearer $MINK_TOKEN" -d '{"name":"demo_avro"}' ` + devcluster.Addr(info.Processes[0].GRPCPort) + " mink.admin.v1.AdminService/DescribeTable",
+		"export MINK_TOKEN=" + a + " ", "scan default.demo --limit 10 --catalog " + info.CatalogURL + " --token " + r + " ",
+		"credential=reader:" + r + ";", info.ConnectFile,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("step: banner: it lacks %q", want)
 		}
+	}
+	if strings.Contains(out, creds.cluster) {
+		t.Errorf("step: banner: it shows the cluster secret")
+	}
+	if info.ConnectFile != filepath.Join(m.dir, devcluster.ConnectFile) {
+		t.Errorf("step: banner: snippets in %q, want %s under the folder", info.ConnectFile, devcluster.ConnectFile)
+	}
+	b, err := os.ReadFile(info.ConnectFile)
+	if err != nil {
+		t.Fatalf("step: banner: %v", err)
+	}
+	if st, _ := os.Stat(info.ConnectFile); st.Mode().Perm() != 0o600 {
+		t.Errorf("step: banner: %s has mode %v; it holds secrets: want 0600", info.ConnectFile, st.Mode().Perm())
+	}
+	for _, want := range []string{
+		"export MINK_TOKEN=" + a + " ",                                                           // minkctl
+		"-H 'authorization: Bearer " + a + "'",                                                   // grpcurl
+		"spark.sql.catalog.mink.credential=reader:" + r + " ",                                    // Spark
+		"spark.sql.catalog.mink.header.X-Iceberg-Access-Delegation=vended-credentials",           // Spark's S3
+		"iceberg.rest-catalog.oauth2.credential=reader:" + r + "\n",                              // Trino
+		"iceberg.rest-catalog.vended-credentials-enabled=true\n",                                 // Trino's S3
+		"CLIENT_ID 'reader', CLIENT_SECRET '" + r + "'",                                          // DuckDB
+		`credential="reader:` + r + `"`,                                                          // PyIceberg
+		`rest.WithCredential("reader:` + r + `")`,                                                // iceberg-go
+		"OAUTH2_SERVER_URI '" + info.CatalogURL + "/v1/oauth/tokens'",                            // the token endpoint
+		"ENDPOINT '" + info.CatalogURL + "'", "spark.sql.catalog.mink.s3.endpoint=" + info.S3URL, // this run's ports
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("step: banner: %s lacks %q", devcluster.ConnectFile, want)
+		}
+	}
+	if strings.Contains(string(b), creds.cluster) {
+		t.Errorf("step: banner: %s holds the cluster secret", devcluster.ConnectFile)
+	}
+}
+
+// principal is one credential of the auth config, and the ways minkctl takes it.
+type principal struct{ id, secret string }
+
+// viaEnv is minkctl's MINK_TOKEN; viaFlag its --token.
+func (p principal) viaEnv() tokenArg  { return tokenArg{env: []string{"MINK_TOKEN=" + p.secret}} }
+func (p principal) viaFlag() tokenArg { return tokenArg{args: []string{"--token", p.secret}} }
+
+type tokenArg struct{ env, args []string }
+
+type credentials struct {
+	raw           string // the whole file
+	cluster       string
+	admin, reader principal
+}
+
+// checkAuthConfig checks the auth config the launcher generated (first) or kept: under
+// the folder, readable by its owner only, one every role accepts, with an admin and a
+// reader of default.*, and named by the run file as what every role was given.
+func checkAuthConfig(t *testing.T, dir string, info devcluster.RunInfo, first bool) credentials {
+	t.Helper()
+	path := filepath.Join(dir, devcluster.AuthFile)
+	if info.AuthConfig != path {
+		t.Fatalf("step: auth: the roles were given %q, want %s (auth is on by default)", info.AuthConfig, path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("step: auth: %v", err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("step: auth: %s has mode %v; want 0600", path, st.Mode().Perm())
+	}
+	raw, _ := os.ReadFile(path)
+	f, err := auth.ParseFile(raw)
+	if err != nil {
+		t.Fatalf("step: auth: the roles would refuse %s: %v", path, err)
+	}
+	c := credentials{raw: string(raw), cluster: f.ClusterSecret}
+	for _, p := range f.Principals {
+		switch {
+		case p.ID == devcluster.AdminID && p.Role == auth.RoleAdmin:
+			c.admin = principal{p.ID, p.Secret}
+		case p.ID == devcluster.ReaderID && p.Role == auth.RoleReader && slices.Equal(p.Tables, []string{devcluster.ReaderTables}):
+			c.reader = principal{p.ID, p.Secret}
+		}
+	}
+	if c.admin.secret == "" || c.reader.secret == "" {
+		t.Fatalf("step: auth: %s lacks the principals admin (role admin) and reader (role reader, tables default.*): %+v", path, f.Principals)
+	}
+	for _, p := range info.Processes {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.Pid), "cmdline"))
+		if !bytes.Contains(b, []byte("\x00--auth-config\x00"+path+"\x00")) {
+			t.Errorf("step: auth: %s was not started with --auth-config %s: %q", p.ID, path, b)
+		}
+	}
+	return c
+}
+
+// checkDoors checks that every door refuses a caller without credentials, and that the
+// reader may read but not administer: the admin API (Unauthenticated, PermissionDenied)
+// and the catalog (401). This waits on the doors' enforcement (pkg/auth's callers).
+func checkDoors(t *testing.T, info devcluster.RunInfo, c credentials) {
+	t.Helper()
+	conn, err := grpc.NewClient(devcluster.Addr(info.Processes[0].GRPCPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cl := adminv1.NewAdminServiceClient(conn)
+	as := func(token string) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		return ctx
+	}
+	for _, tc := range []struct {
+		who   string
+		token string
+		call  func(context.Context) error
+		want  codes.Code
+	}{
+		{"no credentials: ListNodes", "", func(ctx context.Context) error { _, err := cl.ListNodes(ctx, &adminv1.ListNodesRequest{}); return err }, codes.Unauthenticated},
+		// Calls that change nothing should a door let them in: the checks that follow
+		// run on the same cluster.
+		{"no credentials: UndrainNode", "", func(ctx context.Context) error {
+			_, err := cl.UndrainNode(ctx, &adminv1.UndrainNodeRequest{Node: info.Processes[0].ID})
+			return err
+		}, codes.Unauthenticated},
+		{"a wrong secret: ListNodes", c.reader.secret + "x", func(ctx context.Context) error { _, err := cl.ListNodes(ctx, &adminv1.ListNodesRequest{}); return err }, codes.Unauthenticated},
+		{"the reader: ListNodes", c.reader.secret, func(ctx context.Context) error { _, err := cl.ListNodes(ctx, &adminv1.ListNodesRequest{}); return err }, codes.OK},
+		{"the reader: CreateTable", c.reader.secret, func(ctx context.Context) error { // of a table that exists
+			_, err := cl.CreateTable(ctx, &adminv1.CreateTableRequest{Namespace: "default", Name: strings.TrimPrefix(info.Table, "default."),
+				Topic: info.Topic, Format: adminv1.RecordFormat_RECORD_FORMAT_RAW})
+			return err
+		}, codes.PermissionDenied},
+		{"the admin: ListNodes", c.admin.secret, func(ctx context.Context) error { _, err := cl.ListNodes(ctx, &adminv1.ListNodesRequest{}); return err }, codes.OK},
+	} {
+		if err := tc.call(as(tc.token)); status.Code(err) != tc.want {
+			t.Errorf("step: doors: admin API, %s: %v; want %s", tc.who, err, tc.want)
+		}
+	}
+
+	get := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, info.CatalogURL+"/v1/namespaces", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("step: doors: catalog: %v", err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := get(""); code != http.StatusUnauthorized {
+		t.Errorf("step: doors: catalog GET /v1/namespaces without credentials: %d %s; want 401", code, body)
+	}
+	if code, body := get(c.reader.secret); code != http.StatusOK {
+		t.Errorf("step: doors: catalog GET /v1/namespaces as the reader: %d %s; want 200", code, body)
+	}
+	// Health stays open, for probes and container health checks: minkctl health needs no
+	// token (docker-compose.yaml's and the images' health checks run it).
+	for _, p := range info.Processes {
+		cmd := exec.Command(filepath.Join(binDir, "minkctl"), "health", "--addr", devcluster.Addr(p.GRPCPort))
+		cmd.Env = cleanEnv()
+		if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "SERVING" {
+			t.Errorf("step: doors: minkctl health of %s without credentials: %v: %s", p.ID, err, out)
+		}
+	}
+	// minkctl scan without a token is refused.
+	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "scan", info.Table, "--catalog", info.CatalogURL, "--limit", "1")
+	cmd.Env = cleanEnv()
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Errorf("step: doors: minkctl scan without a token read the table:\n%s", out)
+	}
+}
+
+// checkEngineRead reads a table as an engine following the snippets does: iceberg-go with
+// the reader's OAuth2 client credentials (POST /v1/oauth/tokens) and the S3 credentials the
+// catalog vends with the table load (iceberg-go asks for them by default).
+func checkEngineRead(t *testing.T, info devcluster.RunInfo, c credentials, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+	defer cancel()
+	cat, err := rest.NewCatalog(ctx, "mink", info.CatalogURL, rest.WithCredential(c.reader.id+":"+c.reader.secret))
+	if err != nil {
+		t.Errorf("step: engine: the catalog with credential=reader:<secret>: %v", err)
+		return
+	}
+	ns, tbl, _ := strings.Cut(name, ".")
+	tb, err := cat.LoadTable(ctx, table.Identifier{ns, tbl})
+	if err != nil {
+		t.Errorf("step: engine: load %s as the reader: %v", name, err)
+		return
+	}
+	arrowTable, err := tb.Scan().ToArrowTable(ctx)
+	if err != nil {
+		t.Errorf("step: engine: read %s over S3 with the vended credentials: %v", name, err)
+		return
+	}
+	defer arrowTable.Release()
+	if arrowTable.NumRows() == 0 {
+		t.Errorf("step: engine: %s read as the reader has no rows", name)
 	}
 }
 
@@ -316,13 +545,14 @@ func show(s *string) string {
 	return strconv.Quote(*s)
 }
 
-// checkEvolved checks with `minkctl table describe` that the Avro table's schema went
-// from version 0 to 1, adding the column, and that the writer committed it.
-func checkEvolved(t *testing.T, info devcluster.RunInfo) {
+// checkEvolved checks with `minkctl table describe` (as the reader: a read call) that the
+// Avro table's schema went from version 0 to 1, adding the column, and that the writer
+// committed it.
+func checkEvolved(t *testing.T, info devcluster.RunInfo, reader principal) {
 	t.Helper()
 	addr := devcluster.Addr(info.Processes[0].GRPCPort)
 	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "--addr", addr, "-o", "json", "table", "describe", info.Avro.Table)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), reader.viaEnv().env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("step: evolve: minkctl table describe: %v: %s", err, out)
@@ -589,13 +819,13 @@ func waitProduced(t *testing.T, info devcluster.RunInfo, topic string, total int
 // (partition, offset) once with its id, and each row as check (if set) wants it. A
 // duplicate, a row Kafka never had or a failed check fails at once (no snapshot may ever
 // show one); missing rows, and columns the table has yet to gain, are waited for.
-func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, table, columns string, want map[position]int64, check func(row) error) {
+func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, token tokenArg, table, columns string, want map[position]int64, check func(row) error) {
 	t.Helper()
 	deadline := time.Now().Add(scanTimeout)
 	var last string
 	var refusedSince time.Time // the catalog refuses connections since
 	for {
-		rows, err := scan(info, table, columns)
+		rows, err := scan(info, token, table, columns)
 		switch {
 		case err == nil || !strings.Contains(err.Error(), "is unreachable"):
 			refusedSince = time.Time{}
@@ -638,7 +868,7 @@ func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, table, columns
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("step: scan %s: not every record is a row within %v; last scan: %s\n%s",
-				table, scanTimeout, last, describe(info, table))
+				table, scanTimeout, last, describe(info, token, table))
 		}
 		time.Sleep(time.Second)
 	}
@@ -651,11 +881,12 @@ type row struct {
 	Offset    int64   `json:"_kafka_offset"`
 }
 
-// scan reads the columns of a whole demo table through the catalog and S3, as a user would.
-func scan(info devcluster.RunInfo, table, columns string) ([]row, error) {
-	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "scan", table, "--catalog", info.CatalogURL,
-		"--columns", columns+",_kafka_partition,_kafka_offset", "--limit", "0", "-o", "json")
-	cmd.Env = cleanEnv()
+// scan reads the columns of a whole demo table through the catalog and S3, as a user
+// would, with minkctl's credential (MINK_TOKEN or --token) as token says.
+func scan(info devcluster.RunInfo, token tokenArg, table, columns string) ([]row, error) {
+	cmd := exec.Command(filepath.Join(binDir, "minkctl"), append([]string{"scan", table, "--catalog", info.CatalogURL,
+		"--columns", columns + ",_kafka_partition,_kafka_offset", "--limit", "0", "-o", "json"}, token.args...)...)
+	cmd.Env = append(cleanEnv(), token.env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -675,9 +906,11 @@ func scan(info devcluster.RunInfo, table, columns string) ([]row, error) {
 }
 
 // describe is `minkctl table describe`: how far indexing got, for a failure message.
-func describe(info devcluster.RunInfo, table string) string {
+func describe(info devcluster.RunInfo, token tokenArg, table string) string {
 	addr := devcluster.Addr(info.Processes[0].GRPCPort)
-	out, err := exec.Command(filepath.Join(binDir, "minkctl"), "--addr", addr, "table", "describe", table).CombinedOutput()
+	cmd := exec.Command(filepath.Join(binDir, "minkctl"), append([]string{"--addr", addr, "table", "describe", table}, token.args...)...)
+	cmd.Env = append(cleanEnv(), token.env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("minkctl table describe: %v: %s", err, out)
 	}

@@ -9,6 +9,15 @@
 // that node's advertised gRPC address and its answer returned unchanged. An unknown node
 // is NOT_FOUND; a node that is registered but not live, or cannot be reached, is
 // UNAVAILABLE. Invalid requests are INVALID_ARGUMENT naming the field at fault.
+//
+// With auth on (--auth-config), every call needs `authorization: Bearer <token>` metadata:
+// an access token the catalog issued (POST /v1/oauth/tokens) or a principal's secret.
+// Without one, or with one that does not verify, a call is UNAUTHENTICATED. A reader may
+// call GetStatus, ListNodes, ListLeases, ListTables (which lists only the tables its
+// patterns match) and DescribeTable (PERMISSION_DENIED for a table outside its patterns);
+// every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
+// forwarded call carries its caller's credentials: the target node authorizes the
+// original caller. Health and reflection need no credentials.
 
 package adminv1
 
@@ -607,7 +616,10 @@ type GetStatusResponse struct {
 	Leases     []*Lease    `protobuf:"bytes,11,rep,name=leases,proto3" json:"leases,omitempty"`
 	LeaseStats *LeaseStats `protobuf:"bytes,12,opt,name=lease_stats,json=leaseStats,proto3" json:"lease_stats,omitempty"`
 	// Role-specific figures, by name (an indexer's partition count, a file server's cache).
-	Figures       map[string]string `protobuf:"bytes,13,rep,name=figures,proto3" json:"figures,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Figures map[string]string `protobuf:"bytes,13,rep,name=figures,proto3" json:"figures,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Whether this node checks credentials (it was started with --auth-config). When
+	// false, anyone who reaches the node may do everything.
+	AuthEnabled   bool `protobuf:"varint,14,opt,name=auth_enabled,json=authEnabled,proto3" json:"auth_enabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -731,6 +743,13 @@ func (x *GetStatusResponse) GetFigures() map[string]string {
 		return x.Figures
 	}
 	return nil
+}
+
+func (x *GetStatusResponse) GetAuthEnabled() bool {
+	if x != nil {
+		return x.AuthEnabled
+	}
+	return false
 }
 
 type ListNodesRequest struct {
@@ -2509,7 +2528,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"&\n" +
 	"\x10GetStatusRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\xc0\x05\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xe3\x05\n" +
 	"\x11GetStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
 	"\x05roles\x18\x02 \x03(\x0e2\x13.mink.admin.v1.RoleR\x05roles\x12\x18\n" +
@@ -2527,7 +2546,8 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x06leases\x18\v \x03(\v2\x14.mink.admin.v1.LeaseR\x06leases\x12:\n" +
 	"\vlease_stats\x18\f \x01(\v2\x19.mink.admin.v1.LeaseStatsR\n" +
 	"leaseStats\x12G\n" +
-	"\afigures\x18\r \x03(\v2-.mink.admin.v1.GetStatusResponse.FiguresEntryR\afigures\x1a8\n" +
+	"\afigures\x18\r \x03(\v2-.mink.admin.v1.GetStatusResponse.FiguresEntryR\afigures\x12!\n" +
+	"\fauth_enabled\x18\x0e \x01(\bR\vauthEnabled\x1a8\n" +
 	"\n" +
 	"AddrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

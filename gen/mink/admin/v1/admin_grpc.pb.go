@@ -9,6 +9,15 @@
 // that node's advertised gRPC address and its answer returned unchanged. An unknown node
 // is NOT_FOUND; a node that is registered but not live, or cannot be reached, is
 // UNAVAILABLE. Invalid requests are INVALID_ARGUMENT naming the field at fault.
+//
+// With auth on (--auth-config), every call needs `authorization: Bearer <token>` metadata:
+// an access token the catalog issued (POST /v1/oauth/tokens) or a principal's secret.
+// Without one, or with one that does not verify, a call is UNAUTHENTICATED. A reader may
+// call GetStatus, ListNodes, ListLeases, ListTables (which lists only the tables its
+// patterns match) and DescribeTable (PERMISSION_DENIED for a table outside its patterns);
+// every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
+// forwarded call carries its caller's credentials: the target node authorizes the
+// original caller. Health and reflection need no credentials.
 
 package adminv1
 

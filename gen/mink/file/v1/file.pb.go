@@ -14,6 +14,11 @@
 // A request forwarded here is always served here, never forwarded again, so a request
 // cannot bounce between nodes that disagree for a moment about the member list.
 //
+// Cluster nodes only: with auth on, a call needs a node's peer token (metadata
+// `mink-peer`, signed with the cluster secret; UNAUTHENTICATED without a valid one), and a
+// client's credentials are never enough (PERMISSION_DENIED "internal service: cluster
+// nodes only", an admin's included).
+//
 // Errors: INVALID_ARGUMENT (malformed key or range), NOT_FOUND (no such file),
 // OUT_OF_RANGE (the range is not satisfiable), UNAVAILABLE (Postgres or Kafka cannot be
 // reached; the message names which), DATA_LOSS (the file cannot be rebuilt with its
@@ -45,7 +50,13 @@ type ReadFileRequest struct {
 	// The bytes wanted; unset: the whole file.
 	Range *ByteRange `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
 	// Only the info, no bytes (S3 HEAD).
-	InfoOnly      bool `protobuf:"varint,3,opt,name=info_only,json=infoOnly,proto3" json:"info_only,omitempty"`
+	InfoOnly bool `protobuf:"varint,3,opt,name=info_only,json=infoOnly,proto3" json:"info_only,omitempty"`
+	// Set: this is a measure of a live load's tail, not a read. `key` names the span (its
+	// identity: "<namespace>/<table>/data/_kafka_partition=<p>/<start>-<end>", offsets
+	// zero-padded to 20 digits), which the owner builds from Kafka, caches and records in
+	// mink_data_files; it answers with the file's info (`range` must be unset, `info_only`
+	// is implied) and names the file in the trailer.
+	Measure       *MeasureSpec `protobuf:"bytes,4,opt,name=measure,proto3" json:"measure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +112,73 @@ func (x *ReadFileRequest) GetInfoOnly() bool {
 	return false
 }
 
+func (x *ReadFileRequest) GetMeasure() *MeasureSpec {
+	if x != nil {
+		return x.Measure
+	}
+	return nil
+}
+
+// The budget and lifetime a measure asks for. The owner bounds both by the table's
+// properties, whatever the caller asks: a measure reads at most `mink.live.max-bytes`
+// and its row expires at most `mink.live.ttl` after it is recorded.
+type MeasureSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The record bytes (keys, values, header keys and values) the build may read; it stops
+	// before the record that would pass them (never before the first). Must be positive;
+	// more than `mink.live.max-bytes` reads `mink.live.max-bytes`.
+	MaxBytes int64 `protobuf:"varint,1,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// How long the file's row stays readable, in milliseconds. Must be positive; more
+	// than `mink.live.ttl` is `mink.live.ttl`.
+	TtlMs         int64 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeasureSpec) Reset() {
+	*x = MeasureSpec{}
+	mi := &file_mink_file_v1_file_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeasureSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeasureSpec) ProtoMessage() {}
+
+func (x *MeasureSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_file_v1_file_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeasureSpec.ProtoReflect.Descriptor instead.
+func (*MeasureSpec) Descriptor() ([]byte, []int) {
+	return file_mink_file_v1_file_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MeasureSpec) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *MeasureSpec) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
 // A byte range as an HTTP Range header gives it: "bytes=first-last", "bytes=first-" or
 // "bytes=-suffix". The owner resolves it against the file's size.
 type ByteRange struct {
@@ -117,7 +195,7 @@ type ByteRange struct {
 
 func (x *ByteRange) Reset() {
 	*x = ByteRange{}
-	mi := &file_mink_file_v1_file_proto_msgTypes[1]
+	mi := &file_mink_file_v1_file_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -129,7 +207,7 @@ func (x *ByteRange) String() string {
 func (*ByteRange) ProtoMessage() {}
 
 func (x *ByteRange) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_file_v1_file_proto_msgTypes[1]
+	mi := &file_mink_file_v1_file_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -142,7 +220,7 @@ func (x *ByteRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ByteRange.ProtoReflect.Descriptor instead.
 func (*ByteRange) Descriptor() ([]byte, []int) {
-	return file_mink_file_v1_file_proto_rawDescGZIP(), []int{1}
+	return file_mink_file_v1_file_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ByteRange) GetFirst() int64 {
@@ -179,7 +257,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_mink_file_v1_file_proto_msgTypes[2]
+	mi := &file_mink_file_v1_file_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +269,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_file_v1_file_proto_msgTypes[2]
+	mi := &file_mink_file_v1_file_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +282,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_mink_file_v1_file_proto_rawDescGZIP(), []int{2}
+	return file_mink_file_v1_file_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReadFileResponse) GetPart() isReadFileResponse_Part {
@@ -273,7 +351,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_mink_file_v1_file_proto_msgTypes[3]
+	mi := &file_mink_file_v1_file_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +363,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_file_v1_file_proto_msgTypes[3]
+	mi := &file_mink_file_v1_file_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +376,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_mink_file_v1_file_proto_rawDescGZIP(), []int{3}
+	return file_mink_file_v1_file_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FileInfo) GetSize() int64 {
@@ -354,11 +432,15 @@ var File_mink_file_v1_file_proto protoreflect.FileDescriptor
 
 const file_mink_file_v1_file_proto_rawDesc = "" +
 	"\n" +
-	"\x17mink/file/v1/file.proto\x12\fmink.file.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"o\n" +
+	"\x17mink/file/v1/file.proto\x12\fmink.file.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x01\n" +
 	"\x0fReadFileRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05range\x18\x02 \x01(\v2\x17.mink.file.v1.ByteRangeR\x05range\x12\x1b\n" +
-	"\tinfo_only\x18\x03 \x01(\bR\binfoOnly\"k\n" +
+	"\tinfo_only\x18\x03 \x01(\bR\binfoOnly\x123\n" +
+	"\ameasure\x18\x04 \x01(\v2\x19.mink.file.v1.MeasureSpecR\ameasure\"A\n" +
+	"\vMeasureSpec\x12\x1b\n" +
+	"\tmax_bytes\x18\x01 \x01(\x03R\bmaxBytes\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"k\n" +
 	"\tByteRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x17\n" +
 	"\x04last\x18\x02 \x01(\x03H\x00R\x04last\x88\x01\x01\x12\x1b\n" +
@@ -393,25 +475,27 @@ func file_mink_file_v1_file_proto_rawDescGZIP() []byte {
 	return file_mink_file_v1_file_proto_rawDescData
 }
 
-var file_mink_file_v1_file_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_mink_file_v1_file_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_mink_file_v1_file_proto_goTypes = []any{
 	(*ReadFileRequest)(nil),       // 0: mink.file.v1.ReadFileRequest
-	(*ByteRange)(nil),             // 1: mink.file.v1.ByteRange
-	(*ReadFileResponse)(nil),      // 2: mink.file.v1.ReadFileResponse
-	(*FileInfo)(nil),              // 3: mink.file.v1.FileInfo
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*MeasureSpec)(nil),           // 1: mink.file.v1.MeasureSpec
+	(*ByteRange)(nil),             // 2: mink.file.v1.ByteRange
+	(*ReadFileResponse)(nil),      // 3: mink.file.v1.ReadFileResponse
+	(*FileInfo)(nil),              // 4: mink.file.v1.FileInfo
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_mink_file_v1_file_proto_depIdxs = []int32{
-	1, // 0: mink.file.v1.ReadFileRequest.range:type_name -> mink.file.v1.ByteRange
-	3, // 1: mink.file.v1.ReadFileResponse.info:type_name -> mink.file.v1.FileInfo
-	4, // 2: mink.file.v1.FileInfo.last_modified:type_name -> google.protobuf.Timestamp
-	0, // 3: mink.file.v1.FileService.ReadFile:input_type -> mink.file.v1.ReadFileRequest
-	2, // 4: mink.file.v1.FileService.ReadFile:output_type -> mink.file.v1.ReadFileResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 0: mink.file.v1.ReadFileRequest.range:type_name -> mink.file.v1.ByteRange
+	1, // 1: mink.file.v1.ReadFileRequest.measure:type_name -> mink.file.v1.MeasureSpec
+	4, // 2: mink.file.v1.ReadFileResponse.info:type_name -> mink.file.v1.FileInfo
+	5, // 3: mink.file.v1.FileInfo.last_modified:type_name -> google.protobuf.Timestamp
+	0, // 4: mink.file.v1.FileService.ReadFile:input_type -> mink.file.v1.ReadFileRequest
+	3, // 5: mink.file.v1.FileService.ReadFile:output_type -> mink.file.v1.ReadFileResponse
+	5, // [5:6] is the sub-list for method output_type
+	4, // [4:5] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_mink_file_v1_file_proto_init() }
@@ -419,8 +503,8 @@ func file_mink_file_v1_file_proto_init() {
 	if File_mink_file_v1_file_proto != nil {
 		return
 	}
-	file_mink_file_v1_file_proto_msgTypes[1].OneofWrappers = []any{}
-	file_mink_file_v1_file_proto_msgTypes[2].OneofWrappers = []any{
+	file_mink_file_v1_file_proto_msgTypes[2].OneofWrappers = []any{}
+	file_mink_file_v1_file_proto_msgTypes[3].OneofWrappers = []any{
 		(*ReadFileResponse_Info)(nil),
 		(*ReadFileResponse_Chunk)(nil),
 	}
@@ -430,7 +514,7 @@ func file_mink_file_v1_file_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_file_v1_file_proto_rawDesc), len(file_mink_file_v1_file_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -14,6 +14,11 @@
 // A request forwarded here is always served here, never forwarded again, so a request
 // cannot bounce between nodes that disagree for a moment about the member list.
 //
+// Cluster nodes only: with auth on, a call needs a node's peer token (metadata
+// `mink-peer`, signed with the cluster secret; UNAUTHENTICATED without a valid one), and a
+// client's credentials are never enough (PERMISSION_DENIED "internal service: cluster
+// nodes only", an admin's included).
+//
 // Errors: INVALID_ARGUMENT (malformed key or range), NOT_FOUND (no such file),
 // OUT_OF_RANGE (the range is not satisfiable), UNAVAILABLE (Postgres or Kafka cannot be
 // reached; the message names which), DATA_LOSS (the file cannot be rebuilt with its

@@ -17,6 +17,14 @@
 //
 // Namespaces are one level in Mink. Paths accept the spec's multi-level form (levels
 // joined by 0x1F); a multi-level namespace never exists.
+//
+// With auth on (Options.Auth), every request but the OAuth2 token endpoint needs a
+// bearer token (door.go): one POST /v1/oauth/tokens issued (tokens.go), or a principal's
+// secret. A reader sees only the tables its patterns match: loads of others are 403,
+// lists leave them out, and a namespace without a table it may read is absent (404). A
+// load asking for vended-credentials gets S3 credentials scoped to the table
+// (vend.go). With auth off every caller is auth.Anonymous and the catalog answers as it
+// did before auth.
 package catalog
 
 import (
@@ -28,16 +36,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/tables"
@@ -65,7 +76,9 @@ type Options struct {
 	// LiveTimeout bounds the live part of a load: reading Kafka's offsets and building
 	// the tail (default 30s), so a load answers 503 within it rather than hang.
 	LiveTimeout time.Duration
-	Logger      *slog.Logger
+	// Auth checks credentials; nil: auth off, every caller is auth.Anonymous.
+	Auth   *auth.Authority
+	Logger *slog.Logger
 }
 
 // Loader makes live loads: *live.Loader.
@@ -74,8 +87,11 @@ type Loader interface {
 }
 
 // S3Config returns the FileIO config of an S3 endpoint URL with the given region: what
-// iceberg-go, PyIceberg, Spark and Trino need to read from Mink's S3 API. Mink does not
-// check credentials; clients still need some, as they never send anonymous requests.
+// iceberg-go, PyIceberg, Spark and Trino need to read from Mink's S3 API. With auth off
+// Mink does not check S3 credentials, but clients still need some, as they never send
+// anonymous requests: the config names dummy keys, which New leaves out when auth is on
+// (engines then sign with vended credentials, or with the keys they were configured
+// with: a principal's id and secret).
 func S3Config(endpoint, region string) map[string]string {
 	return map[string]string{
 		"s3.endpoint":          endpoint,
@@ -88,7 +104,8 @@ func S3Config(endpoint, region string) map[string]string {
 }
 
 // Endpoints are the endpoints /v1/config advertises: the read side only, so clients
-// refuse writes before sending them, and use HEAD for existence checks.
+// refuse writes before sending them, and use HEAD for existence checks. With auth on,
+// EndpointCredentials too.
 var Endpoints = []string{
 	"GET /v1/{prefix}/namespaces",
 	"GET /v1/{prefix}/namespaces/{namespace}",
@@ -98,13 +115,19 @@ var Endpoints = []string{
 	"HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 }
 
+// EndpointCredentials is the spec's loadCredentials: fresh vended credentials for a
+// table, which clients call before the ones a load gave them expire.
+const EndpointCredentials = "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials"
+
 type catalog struct {
-	o      Options
-	log    *slog.Logger
-	fileIO []byte // o.FileIO as JSON, the config of every load
+	o         Options
+	log       *slog.Logger
+	fileIO    []byte            // fileIOMap as JSON, the config of every load without vended credentials
+	fileIOMap map[string]string // o.FileIO, without the dummy keys when auth is on
+	endpoints []string
 
 	mu     sync.Mutex
-	logged map[string]time.Time // rate-limited log lines: when last logged
+	logged map[string]time.Time // rate-limited log lines: when last logged (at most 10000 kept)
 }
 
 // logOnce reports whether a line about what may be logged now: at most once per every.
@@ -118,6 +141,9 @@ func (c *catalog) logOnce(what string, every time.Duration) bool {
 		if time.Since(t) >= every {
 			delete(c.logged, k)
 		}
+	}
+	if len(c.logged) >= 10000 {
+		return false // a flood from many addresses: enough has been said
 	}
 	c.logged[what] = time.Now()
 	return true
@@ -137,22 +163,29 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	fileIO, err := json.Marshal(o.FileIO)
-	if err != nil {
+	c := &catalog{o: o, log: o.Logger, fileIOMap: o.FileIO, endpoints: Endpoints, logged: map[string]time.Time{}}
+	if o.Auth != nil {
+		// Dummy keys would override the keys an engine was configured with.
+		c.fileIOMap = maps.Clone(o.FileIO)
+		delete(c.fileIOMap, keyAccessKeyID)
+		delete(c.fileIOMap, keySecretAccessKey)
+		delete(c.fileIOMap, keySessionToken)
+		c.endpoints = append(slices.Clone(Endpoints), EndpointCredentials)
+	}
+	var err error
+	if c.fileIO, err = json.Marshal(c.fileIOMap); err != nil {
 		return nil, fmt.Errorf("catalog: FileIO: %w", err)
 	}
-	c := &catalog{o: o, log: o.Logger, fileIO: fileIO, logged: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	// GET patterns also match HEAD; the handlers tell them apart.
 	mux.HandleFunc("GET /v1/config", c.config)
+	mux.HandleFunc("POST "+tokensPath, c.tokens)
 	mux.HandleFunc("GET /v1/namespaces", c.listNamespaces)
 	mux.HandleFunc("GET /v1/namespaces/{namespace}", c.loadNamespace)
 	mux.HandleFunc("GET /v1/namespaces/{namespace}/tables", c.listTables)
 	mux.HandleFunc("GET /v1/namespaces/{namespace}/tables/{table}", c.loadTable)
-	// Engines report scan metrics after reading; accepted and dropped.
-	mux.HandleFunc("POST /v1/namespaces/{namespace}/tables/{table}/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusNoContent)
-	})
+	mux.HandleFunc("GET /v1/namespaces/{namespace}/tables/{table}/credentials", c.loadCredentials)
+	mux.HandleFunc("POST /v1/namespaces/{namespace}/tables/{table}/metrics", c.metrics)
 	for _, p := range []string{
 		"POST /v1/namespaces",
 		"DELETE /v1/namespaces/{namespace}",
@@ -168,19 +201,19 @@ func New(o Options) (http.Handler, error) {
 		mux.HandleFunc(p, c.readOnly)
 	}
 	mux.HandleFunc("/", c.noRoute)
-	return mux, nil
+	return c.door(mux), nil
 }
 
 func (c *catalog) readOnly(w http.ResponseWriter, r *http.Request) {
 	apierr.WriteIcebergModel(w, r, apierr.IcebergErrorModel{Code: http.StatusNotImplemented, Type: "NotImplementedException",
-		Message: fmt.Sprintf("%s %s: Mink's catalog is read-only; tables are created and dropped with the admin API (minkctl table create)", r.Method, r.URL.Path)})
+		Message: fmt.Sprintf("%s %s: Mink's catalog is read-only; tables are created and dropped with the admin API (minkctl table create)", r.Method, shortPath(r))})
 }
 
 func (c *catalog) noRoute(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete:
 		apierr.WriteIcebergModel(w, r, apierr.IcebergErrorModel{Code: http.StatusNotFound, Type: "NotFoundException",
-			Message: fmt.Sprintf("no endpoint %s %s in Mink's Iceberg REST catalog", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no endpoint %s %s in Mink's Iceberg REST catalog", r.Method, shortPath(r))})
 	default:
 		w.Header().Set("Allow", "GET, HEAD")
 		apierr.WriteIcebergModel(w, r, apierr.IcebergErrorModel{Code: http.StatusMethodNotAllowed, Type: "MethodNotAllowedException",
@@ -188,10 +221,10 @@ func (c *catalog) noRoute(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+func (c *catalog) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		apierr.WriteIceberg(w, r, fmt.Errorf("encode response: %w", err), "")
+		c.fail(w, r, fmt.Errorf("encode response: %w", err), "")
 		return
 	}
 	writeBody(w, r, body)
@@ -208,10 +241,10 @@ func writeBody(w http.ResponseWriter, r *http.Request, body []byte) {
 }
 
 func (c *catalog) config(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, r, map[string]any{
-		"defaults":  c.o.FileIO,
+	c.writeJSON(w, r, map[string]any{
+		"defaults":  c.fileIOMap,
 		"overrides": map[string]string{},
-		"endpoints": Endpoints,
+		"endpoints": c.endpoints,
 	})
 }
 
@@ -220,12 +253,21 @@ func (c *catalog) db(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), c.o.LookupTimeout)
 }
 
+// postgresErr says what failed in Postgres, keeping err's kind: the words are the
+// client's, the cause (the driver's text, SQLSTATE, addresses) is for the log (fail).
 func postgresErr(err error, format string, args ...any) error {
-	switch apierr.Classify(err) {
-	case apierr.Unavailable, apierr.DeadlineExceeded:
-		return apierr.Wrap(apierr.Unavailable, err, "%s: postgres is unavailable", fmt.Sprintf(format, args...))
+	if err == nil {
+		return nil
 	}
-	return err
+	what := fmt.Sprintf(format, args...)
+	switch k := apierr.Classify(err); k {
+	case apierr.Unavailable, apierr.DeadlineExceeded:
+		return apierr.Wrap(apierr.Unavailable, err, "%s: postgres is unavailable", what)
+	case apierr.Canceled:
+		return err
+	default:
+		return apierr.Wrap(k, err, "%s: postgres answered an error", what)
+	}
 }
 
 // namespace reads the {namespace} path value: levels joined by 0x1F. Mink's namespaces
@@ -242,8 +284,32 @@ func parseNamespace(raw string) (string, error) {
 	if len(levels) != 1 {
 		return "", apierr.New(apierr.NotFound, "namespace %s does not exist: Mink namespaces have one level", strings.Join(levels, "."))
 	}
+	if err := checkName("namespace", levels[0]); err != nil {
+		return "", err
+	}
 	return levels[0], nil
 }
+
+// tableName reads the {table} path value.
+func tableName(r *http.Request) (string, error) {
+	name := r.PathValue("table")
+	return name, checkName("table", name)
+}
+
+// checkName refuses what no table or namespace can be called and Postgres cannot even
+// compare (its error would name the SQLSTATE): bytes that are not UTF-8, NUL.
+func checkName(field, s string) error {
+	switch {
+	case len(s) > maxNameBytes:
+		return apierr.Invalid(field, "%q is longer than %d bytes: no %s is", truncate(s, 64), maxNameBytes, field)
+	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
+		return apierr.Invalid(field, "%q is not valid UTF-8 without NUL bytes", truncate(s, 128))
+	}
+	return nil
+}
+
+// maxNameBytes is more than any namespace or table name takes (tables.Validate: 128).
+const maxNameBytes = 255
 
 // namespaceExists: a namespace exists while it has a table.
 func (c *catalog) namespaceExists(ctx context.Context, ns string) (bool, error) {
@@ -254,23 +320,66 @@ func (c *catalog) namespaceExists(ctx context.Context, ns string) (bool, error) 
 	return slices.Contains(all, ns), nil
 }
 
+// namespaceVisible: a namespace exists for p while it has a table p may read (for an
+// admin, and anyone with auth off: while it has a table). A namespace p may not see is
+// answered as absent, so that its name tells nothing.
+func (c *catalog) namespaceVisible(ctx context.Context, p *auth.Principal, ns string) (bool, error) {
+	if p.IsAdmin() {
+		return c.namespaceExists(ctx, ns)
+	}
+	if !p.CanReadNamespace(ns) {
+		return false, nil
+	}
+	ts, err := tables.List(ctx, c.o.DB, ns)
+	if err != nil {
+		return false, postgresErr(err, "list the tables of %s", ns)
+	}
+	return slices.ContainsFunc(ts, func(t tables.Table) bool { return p.CanRead(ns, t.Name) }), nil
+}
+
+// visibleNamespaces are the namespaces p sees, sorted.
+func (c *catalog) visibleNamespaces(ctx context.Context, p *auth.Principal) ([]string, error) {
+	if p.IsAdmin() {
+		all, err := tables.Namespaces(ctx, c.o.DB)
+		return all, postgresErr(err, "list namespaces")
+	}
+	ts, err := tables.List(ctx, c.o.DB, "")
+	if err != nil {
+		return nil, postgresErr(err, "list namespaces")
+	}
+	var out []string
+	for _, t := range ts { // ordered by namespace
+		if p.CanRead(t.Namespace, t.Name) && (len(out) == 0 || out[len(out)-1] != t.Namespace) {
+			out = append(out, t.Namespace)
+		}
+	}
+	return out, nil
+}
+
+func noNamespace(ns string) error {
+	return apierr.New(apierr.NotFound, "namespace %s does not exist", ns)
+}
+
 func (c *catalog) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	parent := r.URL.Query().Get("parent")
+	if parent != "" {
+		if _, err := parseNamespace(parent); err != nil {
+			c.fail(w, r, err, noSuchNamespace)
+			return
+		}
+	}
 	ctx, cancel := c.db(r)
 	defer cancel()
-	all, err := tables.Namespaces(ctx, c.o.DB)
+	all, err := c.visibleNamespaces(ctx, auth.FromContext(r.Context()))
 	if err != nil {
-		apierr.WriteIceberg(w, r, postgresErr(err, "list namespaces"), noSuchNamespace)
+		c.fail(w, r, err, noSuchNamespace)
 		return
 	}
 	out := [][]string{}
-	if parent := r.URL.Query().Get("parent"); parent != "" {
+	if parent != "" {
 		// One level: a parent that exists has no children.
-		p, err := parseNamespace(parent)
-		if err == nil && !slices.Contains(all, p) {
-			err = apierr.New(apierr.NotFound, "namespace %s does not exist", p)
-		}
-		if err != nil {
-			apierr.WriteIceberg(w, r, err, noSuchNamespace)
+		if p, _ := parseNamespace(parent); !slices.Contains(all, p) {
+			c.fail(w, r, noNamespace(p), noSuchNamespace)
 			return
 		}
 	} else {
@@ -278,30 +387,30 @@ func (c *catalog) listNamespaces(w http.ResponseWriter, r *http.Request) {
 			out = append(out, []string{ns})
 		}
 	}
-	writeJSON(w, r, map[string]any{"namespaces": out})
+	c.writeJSON(w, r, map[string]any{"namespaces": out})
 }
 
 func (c *catalog) loadNamespace(w http.ResponseWriter, r *http.Request) {
 	ns, err := namespace(r)
 	if err != nil {
-		apierr.WriteIceberg(w, r, err, noSuchNamespace)
+		c.fail(w, r, err, noSuchNamespace)
 		return
 	}
 	ctx, cancel := c.db(r)
 	defer cancel()
-	ok, err := c.namespaceExists(ctx, ns)
+	ok, err := c.namespaceVisible(ctx, auth.FromContext(r.Context()), ns)
 	if err == nil && !ok {
-		err = apierr.New(apierr.NotFound, "namespace %s does not exist", ns)
+		err = noNamespace(ns)
 	}
 	if err != nil {
-		apierr.WriteIceberg(w, r, err, noSuchNamespace)
+		c.fail(w, r, err, noSuchNamespace)
 		return
 	}
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	writeJSON(w, r, map[string]any{"namespace": []string{ns}, "properties": map[string]string{}})
+	c.writeJSON(w, r, map[string]any{"namespace": []string{ns}, "properties": map[string]string{}})
 }
 
 type identifier struct {
@@ -312,18 +421,20 @@ type identifier struct {
 func (c *catalog) listTables(w http.ResponseWriter, r *http.Request) {
 	ns, err := namespace(r)
 	if err != nil {
-		apierr.WriteIceberg(w, r, err, noSuchNamespace)
+		c.fail(w, r, err, noSuchNamespace)
 		return
 	}
+	p := auth.FromContext(r.Context())
 	ctx, cancel := c.db(r)
 	defer cancel()
 	ts, err := tables.List(ctx, c.o.DB, ns)
 	if err != nil {
-		apierr.WriteIceberg(w, r, postgresErr(err, "list the tables of %s", ns), noSuchNamespace)
+		c.fail(w, r, postgresErr(err, "list the tables of %s", ns), noSuchNamespace)
 		return
 	}
+	ts = slices.DeleteFunc(ts, func(t tables.Table) bool { return !p.CanRead(ns, t.Name) })
 	if len(ts) == 0 {
-		apierr.WriteIceberg(w, r, apierr.New(apierr.NotFound, "namespace %s does not exist", ns), noSuchNamespace)
+		c.fail(w, r, noNamespace(ns), noSuchNamespace)
 		return
 	}
 	ids := make([]int64, len(ts))
@@ -336,7 +447,7 @@ func (c *catalog) listTables(w http.ResponseWriter, r *http.Request) {
 		committed, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
 	if err != nil {
-		apierr.WriteIceberg(w, r, postgresErr(err, "list the tables of %s", ns), noSuchNamespace)
+		c.fail(w, r, postgresErr(err, "list the tables of %s", ns), noSuchNamespace)
 		return
 	}
 	out := []identifier{}
@@ -345,7 +456,7 @@ func (c *catalog) listTables(w http.ResponseWriter, r *http.Request) {
 			out = append(out, identifier{Namespace: []string{ns}, Name: t.Name})
 		}
 	}
-	writeJSON(w, r, map[string]any{"identifiers": out})
+	c.writeJSON(w, r, map[string]any{"identifiers": out})
 }
 
 // current is a table's committed metadata.
@@ -355,17 +466,30 @@ type current struct {
 	content []byte
 }
 
-// load returns the current metadata of namespace.name (without its content for HEAD).
-// NotFound names what is missing: the namespace, the table, or its first commit.
-func (c *catalog) load(ctx context.Context, ns, name string, content bool) (current, error) {
+// load returns the current metadata of namespace.name for p (without its content for
+// HEAD). NotFound names what is missing: the namespace, the table, or its first commit;
+// a table p may not read is PermissionDenied, in a namespace p sees (else the
+// namespace is missing).
+func (c *catalog) load(ctx context.Context, p *auth.Principal, ns, name string, content bool) (current, error) {
+	if !p.CanRead(ns, name) {
+		ok, err := c.namespaceVisible(ctx, p, ns)
+		switch {
+		case err != nil:
+			return current{}, err
+		case !ok:
+			return current{}, &namespaceMissing{noNamespace(ns)}
+		}
+		return current{}, apierr.New(apierr.PermissionDenied, "principal %q may not read table %s.%s: it is not among its tables (%s)",
+			p.ID, ns, name, strings.Join(p.Tables, ", "))
+	}
 	t, err := tables.Get(ctx, c.o.DB, ns, name)
 	if apierr.Classify(err) == apierr.NotFound {
-		ok, nsErr := c.namespaceExists(ctx, ns)
+		ok, nsErr := c.namespaceVisible(ctx, p, ns)
 		switch {
 		case nsErr != nil:
 			return current{}, nsErr
 		case !ok:
-			return current{}, &namespaceMissing{apierr.New(apierr.NotFound, "namespace %s does not exist", ns)}
+			return current{}, &namespaceMissing{noNamespace(ns)}
 		}
 		return current{}, apierr.New(apierr.NotFound, "table %s.%s does not exist", ns, name)
 	}
@@ -404,34 +528,53 @@ func tableNotFound(err error) string {
 	return noSuchTable
 }
 
+// tablePath reads {namespace} and {table}.
+func tablePath(r *http.Request) (ns, name string, err error) {
+	if ns, err = namespace(r); err != nil {
+		return "", "", err
+	}
+	name, err = tableName(r)
+	return ns, name, err
+}
+
 func (c *catalog) loadTable(w http.ResponseWriter, r *http.Request) {
-	ns, err := namespace(r)
+	ns, name, err := tablePath(r)
 	if err != nil {
-		apierr.WriteIceberg(w, r, err, noSuchNamespace)
+		c.fail(w, r, err, noSuchNamespace)
 		return
 	}
-	name := r.PathValue("table")
+	p := auth.FromContext(r.Context())
 	head := r.Method == http.MethodHead
 	ctx, cancel := c.db(r)
 	defer cancel()
-	cur, err := c.load(ctx, ns, name, !head)
+	cur, err := c.load(ctx, p, ns, name, !head)
 	if err != nil {
-		apierr.WriteIceberg(w, r, err, tableNotFound(err))
+		c.fail(w, r, err, tableNotFound(err))
 		return
 	}
 	if head {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	// Credentials first: a principal refused them needs no live load.
+	config, creds := c.fileIO, []byte(nil)
+	if c.o.Auth != nil {
+		w.Header().Set("Vary", "Authorization, "+headerAccessDelegation)
+		if wantsVended(r) {
+			config, creds, err = c.vend(p, ns, name)
+			if err != nil {
+				c.fail(w, r, err, noSuchTable)
+				return
+			}
+			w.Header().Set("Cache-Control", "no-store")
+		}
+	}
 	if c.o.Live != nil {
 		lctx, lcancel := context.WithTimeout(r.Context(), c.o.LiveTimeout)
 		res, err := c.o.Live.Load(lctx, cur.table, live.Base{Key: cur.key, Content: cur.content})
 		lcancel()
 		if err != nil {
-			if r.Context().Err() == nil && c.logOnce("live "+cur.table.FullName(), 10*time.Second) {
-				c.log.WarnContext(r.Context(), "live load failed (logged once per 10s per table)", "table", cur.table.FullName(), "error", err)
-			}
-			apierr.WriteIceberg(w, r, err, noSuchTable)
+			c.fail(w, r, err, noSuchTable)
 			return
 		}
 		cur.key, cur.content = res.Key, res.Content
@@ -445,9 +588,9 @@ func (c *catalog) loadTable(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	body, err := c.loadTableResult(cur.key, cur.content)
+	body, err := c.loadTableResult(cur.key, cur.content, config, creds)
 	if err != nil {
-		apierr.WriteIceberg(w, r, fmt.Errorf("table %s: %w", cur.table.FullName(), err), "")
+		c.fail(w, r, fmt.Errorf("table %s: %w", cur.table.FullName(), err), "")
 		return
 	}
 	writeBody(w, r, body)
@@ -456,8 +599,9 @@ func (c *catalog) loadTable(w http.ResponseWriter, r *http.Request) {
 // loadTableResult is the JSON of a LoadTableResult: the metadata file's bytes as they
 // are stored, in an envelope, without decoding or re-encoding them (encoding/json would
 // validate and compact all of them, for every load, as a json.RawMessage). The files
-// are written by Mink's own encoder (pkg/icebergmeta), as one JSON object.
-func (c *catalog) loadTableResult(key string, metadata []byte) ([]byte, error) {
+// are written by Mink's own encoder (pkg/icebergmeta), as one JSON object. config is the
+// config object's JSON; storageCreds, when not nil, the storage-credentials array's.
+func (c *catalog) loadTableResult(key string, metadata, config, storageCreds []byte) ([]byte, error) {
 	if m := bytes.TrimSpace(metadata); len(m) < 2 || m[0] != '{' || m[len(m)-1] != '}' {
 		return nil, fmt.Errorf("its metadata file %s is not a JSON object", key)
 	}
@@ -466,12 +610,16 @@ func (c *catalog) loadTableResult(key string, metadata []byte) ([]byte, error) {
 		return nil, err
 	}
 	const (
-		head = `{"metadata-location":`
-		mid  = `,"metadata":`
-		tail = `,"config":`
+		head  = `{"metadata-location":`
+		mid   = `,"metadata":`
+		tail  = `,"config":`
+		creds = `,"storage-credentials":`
 	)
-	b := make([]byte, 0, len(head)+len(loc)+len(mid)+len(metadata)+len(tail)+len(c.fileIO)+1)
+	b := make([]byte, 0, len(head)+len(loc)+len(mid)+len(metadata)+len(tail)+len(config)+len(creds)+len(storageCreds)+1)
 	b = append(append(append(append(b, head...), loc...), mid...), metadata...)
-	b = append(append(append(b, tail...), c.fileIO...), '}')
-	return b, nil
+	b = append(append(b, tail...), config...)
+	if storageCreds != nil {
+		b = append(append(b, creds...), storageCreds...)
+	}
+	return append(b, '}'), nil
 }

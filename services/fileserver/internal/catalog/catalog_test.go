@@ -23,7 +23,7 @@ func TestLoadTableResult(t *testing.T) {
 		`{"format-version":2,"table-uuid":"u","snapshots":[{"summary":{"a":"<b>&"}}]}`,
 		"\n  { \"format-version\" : 2 }\n",
 	} {
-		got, err := c.loadTableResult(key, []byte(metadata))
+		got, err := c.loadTableResult(key, []byte(metadata), c.fileIO, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,8 +47,22 @@ func TestLoadTableResult(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "[1]", "{", "null"} {
-		if _, err := c.loadTableResult(key, []byte(bad)); err == nil {
+		if _, err := c.loadTableResult(key, []byte(bad), c.fileIO, nil); err == nil {
 			t.Errorf("metadata %q was served", bad)
 		}
+	}
+	// With storage credentials.
+	creds := []StorageCredential{{Prefix: "s3://mink/ns/t/", Config: map[string]string{"s3.session-token": `a"b`}}}
+	credsJSON, _ := json.Marshal(creds)
+	got, err := c.loadTableResult(key, []byte(`{"format-version":2}`), []byte(`{"k":"v"}`), credsJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Config map[string]string   `json:"config"`
+		Creds  []StorageCredential `json:"storage-credentials"`
+	}
+	if err := json.Unmarshal(got, &res); err != nil || res.Config["k"] != "v" || !reflect.DeepEqual(res.Creds, creds) {
+		t.Errorf("with credentials: %s (%v)", got, err)
 	}
 }

@@ -53,9 +53,10 @@ type Options struct {
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // how tables' files decode; nil: over DB, without a registry
 	Cache  *filecache.Cache
-	// DialOptions are added to the connections to other file servers (the otelgrpc
-	// client handler, so that a forwarded read is one trace). Connections are plaintext,
-	// as between the nodes of one cluster network.
+	// DialOptions are added to the connections to other file servers: the node's
+	// (pkg/node's Deps.DialOptions): the otelgrpc client handler, so that a forwarded
+	// read is one trace; this node's peer token, without which another file server's
+	// gRPC door refuses the file service when auth is on; TLS when configured.
 	DialOptions []grpc.DialOption
 	// MemberRefresh is how often the member list is read (default 1s).
 	MemberRefresh time.Duration

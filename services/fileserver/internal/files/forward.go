@@ -28,6 +28,10 @@ const (
 	mdServedBy = "mink-served-by"
 	// mdForwardedBy marks a forwarded read (for the owner's logs and traces).
 	mdForwardedBy = "mink-forwarded-by"
+	// The request headers in which nodes of older versions sent a measure's budget and
+	// TTL, refused (ReadFile).
+	mdLegacyMeasureMaxBytes = "mink-measure-max-bytes"
+	mdLegacyMeasureTTL      = "mink-measure-ttl-ms"
 	// chunkSize is the bytes per streamed message: large enough that per-message costs
 	// vanish, well under gRPC's 4 MiB default message limit. The owner's gRPC encodes
 	// each message into a buffer of its default pool, which hands out 1 MiB for anything
@@ -63,16 +67,18 @@ func (s *Store) Register(gs *grpc.Server) { filev1.RegisterFileServiceServer(gs,
 // member lists differ for a moment.
 func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamingServer[filev1.ReadFileResponse]) error {
 	ctx := stream.Context()
-	err := ValidKey(req.GetKey())
-	if err == nil {
-		maxBytes, ttl, measure, merr := isMeasure(ctx)
-		switch {
-		case merr != nil:
-			err = merr
-		case measure:
-			return s.serveMeasure(req, stream, maxBytes, ttl)
-		}
+	if req.GetMeasure() != nil {
+		return s.serveMeasure(req, stream)
 	}
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(mdLegacyMeasureTTL)) > 0 || len(md.Get(mdLegacyMeasureMaxBytes)) > 0 {
+		// A node of an older version asks for a measure in request headers, which are no
+		// longer read (their values were unbounded). Unsigned, the answer reads as "owner
+		// unreachable" there, and that node measures the span itself, as it would without
+		// this one: live loads go on through a rolling upgrade.
+		return status.Errorf(codes.Unimplemented, "node %s reads a measure's budget and TTL from ReadFileRequest.measure only, not from %s/%s headers: upgrade the calling node",
+			s.o.NodeID, mdLegacyMeasureMaxBytes, mdLegacyMeasureTTL)
+	}
+	err := ValidKey(req.GetKey())
 	var obj *Object
 	if err == nil {
 		obj, err = s.openLocal(ctx, req.GetKey(), rangeFromProto(req.GetRange()), req.GetInfoOnly())

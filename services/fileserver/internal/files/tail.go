@@ -11,9 +11,12 @@ package files
 // checksum (OwnerKey): so the owner of a span is known before its bytes are, and the
 // node that measures a tail file is the node that serves it.
 //
-// A measure travels like a forwarded read: ReadFile with info only, for the span's
-// identity key (TailIdentity), marked by request metadata; the owner answers with the
-// file's info and names the file and where it ends in the trailer.
+// A measure travels like a forwarded read: ReadFile of the span's identity key
+// (TailIdentity) with its budget and TTL in the request's `measure` (peers only: the
+// node's gRPC door lets no client call the file service); the owner bounds both by the
+// table's properties, answers with the file's info and names the file and where it ends
+// in the trailer. Whatever a caller asks, a measured file's row expires no later than
+// the table's mink.live.ttl after it was last recorded.
 
 import (
 	"context"
@@ -42,9 +45,6 @@ import (
 )
 
 const (
-	// Request metadata of a measure (a ReadFile of a span's identity key).
-	mdMeasureMaxBytes = "mink-measure-max-bytes"
-	mdMeasureTTL      = "mink-measure-ttl-ms"
 	// Trailer of a measure's answer.
 	mdMeasuredKey  = "mink-measured-key"
 	mdMeasuredEnd  = "mink-measured-end"
@@ -84,9 +84,39 @@ type MeasureRequest struct {
 	Start, End int64
 	// MaxBytes bounds the record bytes (keys, values, header keys and values) the build
 	// reads: it stops before the record that would pass it (never before the first).
+	// More than the table's mink.live.max-bytes reads that much.
 	MaxBytes int64
-	// TTL is how long the file's row stays at least (expires_at = now() + TTL).
+	// TTL is how long the file's row stays at least (expires_at = now() + TTL). More
+	// than the table's mink.live.ttl is mink.live.ttl.
 	TTL time.Duration
+}
+
+// bounded is req with its budget and TTL bounded by its table's properties: what any
+// caller, local or a peer, gets at most.
+func (req MeasureRequest) bounded() MeasureRequest {
+	props := req.Table.Props()
+	req.MaxBytes = min(req.MaxBytes, props.LiveMaxBytes)
+	req.TTL = min(req.TTL, props.LiveTTL)
+	return req
+}
+
+// measureBudget reads a peer's MeasureSpec: its budget and TTL, each positive and bounded
+// by the table's properties. The TTL is compared in milliseconds before it becomes a
+// Duration, so no value a peer sends can overflow into an expiry in the past or the far
+// future.
+func measureBudget(spec *filev1.MeasureSpec, props tables.Props) (maxBytes int64, ttl time.Duration, err error) {
+	if spec.GetMaxBytes() <= 0 {
+		return 0, 0, apierr.Invalid("measure.max_bytes", "must be positive (got %d)", spec.GetMaxBytes())
+	}
+	if spec.GetTtlMs() <= 0 {
+		return 0, 0, apierr.Invalid("measure.ttl_ms", "must be positive (got %d)", spec.GetTtlMs())
+	}
+	maxBytes = min(spec.GetMaxBytes(), props.LiveMaxBytes)
+	ttl = props.LiveTTL
+	if ms := spec.GetTtlMs(); ms < props.LiveTTL.Milliseconds() {
+		ttl = time.Duration(ms) * time.Millisecond
+	}
+	return maxBytes, ttl, nil
 }
 
 // Measured is a measured tail file: its key (recorded in mink_data_files), its end
@@ -117,6 +147,7 @@ func (s *Store) Measure(ctx context.Context, req MeasureRequest) (Measured, erro
 	if req.End <= req.Start || req.MaxBytes <= 0 || req.TTL <= 0 {
 		return Measured{}, fmt.Errorf("files: bad tail span [%d, %d) (max %d bytes, ttl %v)", req.Start, req.End, req.MaxBytes, req.TTL)
 	}
+	req = req.bounded()
 	id := TailIdentity(req.Table.Namespace, req.Table.Name, req.Partition, req.Start, req.End)
 	node, addr := s.members.ownerOf(id)
 	if node == s.o.NodeID || addr == "" {
@@ -140,10 +171,10 @@ func (s *Store) forwardMeasure(ctx context.Context, node, addr, id string, req M
 	if err != nil {
 		return Measured{}, &unreachedError{node, addr, err}
 	}
-	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, mdForwardedBy, s.o.NodeID,
-		mdMeasureMaxBytes, strconv.FormatInt(req.MaxBytes, 10), mdMeasureTTL, strconv.FormatInt(req.TTL.Milliseconds(), 10)))
+	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, mdForwardedBy, s.o.NodeID))
 	defer cancel()
-	stream, err := filev1.NewFileServiceClient(conn).ReadFile(sctx, &filev1.ReadFileRequest{Key: id, InfoOnly: true})
+	stream, err := filev1.NewFileServiceClient(conn).ReadFile(sctx, &filev1.ReadFileRequest{Key: id, InfoOnly: true,
+		Measure: &filev1.MeasureSpec{MaxBytes: req.MaxBytes, TtlMs: max(1, req.TTL.Milliseconds())}})
 	if err != nil {
 		s.met.forwarded(ctx, "error")
 		return Measured{}, &unreachedError{node, addr, err}
@@ -183,29 +214,18 @@ func (s *Store) forwardMeasure(ctx context.Context, node, addr, id string, req M
 	return m, nil
 }
 
-// isMeasure reports whether a ReadFile is a measure, and its budget and TTL.
-func isMeasure(ctx context.Context) (maxBytes int64, ttl time.Duration, ok bool, err error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	mb, tt := md.Get(mdMeasureMaxBytes), md.Get(mdMeasureTTL)
-	if len(mb) == 0 && len(tt) == 0 {
-		return 0, 0, false, nil
-	}
-	if len(mb) != 1 || len(tt) != 1 {
-		return 0, 0, true, apierr.Invalid("metadata", "a measure needs one %s and one %s", mdMeasureMaxBytes, mdMeasureTTL)
-	}
-	maxBytes, err1 := strconv.ParseInt(mb[0], 10, 64)
-	ms, err2 := strconv.ParseInt(tt[0], 10, 64)
-	if err1 != nil || err2 != nil || maxBytes <= 0 || ms <= 0 {
-		return 0, 0, true, apierr.Invalid("metadata", "bad measure budget %q or ttl %q", mb[0], tt[0])
-	}
-	return maxBytes, time.Duration(ms) * time.Millisecond, true, nil
-}
-
 // serveMeasure answers a measure forwarded by another node: the span is measured here,
 // whatever this node thinks its owner is (as ReadFile does).
-func (s *Store) serveMeasure(req *filev1.ReadFileRequest, stream grpc.ServerStreamingServer[filev1.ReadFileResponse], maxBytes int64, ttl time.Duration) error {
+func (s *Store) serveMeasure(req *filev1.ReadFileRequest, stream grpc.ServerStreamingServer[filev1.ReadFileResponse]) error {
 	ctx := stream.Context()
-	m, err := s.measureKey(ctx, req.GetKey(), maxBytes, ttl)
+	var m Measured
+	err := ValidKey(req.GetKey())
+	if err == nil && req.GetRange() != nil {
+		err = apierr.Invalid("range", "a measure reads no range")
+	}
+	if err == nil {
+		m, err = s.measureKey(ctx, req.GetKey(), req.GetMeasure())
+	}
 	var obj *Object
 	if err == nil && m.Key == "" {
 		obj = &Object{} // cut at its first record: no file, only the trailer says so
@@ -238,8 +258,9 @@ func (s *Store) serveMeasure(req *filev1.ReadFileRequest, stream grpc.ServerStre
 	}}})
 }
 
-// measureKey measures the span an identity key names.
-func (s *Store) measureKey(ctx context.Context, id string, maxBytes int64, ttl time.Duration) (Measured, error) {
+// measureKey measures the span an identity key names, within the budget and TTL spec
+// asks for as the table bounds them.
+func (s *Store) measureKey(ctx context.Context, id string, spec *filev1.MeasureSpec) (Measured, error) {
 	p := identityRE.FindStringSubmatch(id)
 	if p == nil {
 		return Measured{}, apierr.Invalid("key", "%q names no tail span", id)
@@ -259,13 +280,18 @@ func (s *Store) measureKey(ctx context.Context, id string, maxBytes int64, ttl t
 		}
 		return Measured{}, postgresErr(err, "look up the table of %s", id)
 	}
-	// A peer cannot make this node build more than the table allows.
+	// A peer cannot make this node build more than the table allows, nor keep what it
+	// builds longer.
 	props := t.Props()
 	if end-start > props.LiveMaxRecords {
 		return Measured{}, apierr.Invalid("key", "span %s is longer than the table's %s (%d)", id, tables.PropLiveMaxRecords, props.LiveMaxRecords)
 	}
+	maxBytes, ttl, err := measureBudget(spec, props)
+	if err != nil {
+		return Measured{}, err
+	}
 	return s.measureLocal(ctx, MeasureRequest{Table: t, Partition: int32(part), Start: start, End: end,
-		MaxBytes: min(maxBytes, props.LiveMaxBytes), TTL: ttl})
+		MaxBytes: maxBytes, TTL: ttl})
 }
 
 // measureFlight is one tail build that every concurrent measure of the span waits for.
@@ -302,7 +328,7 @@ func (s *Store) measureLocal(ctx context.Context, req MeasureRequest) (Measured,
 		// Its row may have expired and been collected since: record it again.
 		lctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
 		defer cancel()
-		if _, _, _, err := s.record(lctx, r.row, req.TTL); err != nil {
+		if _, _, _, err := s.record(lctx, r.row, req.TTL, req.Table.Props().LiveTTL); err != nil {
 			return Measured{}, err
 		}
 		return r.m, nil
@@ -424,7 +450,7 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 		records: fs.RowCount, size: fs.Size, sha256: fs.SHA256, settings: settingsJSON, stats: stats}
 	lctx, lcancel := context.WithTimeout(ctx, s.o.LookupTimeout)
 	defer lcancel()
-	created, size, sha, err := s.record(lctx, row, req.TTL)
+	created, size, sha, err := s.record(lctx, row, req.TTL, t.Props().LiveTTL)
 	if err != nil {
 		return fail(err)
 	}
@@ -441,18 +467,26 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 	return Measured{Key: key, End: end, Read: read, Cut: cutBy}, row, nil
 }
 
-// record writes a tail file's row, readable for ttl at least. The row may exist: the
-// same span measured before, or committed (same offsets, same bytes). A committed row
-// keeps no expiry of its own; this sets one, which only matters once no snapshot of the
-// writer's names the file. It returns what the row records.
-func (s *Store) record(ctx context.Context, r tailRow, ttl time.Duration) (created time.Time, size int64, sha string, err error) {
+// record writes a tail file's row, readable for ttl at least (0 < ttl <= maxTTL, the
+// table's mink.live.ttl). The row may exist: the same span measured before, or committed
+// (same offsets, same bytes). A committed row keeps no expiry of its own; this sets one,
+// which only matters once no snapshot of the writer's names the file. An expiry already
+// set is kept when later, but never beyond maxTTL from now: whatever any caller asked
+// before (a far future, from before measures were bounded), the row is collected at
+// most maxTTL after its last measure. It returns what the row records.
+func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
+	if ttl <= 0 || ttl > maxTTL {
+		return time.Time{}, 0, "", fmt.Errorf("record tail file %s: ttl %v outside (0, %v]", r.key, ttl, maxTTL)
+	}
 	err = s.o.DB.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
 			record_count, file_size, sha256, settings, stats, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond')
-		ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond')
+		ON CONFLICT (key) DO UPDATE SET expires_at = LEAST(
+			GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
+			now() + $12::bigint * interval '1 millisecond')
 		RETURNING created_at, file_size, sha256`,
 		r.table, r.key, r.partition, r.start, r.end, r.records, r.size, r.sha256, r.settings, r.stats,
-		float64(ttl.Milliseconds())).Scan(&created, &size, &sha)
+		max(1, ttl.Milliseconds()), maxTTL.Milliseconds()).Scan(&created, &size, &sha)
 	if err != nil {
 		return time.Time{}, 0, "", postgresErr(err, "record tail file %s", r.key)
 	}

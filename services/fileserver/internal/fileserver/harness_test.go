@@ -3,6 +3,7 @@ package fileserver_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -37,6 +38,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/httplimit"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
@@ -315,6 +318,12 @@ type node struct {
 type nodeOptions struct {
 	cacheDir   string
 	cacheBytes int64
+	auth       *auth.Authority // nil: auth off
+	s3Endpoint string          // the S3 URL table loads name; "": the node's own
+	// TLS (tls_test.go): tls serves the catalog, S3 and gRPC; peerTLS is what forwarded
+	// reads dial other nodes with. limits bound the HTTP servers.
+	tls, peerTLS *tls.Config
+	limits       httplimit.Limits
 }
 
 func (e *env) startNode(id string, o nodeOptions) *node {
@@ -332,9 +341,10 @@ func (e *env) startNode(id string, o nodeOptions) *node {
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("test_node", id)
 	srv, err := fileserver.New(fileserver.Options{
 		NodeID: id, DB: e.db, Kafka: e.kc, CatalogAddr: "127.0.0.1:0", S3Addr: "127.0.0.1:0",
-		CacheDir: o.cacheDir, CacheBytes: o.cacheBytes, ShutdownTimeout: 2 * time.Second,
+		Auth: o.auth, S3Endpoint: o.s3Endpoint, CacheDir: o.cacheDir, CacheBytes: o.cacheBytes, ShutdownTimeout: 2 * time.Second,
 		MemberRefresh: 100 * time.Millisecond, LookupTimeout: 2 * time.Second, ProblemTTL: time.Minute,
 		MeterProvider: mp, TracerProvider: e.tp, Propagator: prop, Logger: log,
+		TLS: o.tls, HTTPLimits: o.limits, DialOptions: tlsDialOptions(o.peerTLS, e.tp, mp, prop),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -343,11 +353,11 @@ func (e *env) startNode(id string, o nodeOptions) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append(tlsServerOptions(o.tls),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(e.tp), otelgrpc.WithMeterProvider(mp), otelgrpc.WithPropagators(prop))),
-		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor()),
-	)
+		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(nil)),
+		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(nil)),
+	)...)
 	srv.RegisterGRPC(gs)
 	mgr, err := lease.NewManager(e.db, lease.Config{NodeID: id, Roles: []lease.Role{lease.RoleFileServer},
 		GRPCAddr: lis.Addr().String(), Addrs: srv.Addrs(), TTL: 6 * time.Second, Logger: log})
@@ -368,7 +378,7 @@ func (e *env) startNode(id string, o nodeOptions) *node {
 		return runErr
 	}
 	n := &node{id: id, srv: srv, metrics: reader, cacheDir: o.cacheDir, grpcAddr: lis.Addr().String(), gs: gs,
-		catalog: "http://" + srv.CatalogAddr().String(), s3: srv.S3Endpoint()}
+		catalog: tlsScheme(o.tls) + srv.CatalogAddr().String(), s3: srv.S3Endpoint()}
 	n.stopRun = func() error { cancelRun(); return waitRun() }
 	n.stop = func() error {
 		if stopped {

@@ -6,6 +6,7 @@ package fileserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/filecache"
+	"github.com/minkhq/mink/pkg/httplimit"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -50,6 +53,16 @@ type Options struct {
 	// Kubernetes Service, a published Docker port).
 	S3Endpoint string
 	Region     string // the S3 region engines are told; default us-east-1
+	// Auth verifies the S3 API's signatures and who may read which table (and the
+	// catalog's credentials); nil: auth off, every request is anonymous.
+	Auth *auth.Authority
+
+	// TLS is the server TLS config of the catalog and S3 listeners (pkg/node's
+	// Deps.TLS); nil: plain HTTP. With it the default S3Endpoint is https://.
+	TLS *tls.Config
+	// HTTPLimits bound both HTTP servers (timeouts, header size, open connections);
+	// zero fields take httplimit's defaults.
+	HTTPLimits httplimit.Limits
 
 	CacheDir   string // the disk cache's folder
 	CacheBytes int64  // its bound
@@ -67,6 +80,12 @@ type Options struct {
 	// LiveTimeout bounds the live part of a table load: Kafka's offsets and the tail's
 	// builds (default 30s).
 	LiveTimeout time.Duration
+
+	// DialOptions are the node's options for calls to other nodes (pkg/node's
+	// Deps.DialOptions: telemetry, the node's peer token, TLS), used for forwarded reads
+	// and measures; nil: telemetry only (an otelgrpc client handler of the providers
+	// below), which another file server with auth on refuses.
+	DialOptions []grpc.DialOption
 
 	// Telemetry; nil: the otel globals.
 	MeterProvider  metric.MeterProvider
@@ -141,7 +160,11 @@ func New(o Options) (_ *Server, err error) {
 	}()
 	s.s3Endpoint = o.S3Endpoint
 	if s.s3Endpoint == "" {
-		s.s3Endpoint = "http://" + advertised(s.s3Lis.Addr())
+		scheme := "http://"
+		if o.TLS != nil {
+			scheme = "https://"
+		}
+		s.s3Endpoint = scheme + advertised(s.s3Lis.Addr())
 	}
 
 	if s.cache, err = filecache.Open(o.CacheDir, o.CacheBytes, s.log); err != nil {
@@ -153,9 +176,13 @@ func New(o Options) (_ *Server, err error) {
 	if o.Codecs == nil {
 		o.Codecs = tablecodec.New(o.DB, nil)
 	}
+	dialOpts := o.DialOptions
+	if dialOpts == nil {
+		dialOpts = []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))}
+	}
 	s.store, err = files.New(files.Options{Codecs: o.Codecs,
 		NodeID: o.NodeID, DB: o.DB, Kafka: o.Kafka, Cache: s.cache,
-		DialOptions:   []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))},
+		DialOptions:   dialOpts,
 		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
 		Meter: meter, Logger: o.Logger,
 	})
@@ -168,11 +195,11 @@ func New(o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	cat, err := catalog.New(catalog.Options{DB: o.DB, FileIO: catalog.S3Config(s.s3Endpoint, o.Region),
-		LookupTimeout: o.LookupTimeout, Live: s.live, LiveTimeout: o.LiveTimeout, Logger: s.log})
+		LookupTimeout: o.LookupTimeout, Live: s.live, LiveTimeout: o.LiveTimeout, Auth: o.Auth, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	s3h, err := s3api.New(s.store, meter, s.log)
+	s3h, err := s3api.New(s.store, o.Auth, meter, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +272,10 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
+// catalogWriteTimeout bounds a catalog answer, from its request's header to its last
+// byte: well above LiveTimeout's default, and a table's metadata is written in far less.
+const catalogWriteTimeout = 2 * time.Minute
+
 func (s *Server) run(ctx context.Context) error {
 	defer s.catalogLis.Close()
 	defer s.s3Lis.Close()
@@ -252,20 +283,21 @@ func (s *Server) run(ctx context.Context) error {
 	// handlers waiting on a build or a forwarded stream stop too.
 	reqBase, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
-	newServer := func(h http.Handler) *http.Server {
-		return &http.Server{
-			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				s.handlers.Add(1)
-				defer s.handlers.Done()
-				h.ServeHTTP(w, r)
-			}),
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			BaseContext:       func(net.Listener) context.Context { return reqBase },
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		}
+	// Both servers keep the node's limits (httplimit). The catalog's answers are small
+	// and its slowest handler (a live load) is bounded by LiveTimeout: catalogWriteTimeout
+	// covers any of them. S3 has no WriteTimeout: its GET handler moves the write
+	// deadline per chunk it sends, so a large download is cut only when the client
+	// stops taking bytes, never for being long.
+	newServer := func(h http.Handler, writeTimeout time.Duration) *http.Server {
+		srv := s.o.HTTPLimits.Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.handlers.Add(1)
+			defer s.handlers.Done()
+			h.ServeHTTP(w, r)
+		}), s.o.TLS, writeTimeout, s.log)
+		srv.BaseContext = func(net.Listener) context.Context { return reqBase }
+		return srv
 	}
-	catalogSrv, s3Srv := newServer(s.catalog), newServer(s.s3)
+	catalogSrv, s3Srv := newServer(s.catalog, catalogWriteTimeout), newServer(s.s3, 0)
 	s.log.Info("file server serving", "catalog_addr", s.catalogLis.Addr().String(),
 		"s3_addr", s.s3Lis.Addr().String(), "s3_endpoint", s.s3Endpoint, "cache_dir", s.o.CacheDir,
 		"cache_bytes", s.o.CacheBytes, "cached_files", s.cache.Stats().Files)
@@ -275,16 +307,20 @@ func (s *Server) run(ctx context.Context) error {
 	// owners; if Postgres is down this node serves what it has until it answers.
 	s.store.RefreshMembers(gctx)
 	g.Go(func() error { s.store.Run(gctx); return nil })
-	serve := func(name string, srv *http.Server, lis net.Listener) {
+	serve := func(name string, run func() error) {
 		g.Go(func() error {
-			if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			if err := run(); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("fileserver: serve %s: %w", name, err)
 			}
 			return nil
 		})
 	}
-	serve("catalog", catalogSrv, s.catalogLis)
-	serve("S3", s3Srv, s.s3Lis)
+	serve("catalog", func() error { return s.o.HTTPLimits.Serve(catalogSrv, s.catalogLis) })
+	// S3 XML errors for what net/http refuses before any handler (GET /mink/%ZZ): the
+	// wrapper sees each connection's plaintext, above TLS.
+	serve("S3", func() error {
+		return s.o.HTTPLimits.ServeAbove(s3Srv, s.s3Lis, func(l net.Listener) net.Listener { return s3api.Listener(l, s.log) })
+	})
 	g.Go(func() error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownTimeout)

@@ -1,9 +1,16 @@
 // Package s3api is the S3 API of a file server: path-style GetObject (with one byte
 // Range) and HeadObject of every file in the one bucket, "mink", as S3-compatible
 // clients (iceberg-go's, Spark's S3A, Trino's, PyIceberg's) send them. Everything else
-// answers an S3 XML error: NoSuchBucket for other buckets, NotImplemented for listing,
-// MethodNotAllowed for writes. Bodies stream from the cache file (sendfile) or from the
-// owner's gRPC stream; a file is never held whole in memory.
+// answers an S3 XML error: NoSuchBucket for other buckets, NotImplemented for listing
+// and subresources (?acl, ?tagging, ...), MethodNotAllowed for writes. Bodies stream
+// from the cache file (sendfile) or from the owner's gRPC stream; a file is never held
+// whole in memory.
+//
+// With auth on, every request must carry an AWS Signature Version 4 (header or
+// presigned URL) that pkg/auth verifies, by a principal that may read the table the
+// key's first two segments name ("<namespace>/<table>/..."); vended credentials read
+// their one table only. A failing request touches nothing: it is refused before the
+// key is looked up, so it neither fills the cache nor reads Postgres or Kafka.
 package s3api
 
 import (
@@ -24,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
 )
@@ -36,12 +44,15 @@ type Opener interface {
 // Handler serves the S3 API.
 type Handler struct {
 	files Opener
+	auth  *auth.Authority // nil: auth off
 	log   *slog.Logger
 	bytes metric.Int64Counter
 }
 
-// New returns the S3 handler over files. meter may be nil.
-func New(f Opener, meter metric.Meter, log *slog.Logger) (*Handler, error) {
+// New returns the S3 handler over files. a verifies every request's signature and who
+// may read what; nil is auth off (every request is anonymous and may read every file,
+// as before auth). meter may be nil.
+func New(f Opener, a *auth.Authority, meter metric.Meter, log *slog.Logger) (*Handler, error) {
 	if meter == nil {
 		meter = noop.NewMeterProvider().Meter("")
 	}
@@ -53,13 +64,19 @@ func New(f Opener, meter metric.Meter, log *slog.Logger) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{files: f, log: log, bytes: bytes}, nil
+	return &Handler{files: f, auth: a, log: log, bytes: bytes}, nil
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := requestID()
 	w.Header().Set("X-Amz-Request-Id", id)
 	w.Header().Set("Server", "Mink")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
+		// Nothing here reads a body. Closing the connection after the answer keeps
+		// net/http from reading one (up to 256 KiB) to reuse the connection.
+		w.Header().Set("Connection", "close")
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 0)
 	// The raw path, not r.URL.Path: keys are percent-encoded by clients, and a path
 	// must not be cleaned (".." resolved) before the key is checked.
 	path := r.URL.EscapedPath()
@@ -69,7 +86,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e.Resource == "" {
 			e.Resource = path
 		}
-		apierr.WriteS3(w, r, e)
+		apierr.WriteS3(w, r, bounded(e))
+	}
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "InvalidURI",
+			Message: "Couldn't parse the specified URI: the query string is not validly percent-encoded."})
+		return
+	}
+	p := auth.Anonymous
+	if h.auth != nil {
+		if p, err = h.auth.VerifyS3(r); err != nil {
+			e := authError(err)
+			h.log.DebugContext(r.Context(), "s3 request not authenticated", "request_id", id, "code", e.Code,
+				"error", err, "remote_addr", r.RemoteAddr)
+			fail(e)
+			return
+		}
 	}
 	if bucket == "" {
 		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented",
@@ -87,6 +120,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "Mink's S3 API is read-only: " + r.Method + " is not allowed"})
 		return
 	}
+	if sub, ok := subresource(query); ok {
+		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented", BucketName: layout.Bucket,
+			Message: "the ?" + sub + " subresource is not supported: Mink's S3 API serves GetObject, HeadObject and HeadBucket only"})
+		return
+	}
 	if !hasKey || rawKey == "" {
 		if r.Method == http.MethodHead { // HeadBucket: the bucket exists
 			w.WriteHeader(http.StatusOK)
@@ -98,18 +136,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := url.PathUnescape(rawKey)
 	if err != nil {
-		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "InvalidArgument", BucketName: layout.Bucket,
-			Message: "the key is not validly percent-encoded: " + err.Error()})
+		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "InvalidURI", BucketName: layout.Bucket,
+			Message: "Couldn't parse the specified URI: the key is not validly percent-encoded."})
 		return
 	}
-	h.object(w, r, key, fail)
+	if len(key) > files.MaxKeyLen {
+		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "KeyTooLongError", BucketName: layout.Bucket, Key: key,
+			Message: "Your key is too long: " + strconv.Itoa(len(key)) + " bytes, more than " + strconv.Itoa(files.MaxKeyLen)})
+		return
+	}
+	if msg, ok := authorized(p, key); !ok {
+		h.log.InfoContext(r.Context(), "s3 read refused", "request_id", id, "principal", p.ID, "table", p.Table, "key", key)
+		fail(apierr.S3Error{Status: http.StatusForbidden, Code: "AccessDenied", BucketName: layout.Bucket, Key: key,
+			Message: "Access Denied: " + msg})
+		return
+	}
+	h.object(w, r, id, key, fail)
 }
 
 // object answers GetObject and HeadObject.
-func (h *Handler) object(w http.ResponseWriter, r *http.Request, key string, fail func(apierr.S3Error)) {
+func (h *Handler) object(w http.ResponseWriter, r *http.Request, id, key string, fail func(apierr.S3Error)) {
+	var rng *files.Range
 	keyErr := func(err error) {
 		e := apierr.S3(err)
+		e.Message = publicMessage(err, e)
 		e.BucketName, e.Key = layout.Bucket, key
+		if r.Context().Err() == nil {
+			// What the client is not told (a driver's words, a path) is here, under
+			// the request id its error carries.
+			level := slog.LevelDebug
+			switch {
+			case e.Status == http.StatusInternalServerError:
+				level = slog.LevelWarn
+			case e.Status >= 500:
+				level = slog.LevelInfo
+			}
+			h.log.Log(r.Context(), level, "s3 read failed", "request_id", id, "key", key, "range", rng.String(),
+				"code", e.Code, "error", err)
+		}
 		fail(e)
 	}
 	rng, err := files.ParseRange(r.Header.Get("Range"))
@@ -120,9 +184,6 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request, key string, fai
 	head := r.Method == http.MethodHead
 	obj, err := h.files.Open(r.Context(), key, rng, head)
 	if err != nil {
-		if r.Context().Err() == nil {
-			h.log.DebugContext(r.Context(), "s3 read failed", "key", key, "range", rng.String(), "error", err)
-		}
 		keyErr(err)
 		return
 	}
@@ -165,7 +226,7 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request, key string, fai
 	h.bytes.Add(r.Context(), n, metric.WithAttributes(attribute.String("api", "s3")))
 	if err != nil || n != length {
 		if r.Context().Err() == nil {
-			h.log.WarnContext(r.Context(), "s3 read cut short", "key", key, "sent", n, "want", length, "served_by", obj.ServedBy, "error", err)
+			h.log.WarnContext(r.Context(), "s3 read cut short", "request_id", id, "key", key, "sent", n, "want", length, "served_by", obj.ServedBy, "error", err)
 		}
 		// The status is sent: abort the connection so the client sees a broken
 		// transfer (Content-Length unmet), never a short file that looks whole.

@@ -37,6 +37,9 @@ func (tw *tableWriter) collect(ctx context.Context) error {
 		return err
 	}
 	budget := collectBatches
+	if err := tw.capExpiries(ctx); err != nil {
+		return err
+	}
 
 	dataKeys, err := tw.keys(ctx, `SELECT key FROM mink_data_files
 		WHERE table_id = $1 AND (expires_at IS NULL OR expires_at < now())`)
@@ -94,6 +97,26 @@ func (tw *tableWriter) fencedAtVersion(ctx context.Context, fn func(pgx.Tx) erro
 			return fmt.Errorf("%w: read at version %d, the table is at %d", ErrConflict, tw.st.base.Version, v)
 		}
 		return fn(tx)
+	})
+}
+
+// capExpiries brings live-load rows that expire later than the table's live TTL from
+// now back to it: whatever set them (a client of an older version asked for a TTL of a
+// century), every row a load made is collected after at most that long.
+func (tw *tableWriter) capExpiries(ctx context.Context) error {
+	ms := float64(icebergmeta.LiveTTLOf(tw.tbl.Properties).Milliseconds())
+	return lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
+		for _, sql := range []string{
+			`UPDATE mink_data_files SET expires_at = now() + $2::float8 * interval '1 millisecond'
+				WHERE table_id = $1 AND expires_at > now() + $2::float8 * interval '1 millisecond'`,
+			`UPDATE mink_meta_files SET expires_at = now() + $2::float8 * interval '1 millisecond'
+				WHERE table_id = $1 AND expires_at > now() + $2::float8 * interval '1 millisecond'`,
+		} {
+			if _, err := tx.Exec(ctx, sql, tw.l.Table, ms); err != nil {
+				return fmt.Errorf("cap live-load expiries: %w", err)
+			}
+		}
+		return nil
 	})
 }
 

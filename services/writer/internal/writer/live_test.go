@@ -87,6 +87,19 @@ func TestCollectionOfLiveLoadRows(t *testing.T) {
 		return !exists("mink_data_files", liveData) && !exists("mink_meta_files", liveMeta)
 	})
 
+	// A row set to outlive everything (a client of an older version asked for a TTL of a
+	// century) is brought back to the table's live TTL, then collected.
+	century := tailRow(10, 12, 100*365*24*time.Hour)
+	century2 := metaRow("c.metadata.json", 100*365*24*time.Hour)
+	ttlOf := icebergmeta.LiveTTLOf(f.tbl.Properties)
+	leasetest.Eventually(t, 10*time.Second, "a century-long expiry capped", func() bool {
+		var capped bool
+		err := f.db.QueryRow(f.ctx, `SELECT (SELECT expires_at FROM mink_data_files WHERE key = $1) <= now() + $3::float8 * interval '1 millisecond'
+			AND (SELECT expires_at FROM mink_meta_files WHERE key = $2) <= now() + $3::float8 * interval '1 millisecond'`,
+			century, century2, float64(ttlOf.Milliseconds())).Scan(&capped)
+		return err == nil && capped
+	})
+
 	// A load's tail file, then a commit of the identical range: the writer's file now,
 	// with no expiry, kept past the load's TTL since the snapshot names it.
 	tail := tailRow(10, 20, 2*time.Second)

@@ -1,0 +1,203 @@
+package s3api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"reflect"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/auth"
+)
+
+// Bounds on what an error body echoes of the request: S3 keys are at most 1 KiB.
+const (
+	maxEchoKey     = 1024
+	maxEchoBucket  = 255
+	maxEchoMessage = 2048
+)
+
+// bounded is e with every element that may echo the request cut to its bound, so an
+// error body never repeats a huge key or bucket back.
+func bounded(e apierr.S3Error) apierr.S3Error {
+	long := e.Key
+	e.Key = truncate(e.Key, maxEchoKey)
+	e.Resource = truncate(e.Resource, maxEchoKey)
+	e.BucketName = truncate(e.BucketName, maxEchoBucket)
+	if len(long) > maxEchoKey {
+		e.Message = strings.ReplaceAll(e.Message, long, e.Key)
+	}
+	e.Message = truncate(e.Message, maxEchoMessage)
+	return e
+}
+
+// truncate cuts s to at most n bytes, on a character boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// authError is the S3 error of a signature that does not verify: its S3 code, with the
+// status S3 gives it.
+func authError(err error) apierr.S3Error {
+	e := apierr.S3(err)
+	var ae *apierr.Error
+	if errors.As(err, &ae) && ae.S3Code != "" {
+		e.Code, e.Status = ae.S3Code, auth.S3Status(ae.S3Code)
+	}
+	return e
+}
+
+// authorized reports whether p may read key: a key names its table by its first two
+// segments, "<namespace>/<table>/...". When not, it says why.
+func authorized(p *auth.Principal, key string) (string, bool) {
+	if p.IsAdmin() {
+		return "", true
+	}
+	ns, rest, _ := strings.Cut(key, "/")
+	name, _, _ := strings.Cut(rest, "/")
+	switch {
+	case ns == "" || name == "":
+		return "the key names no table (keys are <namespace>/<table>/...)", false
+	case p.CanRead(ns, name):
+		return "", true
+	case p.Table != "":
+		return "these credentials were vended for table " + p.Table + " and read its files only, not " + ns + "." + name + "'s", false
+	}
+	return "principal " + p.ID + " may not read table " + ns + "." + name, false
+}
+
+// subresources are the query parameters that make a request another S3 operation than
+// GetObject or HeadObject (or HeadBucket): Mink serves none of them. Listing
+// (list-type, prefix, ...) is answered as listing.
+var subresources = map[string]bool{
+	"accelerate": true, "acl": true, "analytics": true, "attributes": true, "cors": true,
+	"delete": true, "encryption": true, "intelligent-tiering": true, "inventory": true,
+	"legal-hold": true, "lifecycle": true, "location": true, "logging": true,
+	"metadataConfiguration": true, "metadataTable": true, "metrics": true,
+	"notification": true, "object-lock": true, "ownershipControls": true, "partNumber": true,
+	"policy": true, "policyStatus": true, "publicAccessBlock": true, "renameObject": true,
+	"replication": true, "requestPayment": true, "restore": true, "retention": true,
+	"select": true, "select-type": true, "session": true, "tagging": true, "torrent": true,
+	"uploadId": true, "uploads": true, "versioning": true, "versions": true, "website": true,
+}
+
+// subresource is the first subresource q asks for, if any. versionId=null is the one
+// version of an object in a bucket without versioning, so it is GetObject.
+func subresource(q url.Values) (string, bool) {
+	var found []string
+	for k := range q {
+		if subresources[k] || (k == "versionId" && q.Get(k) != "null") {
+			found = append(found, k)
+		}
+	}
+	if len(found) == 0 {
+		return "", false
+	}
+	first := found[0]
+	for _, k := range found[1:] {
+		first = min(first, k)
+	}
+	return first, true
+}
+
+// publicMessage is what a client is told of err, whose S3 error is e: Mink's own words,
+// without what came from below (a driver's error text with SQL or addresses, a path on
+// the node). The whole error goes to the log under the request id.
+func publicMessage(err error, e apierr.S3Error) string {
+	if e.Status == http.StatusInternalServerError && status.Code(err) != codes.DataLoss {
+		// A bug or an unclassified failure: nothing of it is the client's business.
+		return "We encountered an internal error. Please try again; the file server's log has the details under the request id."
+	}
+	msg := e.Message
+	// Cut where the first error from a driver or the OS begins in the text: Mink's
+	// messages wrap them as "what Mink was doing: their text".
+	for _, fe := range foreignErrors(err) {
+		if text := fe.Error(); text != "" {
+			if i := strings.Index(msg, text); i >= 0 {
+				msg = msg[:i]
+			}
+		}
+	}
+	// What another node answered comes as text only; and a driver's words may have
+	// been formatted in with %v. Cut at what marks them.
+	for _, m := range internalMarkers {
+		if i := strings.Index(msg, m); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	msg = absPath.ReplaceAllString(msg, "$1<path>")
+	msg = strings.TrimRight(msg, " :;,")
+	if msg == "" {
+		return http.StatusText(e.Status)
+	}
+	return msg
+}
+
+// internalMarkers begin the words of Postgres, a network dialer or the OS in an error's
+// text.
+var internalMarkers = []string{
+	"(SQLSTATE", "SQLSTATE ", "ERROR: ", "FATAL: ", "failed to connect to", "unable to dial",
+	"dial tcp", "dial unix", "read tcp", "write tcp", "lookup ", "connect: ", "connection refused",
+	"connection reset", "broken pipe", "i/o timeout", "no such file or directory", "permission denied",
+}
+
+// absPath is an absolute file path in a message (keys never start with "/").
+var absPath = regexp.MustCompile(`(^|[\s"'(\[=])/[^\s"'()\[\],;]+`)
+
+// foreignErrors are the errors in err's chain that come from a driver, the network or
+// the OS rather than from Mink.
+func foreignErrors(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		for e != nil {
+			if foreign(e) {
+				out = append(out, e)
+				return
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() []error }:
+				for _, c := range u.Unwrap() {
+					walk(c)
+				}
+				return
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			default:
+				return
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+// foreignPkgs are the packages whose errors' words stay in the log.
+var foreignPkgs = []string{"github.com/jackc/", "github.com/twmb/", "net", "os", "io/fs", "syscall", "crypto/"}
+
+func foreign(err error) bool {
+	t := reflect.TypeOf(err)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	pkg := t.PkgPath()
+	for _, p := range foreignPkgs {
+		if pkg == p || strings.HasPrefix(pkg, p) && (strings.HasSuffix(p, "/") || strings.HasPrefix(pkg, p+"/")) {
+			return true
+		}
+	}
+	return false
+}
