@@ -184,8 +184,8 @@ func (e *Env) Failover(ctx context.Context, o FailoverOptions) ([]FailoverTrial,
 
 // heldLeases is every live holder's partition leases of a table with their epochs.
 func heldLeases(ctx context.Context, db *pgxpool.Pool, table int64) (map[string]map[int32]int64, error) {
-	rows, err := db.Query(ctx, `SELECT holder, partition, epoch FROM mink_leases
-		WHERE kind = 'partition' AND table_id = $1 AND holder IS NOT NULL AND expires_at > now()`, table)
+	rows, err := db.Query(ctx, `SELECT holder, partition, epoch FROM mink_lease_holders
+		WHERE kind = 'partition' AND table_id = $1 AND holder IS NOT NULL`, table)
 	if err != nil {
 		return nil, err
 	}

@@ -208,6 +208,7 @@ func (s *Server) getStatus(ctx context.Context, _ *adminv1.GetStatusRequest) (*a
 		LeaseStats: &adminv1.LeaseStats{
 			Rounds: st.Rounds, FailedRounds: st.Failed, Statements: st.Statements,
 			Acquired: st.Acquired, Released: st.Released, Lost: st.Lost,
+			RowsRead: st.RowsRead, RowsWritten: st.RowsWritten,
 		},
 	}
 	if err := m.LastError(); err != nil {

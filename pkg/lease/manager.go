@@ -75,12 +75,14 @@ type held struct {
 
 // Stats are a node's coordination figures.
 type Stats struct {
-	Rounds     int64 // rounds that completed
-	Failed     int64 // rounds that failed (Postgres unreachable, ...)
-	Statements int64 // SQL statements sent in rounds, registration and leave
-	Acquired   int64
-	Released   int64
-	Lost       int64
+	Rounds      int64 // rounds that completed
+	Failed      int64 // rounds that failed (Postgres unreachable, ...)
+	Statements  int64 // SQL statements sent in rounds, registration and leave
+	RowsRead    int64 // rows those statements returned
+	RowsWritten int64 // rows they inserted, updated or deleted
+	Acquired    int64
+	Released    int64
+	Lost        int64
 }
 
 // Manager is one node's membership and leases.
@@ -94,6 +96,7 @@ type Manager struct {
 
 	mu         sync.Mutex
 	held       map[Scope]*held
+	unreleased map[Scope]Lease // released but still ours in Postgres: released again every round
 	draining   bool
 	startedAt  time.Time
 	lastRenew  time.Time // local time at which the last successful renewal was sent
@@ -104,7 +107,16 @@ type Manager struct {
 	base       context.Context // parent of worker contexts; ends when Run ends
 	wg         sync.WaitGroup
 
-	rounds, failed, statements, acquired, released, lost atomic.Int64
+	// What the last rounds read, kept between rounds: the members and the tables are
+	// read again only when their generation moved.
+	settled    bool // has seen the membership for a round since it (re)joined
+	membersGen int64
+	tablesGen  int64
+	members    []Member
+	tables     []TableView
+	tableNames map[int64]string
+
+	rounds, failed, statements, rowsRead, rowsWritten, acquired, released, lost atomic.Int64
 }
 
 // NewManager prepares a node; Run registers it.
@@ -139,6 +151,12 @@ func (m *Manager) Config() Config { return m.cfg }
 func (m *Manager) safety() time.Duration { return m.cfg.TTL / 6 }
 
 func (m *Manager) count(n int) { m.statements.Add(int64(n)) }
+
+// rows counts what statements read and wrote.
+func (m *Manager) rows(read, written int64) {
+	m.rowsRead.Add(read)
+	m.rowsWritten.Add(written)
+}
 
 // Run registers the node, runs a round every TTL/3 until ctx ends, then releases every
 // lease and leaves at once. It returns nil after a clean leave, or ErrReplaced if another
@@ -193,11 +211,11 @@ func (m *Manager) Kick() {
 }
 
 const upsertMember = `INSERT INTO mink_members
-		(node_id, incarnation, roles, grpc_addr, addrs, version, draining, started_at, renewed_at, expires_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, now(), now(), now() + $8 * interval '1 millisecond')
+		(node_id, incarnation, roles, grpc_addr, addrs, version, draining, max_partitions, started_at, renewed_at, expires_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $9, now(), now(), now() + $8 * interval '1 millisecond')
 	ON CONFLICT (node_id) DO UPDATE SET
 		roles = EXCLUDED.roles, grpc_addr = EXCLUDED.grpc_addr, addrs = EXCLUDED.addrs,
-		version = EXCLUDED.version, draining = EXCLUDED.draining,
+		version = EXCLUDED.version, draining = EXCLUDED.draining, max_partitions = EXCLUDED.max_partitions,
 		renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at`
 
 func (m *Manager) memberArgs() []any {
@@ -208,35 +226,63 @@ func (m *Manager) memberArgs() []any {
 	m.mu.Lock()
 	draining := m.draining
 	m.mu.Unlock()
-	return []any{m.cfg.NodeID, m.incarnation, roles, m.cfg.GRPCAddr, m.cfg.Addrs, m.cfg.Version, draining, m.cfg.TTL.Milliseconds()}
+	return []any{m.cfg.NodeID, m.incarnation, roles, m.cfg.GRPCAddr, m.cfg.Addrs, m.cfg.Version, draining,
+		m.cfg.TTL.Milliseconds(), m.cfg.MaxPartitions}
 }
 
 // Register inserts the member row, taking it over from any earlier process with the same
-// node id, and adopts that process's unexpired leases under new epochs, so that the older
-// process, should it still run (paused, partitioned), is fenced out of every one of them.
+// node id. When that process's row was still live it adopts its leases under new epochs,
+// so that the older process, should it still run (paused, partitioned), is fenced out of
+// every one of them; whatever it cannot adopt at once (a fenced write of the old process
+// in flight holds the row) is left to the rounds, which free it once that write ends.
 // Run calls it; simulations that drive rounds themselves call Register, Round and Leave.
 func (m *Manager) Register(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
+	defer cancel()
 	start := time.Now()
 	var leases []Lease
-	var startedAt time.Time
+	var startedAt, expires time.Time
 	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
 		m.count(2)
-		var started time.Time
-		if err := tx.QueryRow(ctx, upsertMember+`, incarnation = EXCLUDED.incarnation, started_at = EXCLUDED.started_at
-			RETURNING started_at`, m.memberArgs()...).Scan(&started); err != nil {
+		var old *string
+		var oldLive bool
+		err := tx.QueryRow(ctx, `SELECT incarnation::text, expires_at > now() FROM mink_members WHERE node_id = $1 FOR UPDATE`,
+			m.cfg.NodeID).Scan(&old, &oldLive)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		rows, err := tx.Query(ctx, `UPDATE mink_leases l SET epoch = l.epoch + 1, acquired_at = now(),
-				expires_at = now() + $2 * interval '1 millisecond'
-			FROM mink_tables t
-			WHERE l.holder = $1 AND l.expires_at > now() AND t.id = l.table_id
-			RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, l.expires_at`,
-			m.cfg.NodeID, m.cfg.TTL.Milliseconds())
+		if err := tx.QueryRow(ctx, upsertMember+`, incarnation = EXCLUDED.incarnation, started_at = EXCLUDED.started_at
+			RETURNING started_at, expires_at`, m.memberArgs()...).Scan(&startedAt, &expires); err != nil {
+			return err
+		}
+		m.rows(1, 1)
+		if old == nil || *old == m.incarnation {
+			return nil
+		}
+		// The old incarnation is retired: the rounds free what it still holds.
+		m.count(1)
+		if _, err := tx.Exec(ctx, `INSERT INTO mink_retired (node_id, incarnation) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			m.cfg.NodeID, *old); err != nil {
+			return err
+		}
+		m.rows(0, 1)
+		if !oldLive {
+			return nil
+		}
+		m.count(1)
+		rows, err := tx.Query(ctx, `WITH mine AS (
+				SELECT kind, table_id, partition FROM mink_leases WHERE holder = $1 AND incarnation = $3
+				FOR UPDATE SKIP LOCKED)
+			UPDATE mink_leases l SET incarnation = $2, epoch = l.epoch + 1, acquired_at = now()
+			FROM mine w, mink_tables t
+			WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND t.id = l.table_id
+			RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch`,
+			m.cfg.NodeID, m.incarnation, *old)
 		if err != nil {
 			return err
 		}
-		leases, err = scanLeases(rows, m.cfg.NodeID)
-		startedAt = started
+		leases, err = scanLeases(rows, m.cfg.NodeID, expires)
+		m.rows(int64(len(leases)), int64(len(leases)))
 		return err
 	})
 	if err != nil {
@@ -245,6 +291,7 @@ func (m *Manager) Register(ctx context.Context) error {
 	m.mu.Lock()
 	m.startedAt = startedAt
 	m.registered = true
+	m.settled = false
 	m.lastRenew = start
 	m.mu.Unlock()
 	m.log.Info("registered", "roles", m.cfg.Roles, "grpc_addr", m.cfg.GRPCAddr, "incarnation", m.incarnation, "adopted", len(leases))
@@ -254,10 +301,49 @@ func (m *Manager) Register(ctx context.Context) error {
 	return nil
 }
 
-// Round is one round of the seed's rules: renew the member row and every lease in one
-// batch, read the cluster, decide, then release and acquire. It sends a constant number
-// of statements whatever the number of leases. Run calls it every TTL/3; tests and
-// simulations call it directly.
+// janitor frees the leases of members whose rows expired, a full lease_ttl after they
+// last renewed and never sooner, and deletes those rows; and it frees what retired
+// incarnations (member rows gone or taken over) still hold. It never waits on a lock:
+// a member row being renewed, or a lease row that a fenced write in flight holds, is
+// skipped; the incarnation that held such a lease is kept in mink_retired, and a later
+// round frees the lease once the write has ended.
+const janitor = `WITH dead AS (
+		DELETE FROM mink_members WHERE node_id IN (
+			SELECT node_id FROM mink_members WHERE expires_at <= now() FOR UPDATE SKIP LOCKED)
+		RETURNING node_id, incarnation
+	), gone AS (
+		SELECT node_id, incarnation FROM dead
+		UNION SELECT node_id, incarnation FROM mink_retired
+	), owned AS (
+		SELECT l.kind, l.table_id, l.partition, l.holder, l.incarnation
+		FROM mink_leases l JOIN gone g ON l.holder = g.node_id AND l.incarnation = g.incarnation
+	), free AS (
+		SELECT l.kind, l.table_id, l.partition
+		FROM mink_leases l JOIN gone g ON l.holder = g.node_id AND l.incarnation = g.incarnation
+		FOR UPDATE OF l SKIP LOCKED
+	), freed AS (
+		UPDATE mink_leases l SET holder = NULL, incarnation = NULL FROM free f
+		WHERE l.kind = f.kind AND l.table_id = f.table_id AND l.partition = f.partition
+		RETURNING 1
+	), kept AS (
+		SELECT DISTINCT o.holder AS node_id, o.incarnation FROM owned o
+		WHERE NOT EXISTS (SELECT 1 FROM free f WHERE f.kind = o.kind AND f.table_id = o.table_id AND f.partition = o.partition)
+	), retire AS (
+		INSERT INTO mink_retired (node_id, incarnation) SELECT node_id, incarnation FROM kept
+		ON CONFLICT DO NOTHING RETURNING 1
+	), unretire AS (
+		DELETE FROM mink_retired r USING gone g
+		WHERE r.node_id = g.node_id AND r.incarnation = g.incarnation
+		  AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.node_id = r.node_id AND k.incarnation = r.incarnation)
+		RETURNING 1
+	)
+	SELECT (SELECT count(*) FROM dead) + (SELECT count(*) FROM freed) + (SELECT count(*) FROM retire) + (SELECT count(*) FROM unretire)`
+
+// Round is one round of the seed's rules: renew the member row (which renews every lease
+// this node holds), free the leases of members whose rows expired, read what changed,
+// decide, then release and acquire. In a steady cluster it writes one row and reads a
+// handful, whatever the number of tables, partitions and leases held. Run calls it every
+// TTL/3; tests and simulations call it directly.
 func (m *Manager) Round(ctx context.Context) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
 	defer cancel()
@@ -275,6 +361,12 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 	m.mu.Lock()
 	m.roundSeq++
 	seq := m.roundSeq
+	// A node that could not renew for a whole lease_ttl (an outage) comes back as if it
+	// joined: it first watches the membership for one round, so that nodes recovering
+	// together all compute their shares over all of them.
+	if m.registered && time.Since(m.lastRenew) > m.cfg.TTL {
+		m.settled = false
+	}
 	m.mu.Unlock()
 	defer func() {
 		if err == nil {
@@ -283,100 +375,330 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 			m.mu.Unlock()
 		}
 	}()
-	start := time.Now()
 
-	b := &pgx.Batch{}
-	b.Queue(upsertMember+` WHERE mink_members.incarnation = $2 RETURNING 1`, m.memberArgs()...)
-	b.Queue(`UPDATE mink_leases l SET expires_at = now() + $3 * interval '1 millisecond'
-		FROM mink_members m, mink_tables t
-		WHERE l.holder = $1 AND l.expires_at > now() AND t.id = l.table_id
-		  AND m.node_id = $1 AND m.incarnation = $2
-		RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, l.expires_at`,
-		m.cfg.NodeID, m.incarnation, m.cfg.TTL.Milliseconds())
-	m.count(2)
-	br := m.db.SendBatch(ctx, b)
-	var one int
-	if err := br.QueryRow().Scan(&one); err != nil {
-		br.Close()
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("lease: %s: %w", m.cfg.NodeID, ErrReplaced)
-		}
+	// The renewal, alone in its transaction: it locks only this node's member row, which
+	// no fenced write ever locks, so nothing can hold it up.
+	start := time.Now()
+	m.count(1)
+	var inserted bool
+	var expires time.Time
+	err = m.db.QueryRow(ctx, upsertMember+` WHERE mink_members.incarnation = $2 RETURNING (xmax = 0), expires_at`,
+		m.memberArgs()...).Scan(&inserted, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("lease: %s: %w", m.cfg.NodeID, ErrReplaced)
+	}
+	if err != nil {
 		return fmt.Errorf("lease: heartbeat: %w", err)
 	}
-	rows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return fmt.Errorf("lease: renew: %w", err)
+	m.rows(1, 1)
+	if inserted {
+		// Our row had expired and another node's round deleted it, freeing our leases
+		// (they may be another node's by now): nothing we held is ours any more.
+		m.loseAll("the member row expired and was removed: its leases were freed")
 	}
-	renewed, err := scanLeases(rows, m.cfg.NodeID)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("lease: renew: %w", err)
-	}
-	m.reconcile(renewed, start)
+	m.renewed(start, expires)
 
-	view, _, err := readView(ctx, m.db, m.cfg.NodeID, m.cfg.TTL, m.count)
+	b := &pgx.Batch{}
+	b.Queue(janitor)
+	b.Queue(`SELECT coalesce(sum(gen) FILTER (WHERE name = 'members'), 0), coalesce(sum(gen) FILTER (WHERE name = 'tables'), 0)
+		FROM mink_generations`)
+	b.Queue(`SELECT kind, table_id, count(*) FROM mink_leases WHERE holder IS NULL GROUP BY kind, table_id`)
+	m.count(b.Len())
+	freeParts, freeWriters := map[int64]int32{}, map[int64]bool{}
+	var membersGen, tablesGen, janitored, nfree int64
+	err = func() error {
+		br := m.db.SendBatch(ctx, b)
+		defer br.Close()
+		if err := br.QueryRow().Scan(&janitored); err != nil {
+			return fmt.Errorf("lease: free the leases of expired members: %w", err)
+		}
+		if err := br.QueryRow().Scan(&membersGen, &tablesGen); err != nil {
+			return fmt.Errorf("lease: read generations: %w", err)
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("lease: read free leases: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var kind string
+			var table, n int64
+			if err := rows.Scan(&kind, &table, &n); err != nil {
+				return fmt.Errorf("lease: read free leases: %w", err)
+			}
+			nfree++
+			if Kind(kind) == KindWriter {
+				freeWriters[table] = true
+			} else {
+				freeParts[table] = int32(n)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lease: read free leases: %w", err)
+		}
+		rows.Close()
+		return br.Close()
+	}()
 	if err != nil {
-		return fmt.Errorf("lease: read cluster: %w", err)
+		return err
 	}
-	view.MaxPartitions = m.cfg.MaxPartitions
+	m.rows(2+nfree, janitored)
+	if err := m.refresh(ctx, membersGen, tablesGen); err != nil {
+		return err
+	}
+
+	m.mu.Lock()
+	settled := m.settled
+	held := make([]Scope, 0, len(m.held)+len(m.unreleased))
+	for s := range m.held {
+		held = append(held, s)
+	}
+	for s := range m.unreleased {
+		held = append(held, s)
+	}
+	view := View{Self: m.cfg.NodeID, Members: m.members, Tables: m.tables, Held: held,
+		FreePartitions: freeParts, FreeWriters: freeWriters}
+	m.mu.Unlock()
+	m.dropGone()
 	act := Decide(view)
-	if len(act.Release) > 0 {
-		if err := m.release(ctx, act.Release); err != nil {
+	if len(act.Fetch) > 0 && settled {
+		if view.FreeScopes, err = m.freeScopes(ctx, act.Fetch); err != nil {
 			return err
 		}
+		act = Decide(view)
 	}
-	if len(act.Acquire) > 0 {
+	if err := m.release(ctx, act.Release); err != nil {
+		return err
+	}
+	if len(act.Acquire) > 0 && settled {
 		if err := m.acquire(ctx, act.Acquire); err != nil {
 			return err
 		}
 	}
+	m.mu.Lock()
+	m.settled = true
+	m.mu.Unlock()
 	return nil
 }
 
-// reconcile aligns local leases with what Postgres renewed: a lease it did not renew, or
-// renewed under another epoch, is lost; one it renewed that has no live worker (the local
-// deadline passed, or an acquisition whose answer never arrived) gets a new worker.
-func (m *Manager) reconcile(renewed []Lease, start time.Time) {
-	now := map[Scope]Lease{}
-	for _, l := range renewed {
-		now[l.Scope] = l
-	}
+// refresh reads the members and the tables again when their generations moved.
+func (m *Manager) refresh(ctx context.Context, membersGen, tablesGen int64) error {
 	m.mu.Lock()
-	m.lastRenew = start
-	var lost []*held
+	needMembers, needTables := membersGen != m.membersGen || m.members == nil, tablesGen != m.tablesGen || m.tables == nil
+	m.mu.Unlock()
+	if needMembers {
+		m.count(1)
+		ms, err := ListMembers(ctx, m.db)
+		if err != nil {
+			return fmt.Errorf("lease: read members: %w", err)
+		}
+		m.rows(int64(len(ms)), 0)
+		m.mu.Lock()
+		m.members, m.membersGen = ms, membersGen
+		m.mu.Unlock()
+	}
+	if needTables {
+		m.count(1)
+		rows, err := m.db.Query(ctx, `SELECT id, namespace || '.' || name, partitions FROM mink_tables`)
+		if err != nil {
+			return fmt.Errorf("lease: read tables: %w", err)
+		}
+		tables := []TableView{}
+		names := map[int64]string{}
+		for rows.Next() {
+			var t TableView
+			var name string
+			if err := rows.Scan(&t.ID, &name, &t.Partitions); err != nil {
+				rows.Close()
+				return fmt.Errorf("lease: read tables: %w", err)
+			}
+			tables = append(tables, t)
+			names[t.ID] = name
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lease: read tables: %w", err)
+		}
+		m.rows(int64(len(tables)), 0)
+		sort.Slice(tables, func(i, j int) bool { return tables[i].ID < tables[j].ID })
+		m.mu.Lock()
+		m.tables, m.tableNames, m.tablesGen = tables, names, tablesGen
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// freeScopes reads, for each table, up to the wanted number of its free partition leases,
+// the ones this node prefers most (mink_preference is Preference in SQL), so that a round
+// reads no more than it may take.
+func (m *Manager) freeScopes(ctx context.Context, wants map[int64]int32) (map[int64][]int32, error) {
+	var tables []int64
+	var counts []int32
+	for t, n := range wants {
+		tables = append(tables, t)
+		counts = append(counts, n)
+	}
+	m.count(1)
+	rows, err := m.db.Query(ctx, `SELECT w.table_id, f.partition
+		FROM unnest($2::bigint[], $3::int[]) AS w(table_id, n)
+		CROSS JOIN LATERAL (
+			SELECT l.partition FROM mink_leases l
+			WHERE l.holder IS NULL AND l.kind = 'partition' AND l.table_id = w.table_id
+			ORDER BY mink_preference($1, 'partition/' || l.table_id || '/' || l.partition) DESC,
+				('partition/' || l.table_id || '/' || l.partition) COLLATE "C"
+			LIMIT w.n) f`, m.cfg.NodeID, tables, counts)
+	if err != nil {
+		return nil, fmt.Errorf("lease: read free leases: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64][]int32{}
+	var n int64
+	for rows.Next() {
+		var t int64
+		var p int32
+		if err := rows.Scan(&t, &p); err != nil {
+			return nil, fmt.Errorf("lease: read free leases: %w", err)
+		}
+		out[t] = append(out[t], p)
+		n++
+	}
+	m.rows(n, 0)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lease: read free leases: %w", err)
+	}
+	return out, nil
+}
+
+// dropGone forgets the leases of tables that no longer exist (dropped: their lease rows
+// went with them) and stops their workers.
+func (m *Manager) dropGone() {
+	m.mu.Lock()
+	var gone []*held
 	for s, h := range m.held {
-		if l, ok := now[s]; !ok || l.Epoch != h.Epoch {
-			lost = append(lost, h)
+		if _, ok := m.tableNames[s.Table]; !ok && m.tableNames != nil {
+			gone = append(gone, h)
 			delete(m.held, s)
 		}
 	}
-	m.mu.Unlock()
-	for _, h := range lost {
-		m.lost.Add(1)
-		m.stop(h, ErrLeaseLost)
-		m.log.Warn("lease lost", leaseAttrs(h.Lease)...)
-	}
-	deadline := start.Add(m.cfg.TTL - m.safety())
-	for _, l := range renewed {
-		m.mu.Lock()
-		h := m.held[l.Scope]
-		if h != nil && h.ctx.Err() == nil {
-			h.Expires = l.Expires
-			h.timer.Reset(time.Until(deadline))
-			m.mu.Unlock()
-			continue
+	for s := range m.unreleased {
+		if _, ok := m.tableNames[s.Table]; !ok && m.tableNames != nil {
+			delete(m.unreleased, s)
 		}
-		if h != nil {
-			delete(m.held, l.Scope)
+	}
+	m.mu.Unlock()
+	m.stop(ErrLeaseLost, gone...)
+	for _, h := range gone {
+		m.lost.Add(1)
+		m.log.Info("lease gone with its table", leaseAttrs(h.Lease)...)
+	}
+}
+
+// loseAll stops every worker: the leases are no longer this node's.
+func (m *Manager) loseAll(why string) {
+	hs := m.detachAll()
+	m.mu.Lock()
+	m.settled = false
+	m.mu.Unlock()
+	m.stop(ErrLeaseLost, hs...)
+	for _, h := range hs {
+		m.lost.Add(1)
+		m.log.Warn("lease lost: "+why, leaseAttrs(h.Lease)...)
+	}
+}
+
+// renewed records a renewal that began at start: every lease this node holds now expires
+// at expires. Workers stopped at their local deadline (the node could not renew in time)
+// start again, each under a new epoch, so that the old worker, should it still run, is
+// fenced out of the lease its successor works under.
+func (m *Manager) renewed(start, expires time.Time) {
+	deadline := start.Add(m.cfg.TTL - m.safety())
+	m.mu.Lock()
+	m.lastRenew = start
+	var restart []*held
+	for _, h := range m.held {
+		h.Expires = expires
+		if h.ctx.Err() == nil {
+			h.timer.Reset(time.Until(deadline))
+		} else {
+			restart = append(restart, h)
+		}
+	}
+	m.mu.Unlock()
+	if len(restart) > 0 {
+		m.restart(restart, start)
+	}
+}
+
+// restart gives the leases whose workers stopped at their local deadline new epochs and
+// new workers, in one statement, once each old worker has ended (until then it stays
+// stopped, and the next renewal tries again): an old worker, should it still be inside a
+// fenced write, is then fenced out of the lease its successor works under. A lease that
+// is not ours any more is dropped.
+func (m *Manager) restart(hs []*held, start time.Time) {
+	var ready []*held
+	for _, h := range hs {
+		select {
+		case <-h.done:
+			ready = append(ready, h)
+		default:
+			m.log.Warn("lease worker still running after its local deadline; not restarting it yet", leaseAttrs(h.Lease)...)
+		}
+	}
+	if len(ready) == 0 {
+		return
+	}
+	scopes := make([]Scope, len(ready))
+	epochs := make([]int64, len(ready))
+	for i, h := range ready {
+		scopes[i], epochs[i] = h.Scope, h.Epoch
+	}
+	kinds, tables, parts := scopeArrays(scopes)
+	ctx, cancel := context.WithTimeout(m.base, m.cfg.TTL/3)
+	defer cancel()
+	m.count(1)
+	rows, err := m.db.Query(ctx, `UPDATE mink_leases l SET epoch = l.epoch + 1, acquired_at = now()
+		FROM unnest($3::text[], $4::bigint[], $5::int[], $6::bigint[]) AS w(kind, table_id, partition, epoch)
+		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND l.epoch = w.epoch
+		  AND l.holder = $1 AND l.incarnation = $2
+		RETURNING l.kind, l.table_id, l.partition, l.epoch`, m.cfg.NodeID, m.incarnation, kinds, tables, parts, epochs)
+	var got []Lease
+	if err == nil {
+		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
+			var l Lease
+			var kind string
+			err := r.Scan(&kind, &l.Table, &l.Partition, &l.Epoch)
+			l.Kind = Kind(kind)
+			return l, err
+		})
+	}
+	if err != nil {
+		// They stay stopped; the next round's renewal tries again.
+		m.log.Warn("could not restart lease workers under new epochs", "leases", len(ready), "error", err)
+		return
+	}
+	m.rows(int64(len(got)), int64(len(got)))
+	epoch := make(map[Scope]int64, len(got))
+	for _, l := range got {
+		epoch[l.Scope] = l.Epoch
+	}
+	for _, h := range ready {
+		m.mu.Lock()
+		current := m.held[h.Scope] == h
+		if current {
+			delete(m.held, h.Scope)
 		}
 		m.mu.Unlock()
-		if h != nil {
-			m.stop(h, ErrLocalDeadline)
+		if !current {
+			continue // released or lost meanwhile
 		}
-		m.start(l, start, "renewed with no worker running")
+		e, ok := epoch[h.Scope]
+		if !ok {
+			m.lost.Add(1)
+			m.log.Warn("lease lost", leaseAttrs(h.Lease)...)
+			continue
+		}
+		l := h.Lease
+		l.Epoch = e
+		m.start(l, start, "renewed after its worker stopped; new epoch")
 	}
 }
 
@@ -392,28 +714,39 @@ func (m *Manager) expireLocally() {
 	}
 }
 
-// acquire takes free leases in one statement; Postgres decides who wins a race.
+// acquire takes free leases in one statement; Postgres decides who wins a race, and a
+// lease another node is taking at the same moment is skipped, not waited for.
 func (m *Manager) acquire(ctx context.Context, ss []Scope) error {
 	kinds, tables, parts := scopeArrays(ss)
 	start := time.Now()
 	m.count(1)
-	rows, err := m.db.Query(ctx, `UPDATE mink_leases l SET holder = $1, epoch = l.epoch + 1,
-			expires_at = now() + $3 * interval '1 millisecond', acquired_at = now()
-		FROM unnest($4::text[], $5::bigint[], $6::int[]) AS w(kind, table_id, partition),
-			mink_members m, mink_tables t
+	rows, err := m.db.Query(ctx, `WITH want AS (
+			SELECT l.kind, l.table_id, l.partition FROM mink_leases l
+			JOIN unnest($3::text[], $4::bigint[], $5::int[]) AS w(kind, table_id, partition)
+			  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
+			WHERE l.holder IS NULL
+			FOR UPDATE OF l SKIP LOCKED)
+		UPDATE mink_leases l SET holder = $1, incarnation = $2, epoch = l.epoch + 1, acquired_at = now()
+		FROM want w, mink_members m, mink_tables t
 		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
-		  AND (l.holder IS NULL OR l.expires_at IS NULL OR l.expires_at <= now())
 		  AND m.node_id = $1 AND m.incarnation = $2 AND m.expires_at > now() AND NOT m.draining
 		  AND t.id = l.table_id
-		RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, l.expires_at`,
-		m.cfg.NodeID, m.incarnation, m.cfg.TTL.Milliseconds(), kinds, tables, parts)
+		RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, m.expires_at`,
+		m.cfg.NodeID, m.incarnation, kinds, tables, parts)
 	if err != nil {
 		return fmt.Errorf("lease: acquire: %w", err)
 	}
-	got, err := scanLeases(rows, m.cfg.NodeID)
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
+		var l Lease
+		var kind string
+		err := r.Scan(&kind, &l.Table, &l.Partition, &l.TableName, &l.Epoch, &l.Expires)
+		l.Kind, l.Holder = Kind(kind), m.cfg.NodeID
+		return l, err
+	})
 	if err != nil {
 		return fmt.Errorf("lease: acquire: %w", err)
 	}
+	m.rows(int64(len(got)), int64(len(got)))
 	for _, l := range got {
 		m.acquired.Add(1)
 		m.start(l, start, "acquired")
@@ -422,7 +755,11 @@ func (m *Manager) acquire(ctx context.Context, ss []Scope) error {
 }
 
 // release stops the workers of ss, then frees the leases in one statement. Stopping first
-// means the next holder never overlaps with this one, even before fencing is needed.
+// means the next holder never overlaps with this one, even before fencing is needed. A
+// lease whose row a worker that ignored its stop still holds in a fenced write, or that
+// Postgres did not free (an error), stays this node's in Postgres: it is kept aside and
+// released again every round until it is free. Nothing else would ever free it, as this
+// node's member row stays live.
 func (m *Manager) release(ctx context.Context, ss []Scope) error {
 	var hs []*held
 	m.mu.Lock()
@@ -432,31 +769,81 @@ func (m *Manager) release(ctx context.Context, ss []Scope) error {
 			delete(m.held, s)
 		}
 	}
-	m.mu.Unlock()
-	var epochs []int64
-	var scopes []Scope
-	for _, h := range hs {
-		m.stop(h, context.Canceled)
-		scopes = append(scopes, h.Scope)
-		epochs = append(epochs, h.Epoch)
+	pending := make(map[Scope]Lease, len(hs)+len(m.unreleased))
+	for s, l := range m.unreleased {
+		pending[s] = l
 	}
-	if len(scopes) == 0 {
+	m.mu.Unlock()
+	m.stop(context.Canceled, hs...)
+	for _, h := range hs {
+		pending[h.Scope] = h.Lease
+	}
+	if len(pending) == 0 {
 		return nil
 	}
-	kinds, tables, parts := scopeArrays(scopes)
+	kinds, tables, parts, epochs := leaseArrays(pending)
 	m.count(1)
-	tag, err := m.db.Exec(ctx, `UPDATE mink_leases l SET holder = NULL, expires_at = NULL
-		FROM unnest($2::text[], $3::bigint[], $4::int[], $5::bigint[]) AS w(kind, table_id, partition, epoch)
+	rows, err := m.db.Query(ctx, `WITH mine AS (
+			SELECT l.kind, l.table_id, l.partition FROM mink_leases l
+			JOIN unnest($3::text[], $4::bigint[], $5::int[], $6::bigint[]) AS w(kind, table_id, partition, epoch)
+			  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND l.epoch = w.epoch
+			WHERE l.holder = $1 AND l.incarnation = $2
+			FOR UPDATE OF l SKIP LOCKED)
+		UPDATE mink_leases l SET holder = NULL, incarnation = NULL FROM mine w
 		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
-		  AND l.epoch = w.epoch AND l.holder = $1`,
-		m.cfg.NodeID, kinds, tables, parts, epochs)
+		RETURNING l.kind, l.table_id, l.partition`,
+		m.cfg.NodeID, m.incarnation, kinds, tables, parts, epochs)
+	var freed []Scope
+	if err == nil {
+		freed, err = collectScopes(rows)
+	}
+	m.rows(int64(len(freed)), int64(len(freed)))
+	m.released.Add(int64(len(freed)))
+	for _, s := range freed {
+		m.log.Info("lease released", leaseAttrs(pending[s])...)
+		delete(pending, s)
+	}
+	if err == nil && len(pending) > 0 {
+		// Not freed: still ours (locked by a fenced write in flight: next round), or not
+		// ours any more (its table dropped, say: forget it).
+		err = m.stillMine(ctx, pending)
+	}
+	m.mu.Lock()
+	m.unreleased = pending
+	m.mu.Unlock()
 	if err != nil {
-		// The workers are stopped; the leases expire on their own after lease_ttl.
 		return fmt.Errorf("lease: release: %w", err)
 	}
-	m.released.Add(tag.RowsAffected())
-	for _, h := range hs {
-		m.log.Info("lease released", leaseAttrs(h.Lease)...)
+	return nil
+}
+
+// stillMine removes from pending the leases this node no longer holds in Postgres.
+func (m *Manager) stillMine(ctx context.Context, pending map[Scope]Lease) error {
+	kinds, tables, parts, epochs := leaseArrays(pending)
+	m.count(1)
+	rows, err := m.db.Query(ctx, `SELECT l.kind, l.table_id, l.partition FROM mink_leases l
+		JOIN unnest($3::text[], $4::bigint[], $5::int[], $6::bigint[]) AS w(kind, table_id, partition, epoch)
+		  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND l.epoch = w.epoch
+		WHERE l.holder = $1 AND l.incarnation = $2`, m.cfg.NodeID, m.incarnation, kinds, tables, parts, epochs)
+	if err != nil {
+		return err
+	}
+	mine, err := collectScopes(rows)
+	if err != nil {
+		return err
+	}
+	m.rows(int64(len(mine)), 0)
+	keep := map[Scope]bool{}
+	for _, s := range mine {
+		keep[s] = true
+	}
+	for s, l := range pending {
+		if !keep[s] {
+			m.log.Info("lease no longer held; nothing to release", leaseAttrs(l)...)
+			delete(pending, s)
+		} else {
+			m.log.Warn("lease not released: a fenced write under it is still in flight; trying again next round", leaseAttrs(l)...)
+		}
 	}
 	return nil
 }
@@ -466,7 +853,7 @@ func (m *Manager) start(l Lease, renewStart time.Time, why string) {
 	m.mu.Lock()
 	if old := m.held[l.Scope]; old != nil {
 		m.mu.Unlock()
-		m.stop(old, ErrLeaseLost)
+		m.stop(ErrLeaseLost, old)
 		m.mu.Lock()
 	}
 	ctx, cancel := context.WithCancelCause(m.base)
@@ -487,56 +874,101 @@ func (m *Manager) start(l Lease, renewStart time.Time, why string) {
 	}()
 }
 
-// stop ends a lease's worker and waits for it, but not past the lease's own safety margin:
-// fencing protects the data even from a worker that ignores its context.
-func (m *Manager) stop(h *held, cause error) {
-	h.timer.Stop()
-	h.cancel(cause)
-	select {
-	case <-h.done:
-	case <-time.After(m.safety()):
-		m.log.Error("lease worker did not stop in time", leaseAttrs(h.Lease)...)
+// stop ends leases' workers and waits for them, all at once and not past the leases'
+// safety margin: fencing protects the data even from a worker that ignores its context.
+func (m *Manager) stop(cause error, hs ...*held) {
+	for _, h := range hs {
+		h.timer.Stop()
+		h.cancel(cause)
+	}
+	deadline := time.NewTimer(m.safety())
+	defer deadline.Stop()
+	late := false
+	for _, h := range hs {
+		if !late {
+			select {
+			case <-h.done:
+				continue
+			case <-deadline.C:
+				late = true
+			}
+		}
+		select {
+		case <-h.done:
+		default:
+			m.log.Error("lease worker did not stop in time", leaseAttrs(h.Lease)...)
+		}
 	}
 }
 
-func (m *Manager) stopAll(cause error) {
+func (m *Manager) stopAll(cause error) { m.stop(cause, m.detachAll()...) }
+
+// detachAll takes every lease off this node's books (the released ones not yet freed
+// too) and returns those with workers.
+func (m *Manager) detachAll() []*held {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	hs := make([]*held, 0, len(m.held))
 	for s, h := range m.held {
 		hs = append(hs, h)
 		delete(m.held, s)
 	}
-	m.mu.Unlock()
-	for _, h := range hs {
-		m.stop(h, cause)
-	}
+	m.unreleased = nil
+	return hs
 }
 
-// Leave stops every worker, releases every lease and deletes the member row, at once, so
-// other nodes can take the work in their next round.
+// Leave frees every lease and deletes the member row at once, whatever the workers do,
+// so other nodes can take the work in their next round. It asks the workers to stop
+// first but does not wait for them before freeing: fencing makes a slow one harmless, and
+// a lease row that a fenced write in flight holds is freed by the other nodes' rounds
+// the moment that write ends (it never outlives it, and takeover waits for it as always).
+// It waits for Postgres at most lease_ttl/6, then for the workers at most a lease_ttl.
 func (m *Manager) Leave() error {
-	m.stopAll(context.Canceled)
-	m.wg.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TTL/3)
-	defer cancel()
-	m.count(2)
-	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE mink_leases SET holder = NULL, expires_at = NULL
-			WHERE holder = $1 AND EXISTS (SELECT 1 FROM mink_members WHERE node_id = $1 AND incarnation = $2)`,
-			m.cfg.NodeID, m.incarnation)
-		if err != nil {
-			return err
-		}
-		m.released.Add(tag.RowsAffected())
-		_, err = tx.Exec(ctx, `DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2`, m.cfg.NodeID, m.incarnation)
-		return err
-	})
-	if err != nil {
-		// Postgres is unreachable: the leases and the row expire on their own.
-		m.log.Warn("leave failed; leases will expire after lease_ttl", "error", err)
-		return nil
+	for _, h := range m.detachAll() {
+		h.timer.Stop()
+		h.cancel(context.Canceled)
 	}
-	m.log.Info("left the cluster")
+	ctx, cancel := context.WithTimeout(context.Background(), m.safety())
+	defer cancel()
+	m.count(1)
+	var freed, kept, gone int64
+	err := m.db.QueryRow(ctx, `WITH free AS (
+			SELECT kind, table_id, partition FROM mink_leases WHERE holder = $1 AND incarnation = $2::uuid
+			FOR UPDATE SKIP LOCKED
+		), freed AS (
+			UPDATE mink_leases l SET holder = NULL, incarnation = NULL FROM free f
+			WHERE l.kind = f.kind AND l.table_id = f.table_id AND l.partition = f.partition
+			RETURNING 1
+		), kept AS (
+			SELECT 1 FROM mink_leases l WHERE l.holder = $1 AND l.incarnation = $2::uuid
+			  AND NOT EXISTS (SELECT 1 FROM free f WHERE f.kind = l.kind AND f.table_id = l.table_id AND f.partition = l.partition)
+			LIMIT 1
+		), retire AS (
+			INSERT INTO mink_retired (node_id, incarnation) SELECT $1, $2::uuid FROM kept ON CONFLICT DO NOTHING
+		), gone AS (
+			DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2::uuid RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM freed), (SELECT count(*) FROM kept), (SELECT count(*) FROM gone)`,
+		m.cfg.NodeID, m.incarnation).Scan(&freed, &kept, &gone)
+	if err != nil {
+		// Postgres is unreachable: the leases are free once the member row expires.
+		m.log.Warn("leave failed; leases will be free after lease_ttl", "error", err)
+	} else {
+		m.rows(1, freed+kept+gone)
+		m.released.Add(freed)
+		if kept > 0 {
+			m.log.Warn("left the cluster; leases under fenced writes still in flight are freed when those end")
+		} else {
+			m.log.Info("left the cluster")
+		}
+	}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(m.cfg.TTL):
+		m.log.Error("lease workers still running a lease_ttl after leaving; their leases are gone, so their writes change nothing")
+	}
 	return nil
 }
 
@@ -635,6 +1067,7 @@ func (m *Manager) LastError() error {
 func (m *Manager) Stats() Stats {
 	return Stats{
 		Rounds: m.rounds.Load(), Failed: m.failed.Load(), Statements: m.statements.Load(),
+		RowsRead: m.rowsRead.Load(), RowsWritten: m.rowsWritten.Load(),
 		Acquired: m.acquired.Load(), Released: m.released.Load(), Lost: m.lost.Load(),
 	}
 }

@@ -73,21 +73,14 @@ type node struct {
 // still had their lease then.
 func startNode(t *testing.T, db *pgxpool.Pool, rec *recorder, id string, max int, roles ...lease.Role) *node {
 	t.Helper()
-	cdb := &leasetest.CuttableDB{DB: db}
-	m, err := lease.NewManager(cdb, lease.Config{
-		NodeID: id, Roles: roles, GRPCAddr: id + ":7070", TTL: ttl, MaxPartitions: max,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	work := func(ctx context.Context, l lease.Lease) {
 		<-ctx.Done()
 		var before bool
 		qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := db.QueryRow(qctx, `SELECT coalesce(expires_at > now(), false) FROM mink_leases
-			WHERE kind = $1 AND table_id = $2 AND partition = $3 AND holder = $4 AND epoch = $5`,
+		err := db.QueryRow(qctx, `SELECT coalesce(m.expires_at > now(), false) FROM mink_leases l
+			LEFT JOIN mink_members m ON m.node_id = l.holder AND m.incarnation = l.incarnation
+			WHERE l.kind = $1 AND l.table_id = $2 AND l.partition = $3 AND l.holder = $4 AND l.epoch = $5`,
 			string(l.Kind), l.Table, l.Partition, l.Holder, l.Epoch).Scan(&before)
 		if errors.Is(err, pgx.ErrNoRows) {
 			before = true // released or taken: certainly not acting past expiry
@@ -95,6 +88,20 @@ func startNode(t *testing.T, db *pgxpool.Pool, rec *recorder, id string, max int
 		rec.mu.Lock()
 		rec.events = append(rec.events, event{node: id, lease: l, cause: context.Cause(ctx), beforeExp: before})
 		rec.mu.Unlock()
+	}
+	return startNodeWith(t, db, id, max, work, roles...)
+}
+
+// startNodeWith runs a member whose every lease runs work.
+func startNodeWith(t *testing.T, db *pgxpool.Pool, id string, max int, work lease.Worker, roles ...lease.Role) *node {
+	t.Helper()
+	cdb := &leasetest.CuttableDB{DB: db}
+	m, err := lease.NewManager(cdb, lease.Config{
+		NodeID: id, Roles: roles, GRPCAddr: id + ":7070", TTL: ttl, MaxPartitions: max,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	m.OnLease(lease.KindPartition, work)
 	m.OnLease(lease.KindWriter, work)
@@ -234,20 +241,32 @@ func TestCrashLeasesExpireThenMove(t *testing.T) {
 
 	// Until its leases expire in Postgres, nobody else holds them: each is taken, if at
 	// all, at a database time no earlier than the last expiry idx-a renewed it to.
+	// A lease's expiry is its holder's member row's.
 	lastExpiry := map[lease.Scope]time.Time{}
+	deadline := time.Now().Add(5 * ttl)
 	for taken := 0; taken < len(stale); {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, only %d of idx-a's %d leases were taken", 5*ttl, taken, len(stale))
+		}
 		taken = 0
 		for _, l := range stale {
 			var holder string
 			var epoch int64
-			var exp, acquired time.Time
-			if err := db.QueryRow(context.Background(), `SELECT coalesce(holder, ''), epoch, coalesce(expires_at, now()), acquired_at
-				FROM mink_leases WHERE kind = 'partition' AND table_id = $1 AND partition = $2`, tbl, l.Partition).Scan(&holder, &epoch, &exp, &acquired); err != nil {
+			var exp *time.Time
+			var acquired time.Time
+			if err := db.QueryRow(context.Background(), `SELECT coalesce(l.holder, ''), l.epoch, m.expires_at, l.acquired_at
+				FROM mink_leases l LEFT JOIN mink_members m ON m.node_id = l.holder AND m.incarnation = l.incarnation
+				WHERE l.kind = 'partition' AND l.table_id = $1 AND l.partition = $2`, tbl, l.Partition).Scan(&holder, &epoch, &exp, &acquired); err != nil {
 				t.Fatal(err)
 			}
 			if holder == "idx-a" && epoch == l.Epoch {
-				lastExpiry[l.Scope] = exp
+				if exp != nil {
+					lastExpiry[l.Scope] = *exp
+				}
 				continue
+			}
+			if holder == "" {
+				continue // freed, not yet taken
 			}
 			taken++
 			if acquired.Before(lastExpiry[l.Scope]) {
@@ -321,17 +340,17 @@ func TestCrashLeasesExpireThenMove(t *testing.T) {
 }
 
 // The fence holds the lease row for the whole transaction: a takeover waits for a write
-// in flight, and once the write commits the taker sees it and has a new epoch.
+// in flight, even once its holder's member row has expired, and once the write commits
+// the taker sees it and has a new epoch. The taker's rounds go on meanwhile: freeing
+// leases never waits on a fenced write.
 func TestFenceBlocksTakeoverDuringWrite(t *testing.T) {
 	db := newDB(t)
 	tbl := leasetest.Table(t, db, "events", 1)
 	ctx := context.Background()
-	var l lease.Lease
-	if err := db.QueryRow(ctx, `UPDATE mink_leases SET holder = 'old', epoch = epoch + 1, expires_at = now() + interval '300 milliseconds'
-		WHERE table_id = $1 AND kind = 'partition' RETURNING epoch`, tbl).Scan(&l.Epoch); err != nil {
+	if _, err := db.Exec(ctx, `CREATE TABLE ranges (p int, note text)`); err != nil {
 		t.Fatal(err)
 	}
-	l.Scope, l.Holder = lease.PartitionScope(tbl, 0), "old"
+	l := leasetest.Take(t, db, lease.PartitionScope(tbl, 0), "old")
 	inside := make(chan struct{})
 	finish := make(chan struct{})
 	done := make(chan error, 1)
@@ -339,43 +358,46 @@ func TestFenceBlocksTakeoverDuringWrite(t *testing.T) {
 		done <- lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
 			close(inside)
 			<-finish
-			return nil
+			_, err := tx.Exec(ctx, `INSERT INTO ranges VALUES (0, 'old')`)
+			return err
 		})
 	}()
 	<-inside
-	took := make(chan time.Time, 1)
-	go func() {
-		// A taker that waits until the lease expires and then tries, as a round would.
-		for {
-			tag, err := db.Exec(ctx, `UPDATE mink_leases SET holder = 'new', epoch = epoch + 1, expires_at = now() + interval '1 minute'
-				WHERE table_id = $1 AND kind = 'partition' AND expires_at <= now()`, tbl)
-			if err == nil && tag.RowsAffected() == 1 {
-				took <- time.Now()
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	// Wait until the lease has expired and the taker is blocked on the row lock the fence
-	// holds: a backend of this database waiting on a lock.
-	leasetest.Eventually(t, 10*time.Second, "the taker blocked on the fenced lease row", func() bool {
-		var waiting int
-		err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
-		return err == nil && waiting > 0
+	// Now "old" crashes, as Postgres sees it, and another node runs its rounds.
+	leasetest.Expire(t, db, "old")
+	taker := startNode(t, db, &recorder{}, "new", 0, lease.RoleIndexer)
+	r0 := taker.m.Stats().Rounds
+	leasetest.Eventually(t, 10*ttl, "the taker's member row gone and 4 of its rounds done", func() bool {
+		_, err := lease.LookupMember(ctx, db, "old")
+		return errors.Is(err, lease.ErrNoSuchMember) && taker.m.Stats().Rounds >= r0+4
 	})
-	select {
-	case <-took:
+	if h := holders(t, db, tbl)[lease.PartitionScope(tbl, 0)]; h.Holder == "new" {
 		t.Fatal("lease taken while a fenced write held it")
-	default:
+	}
+	if err := taker.m.LastError(); err != nil || !taker.m.Acting() {
+		t.Fatalf("the taker's rounds stalled behind the fenced write: acting %v, last error %v", taker.m.Acting(), err)
 	}
 	released := time.Now()
 	close(finish)
 	if err := <-done; err != nil {
+		t.Fatalf("the fenced write in flight, begun while its lease was held: %v", err)
+	}
+	leasetest.Eventually(t, 10*ttl, "the taker holds the lease", func() bool {
+		return holders(t, db, tbl)[lease.PartitionScope(tbl, 0)].Holder == "new"
+	})
+	var acquired time.Time
+	if err := db.QueryRow(ctx, `SELECT acquired_at FROM mink_leases WHERE table_id = $1 AND kind = 'partition'`, tbl).Scan(&acquired); err != nil {
 		t.Fatal(err)
 	}
-	if at := <-took; at.Before(released) {
+	if acquired.Before(released) {
 		t.Fatal("takeover finished before the fenced write did")
+	}
+	if got := taker.m.Held(); len(got) != 1 || got[0].Epoch <= l.Epoch {
+		t.Fatalf("taker acts under %+v, want the lease under an epoch above %d", got, l.Epoch)
+	}
+	var retired int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM mink_retired`).Scan(&retired); err != nil || retired != 0 {
+		t.Fatalf("%d retired incarnations left once their last lease was freed (%v)", retired, err)
 	}
 }
 
@@ -494,6 +516,37 @@ func TestMaxPartitions(t *testing.T) {
 	})
 }
 
+// Shares know every node's cap: what a capped node cannot take goes to the others, so no
+// partition is ever left free while a node has room (12 partitions, 3 indexers, one
+// capped at 1: 1 + 6 + 5, not 4 + 4 + 1 and 3 never indexed), and it stays so.
+func TestCappedNodeNeverStrands(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 12)
+	rec := &recorder{}
+	nodes := []*node{
+		startNode(t, db, rec, "idx-a", 1, lease.RoleIndexer),
+		startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer),
+		startNode(t, db, rec, "idx-c", 0, lease.RoleIndexer),
+	}
+	even := func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 1 && c["idx-b"]+c["idx-c"] == 11 && c["idx-b"] >= 5 && c["idx-c"] >= 5
+	}
+	leasetest.Eventually(t, 10*time.Second, "all 12 held: 1 by the capped node, 11 by the others", even)
+	moves := func() (n int64) {
+		for _, x := range nodes {
+			s := x.m.Stats()
+			n += s.Acquired + s.Released
+		}
+		return n
+	}
+	before, r0 := moves(), nodes[0].m.Stats().Rounds
+	leasetest.Eventually(t, 10*time.Second, "4 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+4 })
+	if !even() || moves() != before {
+		t.Fatalf("shares moved after converging: %v, %d moves", countHeld(t, db, tbl), moves()-before)
+	}
+}
+
 func TestDrain(t *testing.T) {
 	db := newDB(t)
 	tbl := leasetest.Table(t, db, "events", 4)
@@ -526,8 +579,9 @@ func TestDrain(t *testing.T) {
 	})
 }
 
-// Postgres itself stops: every node stops acting before its leases can have expired;
-// Postgres comes back and every node takes its share again, with no restart.
+// Postgres itself stops, for 2 x lease_ttl: every node stops acting before its leases
+// can have expired; Postgres comes back and every node takes its share again, with no
+// restart, and evenly within 3 rounds: nodes that were out together settle together.
 func TestPostgresStopAndRestart(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx := context.Background()
@@ -543,31 +597,58 @@ func TestPostgresStopAndRestart(t *testing.T) {
 	if err := pgschema.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	tbl := leasetest.Table(t, db, "events", 4)
+	tbl := leasetest.Table(t, db, "events", 96)
 	rec := &recorder{}
-	a := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer, lease.RoleWriter)
-	b := startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer, lease.RoleWriter)
-	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
+	var nodes []*node
+	for _, id := range []string{"idx-a", "idx-b", "idx-c"} {
+		nodes = append(nodes, startNode(t, db, rec, id, 0, lease.RoleIndexer, lease.RoleWriter))
+	}
+	even := func() bool {
 		c := countHeld(t, db, tbl)
-		return c["idx-a"] == 2 && c["idx-b"] == 2
-	})
+		return c["idx-a"] == 32 && c["idx-b"] == 32 && c["idx-c"] == 32 && holders(t, db, tbl)[lease.WriterScope(tbl)].Holder != ""
+	}
+	leasetest.Eventually(t, 20*time.Second, "shared 32/32/32", even)
 	stopped := time.Now()
 	if err := pg.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	leasetest.Eventually(t, 2*ttl, "every worker stopped", func() bool { return len(a.m.Held())+len(b.m.Held()) == 0 })
+	acting := func() (n int) {
+		for _, x := range nodes {
+			n += len(x.m.Held())
+			if x.m.Acting() {
+				n++
+			}
+		}
+		return n
+	}
+	leasetest.Eventually(t, 2*ttl, "every worker stopped", func() bool { return acting() == 0 })
 	if d := time.Since(stopped); d > ttl {
 		t.Fatalf("nodes acted %v after Postgres stopped, past lease_ttl %v", d, ttl)
 	}
-	if a.m.Acting() || b.m.Acting() {
-		t.Fatal("nodes report acting with Postgres down")
+	time.Sleep(2*ttl - time.Since(stopped))
+	var r0 []int64
+	for _, x := range nodes {
+		r0 = append(r0, x.m.Stats().Rounds)
 	}
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
-	leasetest.Eventually(t, 20*time.Second, "shared 2/2 again, with no restart", func() bool {
-		c := countHeld(t, db, tbl)
-		w := holders(t, db, tbl)[lease.WriterScope(tbl)].Holder
-		return c["idx-a"] == 2 && c["idx-b"] == 2 && w != "" && len(a.m.Held())+len(b.m.Held()) == 5
+	leasetest.Eventually(t, 20*time.Second, "shared 32/32/32 again, with no restart", func() bool {
+		if !even() {
+			return false
+		}
+		for i, x := range nodes {
+			if r := x.m.Stats().Rounds - r0[i]; r > 3 {
+				t.Fatalf("%s took %d rounds after Postgres came back to share evenly, want at most 3", x.id, r)
+			}
+		}
+		return true
+	})
+	leasetest.Eventually(t, 5*time.Second, "every node acts under its leases", func() bool {
+		n := 0
+		for _, x := range nodes {
+			n += len(x.m.Held())
+		}
+		return n == 97
 	})
 }

@@ -62,12 +62,60 @@ type cluster struct {
 	max     map[string]int
 }
 
+// view is what node self sees, as the manager builds it: its own leases, the free counts,
+// and the free partitions of the tables a first Decide asks for.
 func (c *cluster) view(self string) View {
-	h := make(map[Scope]string, len(c.holders))
-	for s, n := range c.holders {
-		h[s] = n
+	v := View{Self: self, Tables: c.tables, FreePartitions: map[int64]int32{}, FreeWriters: map[int64]bool{}}
+	for _, m := range c.members {
+		m.MaxPartitions = c.max[m.NodeID]
+		v.Members = append(v.Members, m)
 	}
-	return View{Self: self, Members: c.members, Tables: c.tables, Holders: h, MaxPartitions: c.max[self]}
+	for s, h := range c.holders {
+		if h == self {
+			v.Held = append(v.Held, s)
+		}
+	}
+	sortScopes(v.Held)
+	for _, t := range c.tables {
+		for p := int32(0); p < t.Partitions; p++ {
+			if _, ok := c.holders[PartitionScope(t.ID, p)]; !ok {
+				v.FreePartitions[t.ID]++
+			}
+		}
+		if _, ok := c.holders[WriterScope(t.ID)]; !ok {
+			v.FreeWriters[t.ID] = true
+		}
+	}
+	return v
+}
+
+// decide is Decide as the manager calls it: again with the free partitions when asked,
+// as many as asked of the ones self prefers most (what the manager's query returns).
+func (c *cluster) decide(self string) (View, Actions) {
+	v := c.view(self)
+	a := Decide(v)
+	if len(a.Fetch) > 0 {
+		v.FreeScopes = map[int64][]int32{}
+		for tbl, n := range a.Fetch {
+			var free []Scope
+			for _, t := range c.tables {
+				if t.ID != tbl {
+					continue
+				}
+				for p := int32(0); p < t.Partitions; p++ {
+					if _, ok := c.holders[PartitionScope(t.ID, p)]; !ok {
+						free = append(free, PartitionScope(t.ID, p))
+					}
+				}
+			}
+			sort.Slice(free, func(i, j int) bool { return prefers(self, free[i], free[j]) })
+			for _, s := range free[:min(len(free), int(n))] {
+				v.FreeScopes[tbl] = append(v.FreeScopes[tbl], s.Partition)
+			}
+		}
+		a = Decide(v)
+	}
+	return v, a
 }
 
 func (c *cluster) apply(self string, a Actions) (moves int) {
@@ -80,6 +128,7 @@ func (c *cluster) apply(self string, a Actions) (moves int) {
 	for _, s := range a.Acquire {
 		if _, taken := c.holders[s]; !taken {
 			c.holders[s] = self
+			moves++
 		}
 	}
 	return moves
@@ -91,14 +140,11 @@ func (c *cluster) converge(t *rapid.T, limit int, check func(self string, v View
 	for pass := 1; pass <= limit; pass++ {
 		changed := false
 		for _, m := range c.members {
-			v := c.view(m.NodeID)
-			a := Decide(v)
+			v, a := c.decide(m.NodeID)
 			if check != nil {
 				check(m.NodeID, v, a)
 			}
-			before := fmt.Sprint(len(c.holders))
-			c.apply(m.NodeID, a)
-			if !a.Empty() || before != fmt.Sprint(len(c.holders)) {
+			if c.apply(m.NodeID, a) > 0 {
 				changed = true
 			}
 		}
@@ -135,6 +181,15 @@ func genCluster(t *rapid.T) *cluster {
 	return c
 }
 
+func (c *cluster) membersWithCaps() []Member {
+	var out []Member
+	for _, m := range c.members {
+		m.MaxPartitions = c.max[m.NodeID]
+		out = append(out, m)
+	}
+	return out
+}
+
 func (c *cluster) indexers() []string {
 	var out []string
 	for _, m := range c.members {
@@ -168,9 +223,13 @@ func (c *cluster) count(node string, table int64) (n int) {
 // one release per table (unless draining, or shedding above a lowered cap), the cap never
 // exceeded after the round.
 func checkRound(t *rapid.T, self string, v View, a Actions) {
+	holds := map[Scope]bool{}
+	for _, s := range v.Held {
+		holds[s] = true
+	}
 	perTable := map[int64]int{}
 	for _, s := range a.Release {
-		if v.Holders[s] != self {
+		if !holds[s] {
 			t.Fatalf("%s releases %s which it does not hold", self, s)
 		}
 		if s.Kind == KindPartition {
@@ -178,18 +237,19 @@ func checkRound(t *rapid.T, self string, v View, a Actions) {
 		}
 	}
 	held := 0
-	for s, h := range v.Holders {
-		if h == self && s.Kind == KindPartition {
+	for _, s := range v.Held {
+		if s.Kind == KindPartition {
 			held++
 		}
 	}
-	draining := true
+	draining, maxp := true, 0
 	for _, m := range v.Members {
 		if m.NodeID == self {
 			draining = m.Draining || !m.Has(RoleIndexer)
+			maxp = m.MaxPartitions
 		}
 	}
-	overCap := v.MaxPartitions > 0 && held > v.MaxPartitions
+	overCap := maxp > 0 && held > maxp
 	for tbl, n := range perTable {
 		if n > 1 && !draining && !overCap {
 			t.Fatalf("%s releases %d leases of table %d in one round", self, n, tbl)
@@ -197,8 +257,8 @@ func checkRound(t *rapid.T, self string, v View, a Actions) {
 	}
 	acq := 0
 	for _, s := range a.Acquire {
-		if _, taken := v.Holders[s]; taken {
-			t.Fatalf("%s acquires %s held by %s", self, s, v.Holders[s])
+		if holds[s] {
+			t.Fatalf("%s acquires %s which it holds", self, s)
 		}
 		if s.Kind == KindPartition {
 			acq++
@@ -210,34 +270,53 @@ func checkRound(t *rapid.T, self string, v View, a Actions) {
 			released++
 		}
 	}
-	if v.MaxPartitions > 0 && acq > 0 && held-released+acq > v.MaxPartitions {
-		t.Fatalf("%s would hold %d partition leases, cap %d", self, held-released+acq, v.MaxPartitions)
+	if maxp > 0 && acq > 0 && held-released+acq > maxp {
+		t.Fatalf("%s would hold %d partition leases, cap %d", self, held-released+acq, maxp)
 	}
 }
 
-// checkConverged: shares and caps respected; every partition held unless every indexer
-// is at its share or cap; every writer lease with the writer that prefers it most.
+// checkConverged: every indexing node holds exactly its share; shares are the seed's
+// (at most the count divided by the indexers, rounded up), balanced within one but for
+// nodes at their cap, and leave no partition free while a node has room; every writer
+// lease is with the writer that prefers it most.
 func checkConverged(t *rapid.T, c *cluster) {
 	idx := c.indexers()
+	shares := Shares(c.membersWithCaps(), c.tables)
+	atCap := func(n string) bool { return c.max[n] > 0 && c.count(n, 0) >= c.max[n] }
+	anyCapped := false
+	for _, n := range idx {
+		anyCapped = anyCapped || c.max[n] > 0
+	}
 	for _, tb := range c.tables {
 		if len(idx) == 0 {
 			break
 		}
-		share := (int(tb.Partitions) + len(idx) - 1) / len(idx)
+		ceil := (int(tb.Partitions) + len(idx) - 1) / len(idx)
 		free := 0
 		for p := int32(0); p < tb.Partitions; p++ {
 			if _, ok := c.holders[PartitionScope(tb.ID, p)]; !ok {
 				free++
 			}
 		}
+		lo, hi := 1<<30, -1
 		for _, n := range idx {
 			got := c.count(n, tb.ID)
-			if got > share {
-				t.Fatalf("%s holds %d partitions of table %d, share %d", n, got, tb.ID, share)
+			if got != int(shares[n][tb.ID]) {
+				t.Fatalf("%s holds %d partitions of table %d, its share is %d", n, got, tb.ID, shares[n][tb.ID])
 			}
-			if free > 0 && got < share && (c.max[n] == 0 || c.count(n, 0) < c.max[n]) {
-				t.Fatalf("table %d has %d free partitions but %s is below share (%d < %d) and cap", tb.ID, free, n, got, share)
+			// The seed's share, rounded up, holds unless caps make others take more.
+			if got > ceil && !anyCapped {
+				t.Fatalf("%s holds %d partitions of table %d, above the share %d", n, got, tb.ID, ceil)
 			}
+			if free > 0 && !atCap(n) {
+				t.Fatalf("table %d has %d free partitions while %s has room (%d of cap %d)", tb.ID, free, n, c.count(n, 0), c.max[n])
+			}
+			if c.max[n] == 0 {
+				lo, hi = min(lo, got), max(hi, got)
+			}
+		}
+		if hi >= 0 && hi-lo > 1 {
+			t.Fatalf("table %d: uncapped nodes hold from %d to %d partitions: not balanced within one", tb.ID, lo, hi)
 		}
 	}
 	for _, n := range idx {
@@ -273,9 +352,9 @@ func TestDecideConverges(t *testing.T) {
 	})
 }
 
-// Starting from an arbitrary (even unfair) assignment, the rules still converge and each
-// round stays within its bounds.
-func TestDecideFromArbitraryState(t *testing.T) {
+// Starting from an arbitrary (even unfair) assignment, the rules still converge, each
+// round within its bounds, and once converged nothing moves for 50 more rounds.
+func TestDecideFromArbitraryStateThenStill(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := genCluster(t)
 		for _, tb := range c.tables {
@@ -287,12 +366,19 @@ func TestDecideFromArbitraryState(t *testing.T) {
 		}
 		c.converge(t, 400, func(self string, v View, a Actions) { checkRound(t, self, v, a) })
 		checkConverged(t, c)
+		for round := 0; round < 50; round++ {
+			for _, m := range c.members {
+				if _, a := c.decide(m.NodeID); !a.Empty() {
+					t.Fatalf("round %d after convergence: %s moves %+v", round, m.NodeID, a)
+				}
+			}
+		}
 	})
 }
 
-// A joining node: every share drops, nodes above the new share hand back one partition
-// per table per round, and the only leases that move are ones released by a node above
-// its new share; nothing else changes hands.
+// A joining node: shares drop, nodes above their new share hand back one partition per
+// table per round, and the only leases that move are ones released by a node above its
+// new share; nothing else changes hands.
 func TestDecideJoinMovesOnlyWhatItMust(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := genCluster(t)
@@ -306,15 +392,11 @@ func TestDecideJoinMovesOnlyWhatItMust(t *testing.T) {
 		}
 		joiner := Member{NodeID: "joiner", Roles: []Role{RoleIndexer}}
 		c.members = append(c.members, joiner)
-		newShare := map[int64]int{}
-		for _, tb := range c.tables {
-			newShare[tb.ID] = (int(tb.Partitions) + len(c.indexers()) - 1) / len(c.indexers())
-		}
-		// Expected releases: per node and table, what it holds above the new share.
+		newShares := Shares(c.membersWithCaps(), c.tables)
 		mustRelease := 0
 		for _, n := range c.indexers() {
 			for _, tb := range c.tables {
-				if over := c.count(n, tb.ID) - newShare[tb.ID]; over > 0 {
+				if over := c.count(n, tb.ID) - int(newShares[n][tb.ID]); over > 0 {
 					mustRelease += over
 				}
 			}
@@ -327,13 +409,13 @@ func TestDecideJoinMovesOnlyWhatItMust(t *testing.T) {
 					continue
 				}
 				held := 0
-				for s2, h := range v.Holders {
-					if h == self && s2.Kind == KindPartition && s2.Table == s.Table {
+				for _, s2 := range v.Held {
+					if s2.Kind == KindPartition && s2.Table == s.Table {
 						held++
 					}
 				}
-				if held <= newShare[s.Table] {
-					t.Fatalf("%s released %s at %d leases, not above the share %d", self, s, held, newShare[s.Table])
+				if held <= int(newShares[self][s.Table]) {
+					t.Fatalf("%s released %s at %d leases, not above its share %d", self, s, held, newShares[self][s.Table])
 				}
 				releases++
 			}
@@ -343,14 +425,15 @@ func TestDecideJoinMovesOnlyWhatItMust(t *testing.T) {
 			t.Fatalf("%d partition leases released after the join, want exactly %d", releases, mustRelease)
 		}
 		for s, h := range c.holders {
-			if s.Kind == KindPartition && before[s] != "" && before[s] != h && c.count(before[s], s.Table) < newShare[s.Table] {
-				t.Fatalf("%s moved from %s (now below share) to %s", s, before[s], h)
+			if s.Kind == KindPartition && before[s] != "" && before[s] != h && c.count(before[s], s.Table) < int(newShares[before[s]][s.Table]) {
+				t.Fatalf("%s moved from %s (now below its share) to %s", s, before[s], h)
 			}
 		}
 	})
 }
 
-// A node that leaves (cleanly: its leases freed at once): only its leases move.
+// A node that leaves (cleanly: its leases freed at once): the leases that were its move,
+// and others only where a share went up by one for a node that takes a freed lease.
 func TestDecideLeaveMovesOnlyItsLeases(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := genCluster(t)
@@ -369,12 +452,35 @@ func TestDecideLeaveMovesOnlyItsLeases(t *testing.T) {
 				before[s] = h
 			}
 		}
+		shares := Shares(c.membersWithCaps(), c.tables)
 		c.converge(t, 400, func(self string, v View, a Actions) { checkRound(t, self, v, a) })
 		checkConverged(t, c)
 		for s, h := range before {
-			if c.holders[s] != h && s.Kind == KindPartition {
-				t.Fatalf("%s moved from %s to %q although %s stayed", s, h, c.holders[s], h)
+			if s.Kind != KindPartition || c.holders[s] == h {
+				continue
 			}
+			// A staying node gives a lease up only when its share went down.
+			if c.count(h, s.Table) < int(shares[h][s.Table]) {
+				t.Fatalf("%s moved from %s to %q although %s is below its share", s, h, c.holders[s], h)
+			}
+		}
+	})
+}
+
+// Caps: what a capped node cannot take goes to the others; no partition stays free while
+// any indexing node has room; nothing oscillates.
+func TestDecideCapsNeverStrand(t *testing.T) {
+	c := &cluster{holders: map[Scope]string{}, max: map[string]int{"a": 0, "b": 0, "c": 1}}
+	for _, n := range []string{"a", "b", "c"} {
+		c.members = append(c.members, Member{NodeID: n, Roles: []Role{RoleIndexer}})
+	}
+	c.tables = []TableView{{ID: 1, Partitions: 12}}
+	rapid.Check(t, func(rt *rapid.T) {
+		c.holders = map[Scope]string{}
+		c.converge(rt, 50, nil)
+		checkConverged(rt, c)
+		if c.count("a", 1)+c.count("b", 1)+c.count("c", 1) != 12 || c.count("c", 1) != 1 {
+			rt.Fatalf("12 partitions, c capped at 1: a %d, b %d, c %d", c.count("a", 1), c.count("b", 1), c.count("c", 1))
 		}
 	})
 }
@@ -392,7 +498,7 @@ func TestDecideDrain(t *testing.T) {
 		c.members[1].Draining = false
 		c.converge(rt, 50, nil)
 		c.members[1].Draining = true
-		a := Decide(c.view("b"))
+		_, a := c.decide("b")
 		if len(a.Acquire) != 0 {
 			rt.Fatalf("draining node acquires %v", a.Acquire)
 		}
@@ -411,8 +517,9 @@ func TestDecideDrain(t *testing.T) {
 }
 
 func TestDecideDeterministicOrder(t *testing.T) {
-	v := View{Self: "a", Members: []Member{{NodeID: "a", Roles: []Role{RoleIndexer}}}, Tables: []TableView{{ID: 1, Partitions: 8}}, Holders: map[Scope]string{}, MaxPartitions: 3}
-	a := Decide(v)
+	c := &cluster{holders: map[Scope]string{}, max: map[string]int{"a": 3},
+		members: []Member{{NodeID: "a", Roles: []Role{RoleIndexer}}}, tables: []TableView{{ID: 1, Partitions: 8}}}
+	_, a := c.decide("a")
 	if len(a.Acquire) != 3 {
 		t.Fatalf("acquire %v, want 3 leases (cap)", a.Acquire)
 	}
@@ -427,5 +534,9 @@ func TestDecideDeterministicOrder(t *testing.T) {
 		if !want[s] {
 			t.Fatalf("acquired %s, not among the three most preferred %v", s, all[:3])
 		}
+	}
+	// Without the free partitions in the view, Decide asks for them and takes nothing.
+	if a := Decide(c.view("a")); len(a.Fetch) != 1 || a.Fetch[1] != 3 || len(a.Acquire) != 0 {
+		t.Fatalf("first decide %+v, want a fetch of table 1", a)
 	}
 }

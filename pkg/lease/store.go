@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,16 +20,20 @@ type DB interface {
 }
 
 // Fenced runs fn in a transaction that first checks, in Postgres, that l.Holder still holds
-// epoch l.Epoch of the lease and that it has not expired, and locks the lease row FOR
-// SHARE so no other node can take it until the transaction ends. If the check fails it
-// returns ErrLeaseLost and fn never runs: a stale holder changes nothing.
+// epoch l.Epoch of the lease and that its member row (the incarnation that took the lease)
+// is live, and locks the lease row FOR SHARE so no other node can take it until the
+// transaction ends. Only the lease row is locked: the holder's member row, whose renewal
+// renews the lease, is read, never locked, so however long fn takes it never delays a
+// renewal. If the check fails it returns ErrLeaseLost and fn never runs: a stale holder
+// changes nothing.
 func Fenced(ctx context.Context, db DB, l Lease, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM mink_leases
-			WHERE kind = $1 AND table_id = $2 AND partition = $3
-			  AND holder = $4 AND epoch = $5 AND expires_at > now()
-			FOR SHARE`, string(l.Kind), l.Table, l.Partition, l.Holder, l.Epoch).Scan(&one)
+		err := tx.QueryRow(ctx, `SELECT 1 FROM mink_leases l
+			WHERE l.kind = $1 AND l.table_id = $2 AND l.partition = $3 AND l.holder = $4 AND l.epoch = $5
+			  AND EXISTS (SELECT 1 FROM mink_members m
+			    WHERE m.node_id = l.holder AND m.incarnation = l.incarnation AND m.expires_at > now())
+			FOR SHARE OF l`, string(l.Kind), l.Table, l.Partition, l.Holder, l.Epoch).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: %s epoch %d is no longer held by %s", ErrLeaseLost, l.Scope, l.Epoch, l.Holder)
 		}
@@ -39,6 +42,17 @@ func Fenced(ctx context.Context, db DB, l Lease, fn func(tx pgx.Tx) error) error
 		}
 		return fn(tx)
 	})
+}
+
+// HeldSQL is a condition, for the writes of other packages that check a lease in their
+// own statement: true while node $holder holds epoch $epoch of the lease of kind $kind,
+// table $table, partition $partition (the placeholders are the caller's, given in that
+// order as the format's arguments), with its member row live.
+func HeldSQL(kind, table, partition, holder, epoch string) string {
+	return `EXISTS (SELECT 1 FROM mink_leases l JOIN mink_members m
+		  ON m.node_id = l.holder AND m.incarnation = l.incarnation AND m.expires_at > now()
+		WHERE l.kind = ` + kind + ` AND l.table_id = ` + table + ` AND l.partition = ` + partition +
+		` AND l.holder = ` + holder + ` AND l.epoch = ` + epoch + `)`
 }
 
 // AddScopes makes the lease rows of a table with the given partition count: its writer
@@ -58,12 +72,12 @@ func AddScopes(ctx context.Context, db DB, table int64, partitions int32) error 
 	return err
 }
 
-const memberColumns = `node_id, roles, grpc_addr, addrs, version, draining, started_at, renewed_at, expires_at`
+const memberColumns = `node_id, roles, grpc_addr, addrs, version, draining, max_partitions, started_at, renewed_at, expires_at`
 
 func scanMember(row pgx.Row) (Member, error) {
 	var m Member
 	var roles []string
-	err := row.Scan(&m.NodeID, &roles, &m.GRPCAddr, &m.Addrs, &m.Version, &m.Draining, &m.StartedAt, &m.RenewedAt, &m.ExpiresAt)
+	err := row.Scan(&m.NodeID, &roles, &m.GRPCAddr, &m.Addrs, &m.Version, &m.Draining, &m.MaxPartitions, &m.StartedAt, &m.RenewedAt, &m.ExpiresAt)
 	for _, r := range roles {
 		m.Roles = append(m.Roles, Role(r))
 	}
@@ -89,12 +103,12 @@ func LookupMember(ctx context.Context, db DB, node string) (Member, error) {
 }
 
 // ListLeases returns every lease, or one table's (table > 0): free ones with an empty
-// Holder. An expired lease is shown free: that is what Postgres will let others do.
+// Holder. A lease whose holder is not live is shown free: that is what Postgres will
+// let others do. Expires is the holder's member row's expiry.
 func ListLeases(ctx context.Context, db DB, table int64) ([]Info, error) {
 	rows, err := db.Query(ctx, `SELECT l.kind, l.table_id, l.partition, t.namespace || '.' || t.name,
-			CASE WHEN l.expires_at > now() THEN l.holder END, l.epoch,
-			CASE WHEN l.expires_at > now() THEN l.expires_at END
-		FROM mink_leases l JOIN mink_tables t ON t.id = l.table_id
+			l.holder, l.epoch, l.expires_at
+		FROM mink_lease_holders l JOIN mink_tables t ON t.id = l.table_id
 		WHERE $1::bigint = 0 OR l.table_id = $1::bigint
 		ORDER BY l.table_id, l.kind DESC, l.partition`, table)
 	if err != nil {
@@ -110,71 +124,33 @@ func ListLeases(ctx context.Context, db DB, table int64) ([]Info, error) {
 		if holder != nil {
 			i.Holder = *holder
 		}
-		if exp != nil {
+		if exp != nil && holder != nil {
 			i.Expires = *exp
 		}
 		return i, err
 	})
 }
 
-// readView reads what Decide needs in one batch: live members, tables, unexpired leases.
-// It also deletes member rows dead for longer than a lease_ttl, so the table stays small
-// without a separate janitor.
-func readView(ctx context.Context, db DB, self string, ttl time.Duration, counter func(int)) (View, map[int64]string, error) {
-	b := &pgx.Batch{}
-	b.Queue(`DELETE FROM mink_members WHERE expires_at < now() - $1 * interval '1 millisecond'`, ttl.Milliseconds())
-	b.Queue(`SELECT ` + memberColumns + ` FROM mink_members WHERE expires_at > now()`)
-	b.Queue(`SELECT id, namespace || '.' || name, partitions FROM mink_tables`)
-	b.Queue(`SELECT kind, table_id, partition, holder FROM mink_leases WHERE holder IS NOT NULL AND expires_at > now()`)
-	counter(b.Len())
-	br := db.SendBatch(ctx, b)
-	defer br.Close()
-	v := View{Self: self, Holders: map[Scope]string{}}
-	names := map[int64]string{}
-	if _, err := br.Exec(); err != nil {
-		return v, nil, err
+// leaseArrays spreads leases into the parallel arrays that unnest() takes, with epochs.
+func leaseArrays(ls map[Scope]Lease) (kinds []string, tables []int64, parts []int32, epochs []int64) {
+	for s, l := range ls {
+		kinds = append(kinds, string(s.Kind))
+		tables = append(tables, s.Table)
+		parts = append(parts, s.Partition)
+		epochs = append(epochs, l.Epoch)
 	}
-	rows, err := br.Query()
-	if err != nil {
-		return v, nil, err
-	}
-	v.Members, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) { return scanMember(r) })
-	if err != nil {
-		return v, nil, err
-	}
-	rows, err = br.Query()
-	if err != nil {
-		return v, nil, err
-	}
-	for rows.Next() {
-		var t TableView
-		var name string
-		if err := rows.Scan(&t.ID, &name, &t.Partitions); err != nil {
-			rows.Close()
-			return v, nil, err
-		}
-		v.Tables = append(v.Tables, t)
-		names[t.ID] = name
-	}
-	if err := rows.Err(); err != nil {
-		return v, nil, err
-	}
-	rows, err = br.Query()
-	if err != nil {
-		return v, nil, err
-	}
-	for rows.Next() {
+	return kinds, tables, parts, epochs
+}
+
+// collectScopes reads rows of (kind, table_id, partition).
+func collectScopes(rows pgx.Rows) ([]Scope, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Scope, error) {
 		var s Scope
-		var kind, holder string
-		if err := rows.Scan(&kind, &s.Table, &s.Partition, &holder); err != nil {
-			rows.Close()
-			return v, nil, err
-		}
+		var kind string
+		err := r.Scan(&kind, &s.Table, &s.Partition)
 		s.Kind = Kind(kind)
-		v.Holders[s] = holder
-	}
-	sort.Slice(v.Tables, func(i, j int) bool { return v.Tables[i].ID < v.Tables[j].ID })
-	return v, names, rows.Err()
+		return s, err
+	})
 }
 
 // scopeArrays spreads scopes into the parallel arrays that unnest() takes.
@@ -187,13 +163,14 @@ func scopeArrays(ss []Scope) (kinds []string, tables []int64, parts []int32) {
 	return
 }
 
-// scanLeases reads rows of (kind, table_id, partition, table name, epoch, expires_at).
-func scanLeases(rows pgx.Rows, holder string) ([]Lease, error) {
+// scanLeases reads rows of (kind, table_id, partition, table name, epoch); every lease
+// expires when the holder's member row does, at expires.
+func scanLeases(rows pgx.Rows, holder string, expires time.Time) ([]Lease, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
 		var l Lease
 		var kind string
-		err := r.Scan(&kind, &l.Table, &l.Partition, &l.TableName, &l.Epoch, &l.Expires)
-		l.Kind, l.Holder = Kind(kind), holder
+		err := r.Scan(&kind, &l.Table, &l.Partition, &l.TableName, &l.Epoch)
+		l.Kind, l.Holder, l.Expires = Kind(kind), holder, expires
 		return l, err
 	})
 }

@@ -3,6 +3,13 @@
 // epochs grow at every change of hands; every write made under a lease is fenced by
 // Postgres itself; and each node takes its share by the same pure rules (Decide).
 //
+// A lease is valid through its holder's member row (Kafka's member epoch, Sleet's
+// heartbeat): it is live while the member row of the incarnation that took it is live,
+// so renewing that one row renews every lease the node holds, and a round writes one
+// row whatever the node holds. A node's expired row is deleted by the first round that
+// sees it, which frees its leases in the same statement: only then, a full lease_ttl
+// after its last renewal, can others take them.
+//
 // Time is the database's: liveness and expiry are computed with Postgres's now(), and a
 // node's own clock only measures how long ago it last renewed, so that it stops acting
 // before its leases can have expired.
@@ -89,10 +96,12 @@ func ParseScope(s string) (Scope, error) {
 // Lease is one lease as its holder sees it.
 type Lease struct {
 	Scope
-	Holder    string    // node id of the holder
-	TableName string    // "namespace.name", for logs
-	Epoch     int64     // grows at every acquisition; fences every write
-	Expires   time.Time // database time at which Postgres lets others take it
+	Holder    string // node id of the holder
+	TableName string // "namespace.name", for logs
+	Epoch     int64  // grows at every acquisition; fences every write
+	// Expires is the database time at which Postgres lets others take it unless the
+	// holder renews: its member row's expiry, as of its last renewal.
+	Expires time.Time
 }
 
 // Info is one lease as anyone sees it (ListLeases).
@@ -106,15 +115,18 @@ type Info struct {
 
 // Member is one registered node.
 type Member struct {
-	NodeID    string
-	Roles     []Role
-	GRPCAddr  string            // advertised gRPC address, for forwarded requests
-	Addrs     map[string]string // other addresses it serves: "catalog", "s3", "metrics"
-	Version   string
-	Draining  bool
-	StartedAt time.Time
-	RenewedAt time.Time
-	ExpiresAt time.Time
+	NodeID   string
+	Roles    []Role
+	GRPCAddr string            // advertised gRPC address, for forwarded requests
+	Addrs    map[string]string // other addresses it serves: "catalog", "s3", "metrics"
+	Version  string
+	Draining bool
+	// MaxPartitions caps the partition leases it holds (0: none); every node's shares
+	// take it into account.
+	MaxPartitions int
+	StartedAt     time.Time
+	RenewedAt     time.Time
+	ExpiresAt     time.Time
 }
 
 // Has reports whether the member has role r.

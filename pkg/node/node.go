@@ -160,7 +160,17 @@ func (n *Node) Run(ctx context.Context) error {
 	meter := mp.Meter("github.com/minkhq/mink/pkg/node")
 
 	// pgxpool connects lazily: a node may start before Postgres and wait for it.
-	pool, err := pgxpool.New(ctx, cfg.PostgresURL)
+	pc, err := pgxpool.ParseConfig(cfg.PostgresURL)
+	if err != nil {
+		return fmt.Errorf("node: --postgres-url: %w", err)
+	}
+	// A transaction left idle for a whole lease_ttl (its process paused or cut off inside
+	// a fenced write) is ended by Postgres: the lease row it locks, which takeover waits
+	// for, is not held past that.
+	if _, set := pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set && cfg.LeaseTTL > 0 {
+		pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(cfg.LeaseTTL.Milliseconds(), 10)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("node: --postgres-url: %w", err)
 	}
@@ -435,6 +445,8 @@ func leaseMetrics(meter metric.Meter, mgr *lease.Manager) error {
 		metric.WithDescription("Lease rounds run, by result (ok, failed)."), metric.WithUnit("{round}"))
 	stmts, err2 := meter.Int64ObservableCounter("mink.lease.statements",
 		metric.WithDescription("SQL statements sent for membership and leases."), metric.WithUnit("{statement}"))
+	leaseRows, err7 := meter.Int64ObservableCounter("mink.lease.rows",
+		metric.WithDescription("Rows the membership and lease statements read (returned) and wrote, by direction."), metric.WithUnit("{row}"))
 	changes, err3 := meter.Int64ObservableCounter("mink.lease.changes",
 		metric.WithDescription("Leases acquired, released and lost, by change."), metric.WithUnit("{lease}"))
 	held, err4 := meter.Int64ObservableGauge("mink.lease.held",
@@ -443,7 +455,7 @@ func leaseMetrics(meter metric.Meter, mgr *lease.Manager) error {
 		metric.WithDescription("1 while the node renewed recently enough to act under its leases."))
 	draining, err6 := meter.Int64ObservableGauge("mink.node.draining",
 		metric.WithDescription("1 while the node is draining."))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return err
 	}
 	b := func(v bool) int64 {
@@ -457,6 +469,8 @@ func leaseMetrics(meter metric.Meter, mgr *lease.Manager) error {
 		o.ObserveInt64(rounds, st.Rounds, metric.WithAttributes(attribute.String("result", "ok")))
 		o.ObserveInt64(rounds, st.Failed, metric.WithAttributes(attribute.String("result", "failed")))
 		o.ObserveInt64(stmts, st.Statements)
+		o.ObserveInt64(leaseRows, st.RowsRead, metric.WithAttributes(attribute.String("direction", "read")))
+		o.ObserveInt64(leaseRows, st.RowsWritten, metric.WithAttributes(attribute.String("direction", "written")))
 		o.ObserveInt64(changes, st.Acquired, metric.WithAttributes(attribute.String("change", "acquired")))
 		o.ObserveInt64(changes, st.Released, metric.WithAttributes(attribute.String("change", "released")))
 		o.ObserveInt64(changes, st.Lost, metric.WithAttributes(attribute.String("change", "lost")))
@@ -470,7 +484,7 @@ func leaseMetrics(meter metric.Meter, mgr *lease.Manager) error {
 		o.ObserveInt64(acting, b(mgr.Acting()))
 		o.ObserveInt64(draining, b(mgr.Draining()))
 		return nil
-	}, rounds, stmts, changes, held, acting, draining)
+	}, rounds, stmts, leaseRows, changes, held, acting, draining)
 	return err
 }
 

@@ -152,7 +152,7 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, m := range []string{"mink_lease_rounds_total", "mink_lease_statements_total", `mink_lease_held{kind="partition"`, "mink_node_acting", "rpc_server_"} {
+	for _, m := range []string{"mink_lease_rounds_total", "mink_lease_statements_total", `mink_lease_rows_total{direction="written"`, `mink_lease_held{kind="partition"`, "mink_node_acting", "rpc_server_"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics has no %s", m)
 		}
@@ -314,7 +314,7 @@ func addTable(t *testing.T, db *pgxpool.Pool, name string, partitions int32) int
 func heldBy(t *testing.T, db *pgxpool.Pool, table int64, holder string) int {
 	t.Helper()
 	var n int
-	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mink_leases WHERE table_id = $1 AND holder = $2 AND expires_at > now()`, table, holder).Scan(&n); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mink_lease_holders WHERE table_id = $1 AND holder = $2`, table, holder).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

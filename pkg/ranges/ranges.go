@@ -96,8 +96,7 @@ func SetIndexError(ctx context.Context, db lease.DB, l lease.Lease, msg string) 
 	_, err := db.Exec(ctx, `UPDATE mink_partitions p
 		SET index_error = nullif($3, ''),
 		    index_error_at = CASE WHEN $3 = '' THEN NULL ELSE coalesce(CASE WHEN p.index_error = $3 THEN p.index_error_at END, now()) END
-		WHERE p.table_id = $1 AND p.partition = $2 AND EXISTS (SELECT 1 FROM mink_leases
-		  WHERE kind = 'partition' AND table_id = $1 AND partition = $2 AND holder = $4 AND epoch = $5 AND expires_at > now())`,
+		WHERE p.table_id = $1 AND p.partition = $2 AND `+lease.HeldSQL("'partition'", "$1", "$2", "$4", "$5"),
 		l.Table, l.Partition, msg, l.Holder, l.Epoch)
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -37,12 +38,7 @@ func setup(t *testing.T) (*pgxpool.Pool, tables.Table) {
 
 // take gives node the partition lease (as a round would) and returns it.
 func take(t *testing.T, db *pgxpool.Pool, table int64, p int32, node string) lease.Lease {
-	l := lease.Lease{Scope: lease.PartitionScope(table, p), Holder: node}
-	if err := db.QueryRow(context.Background(), `UPDATE mink_leases SET holder = $3, epoch = epoch + 1, expires_at = now() + interval '1 minute'
-		WHERE kind = 'partition' AND table_id = $1 AND partition = $2 RETURNING epoch`, table, p, node).Scan(&l.Epoch); err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return leasetest.Take(t, db, lease.PartitionScope(table, p), node)
 }
 
 func rng(tbl tables.Table, p int32, start, end int64) ranges.Range {

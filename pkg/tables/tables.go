@@ -282,10 +282,16 @@ func addPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32
 
 // Grow records that the table's topic now has partitions partitions (Kafka only adds
 // partitions): new index rows and new partition leases, which indexers then take.
-// It reports whether anything was added.
-func Grow(ctx context.Context, db lease.DB, table int64, partitions int32) (bool, error) {
+// It reports whether anything was added. It writes under l, the table's partition-0
+// lease, whose holder keeps the count current: a holder that lost it changes nothing
+// (lease.ErrLeaseLost).
+func Grow(ctx context.Context, db lease.DB, l lease.Lease, partitions int32) (bool, error) {
+	if l.Kind != lease.KindPartition || l.Partition != 0 {
+		return false, fmt.Errorf("tables: grow under %s: only the holder of partition 0 grows a table", l.Scope)
+	}
+	table := l.Table
 	grew := false
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
 		var cur int32
 		if err := tx.QueryRow(ctx, `SELECT partitions FROM mink_tables WHERE id = $1 FOR UPDATE`, table).Scan(&cur); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {

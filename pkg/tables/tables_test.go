@@ -2,12 +2,14 @@ package tables_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -53,10 +55,19 @@ func TestCreateGetListDrop(t *testing.T) {
 	if _, err := tables.Create(ctx, db, tables.Table{Name: "events", Spec: jsonSpec}, 3); apierr.Classify(err) != apierr.AlreadyExists {
 		t.Fatalf("duplicate: %v", err)
 	}
-	if grew, err := tables.Grow(ctx, db, tbl.ID, 5); err != nil || !grew {
+	// Growth is written under the partition-0 lease: a holder that lost it changes nothing.
+	stale := leasetest.Take(t, db, lease.PartitionScope(tbl.ID, 0), "idx-old")
+	p0 := leasetest.Take(t, db, lease.PartitionScope(tbl.ID, 0), "idx-new")
+	if grew, err := tables.Grow(ctx, db, stale, 9); !errors.Is(err, lease.ErrLeaseLost) || grew {
+		t.Fatalf("grow under a lost lease: %v %v, want ErrLeaseLost", grew, err)
+	}
+	if _, err := tables.Grow(ctx, db, leasetest.Take(t, db, lease.PartitionScope(tbl.ID, 1), "idx-new"), 9); err == nil {
+		t.Fatal("grow under another partition's lease: no error")
+	}
+	if grew, err := tables.Grow(ctx, db, p0, 5); err != nil || !grew {
 		t.Fatalf("grow: %v %v", grew, err)
 	}
-	if grew, err := tables.Grow(ctx, db, tbl.ID, 4); err != nil || grew {
+	if grew, err := tables.Grow(ctx, db, p0, 4); err != nil || grew {
 		t.Fatalf("shrink must change nothing: %v %v", grew, err)
 	}
 	if ls, _ := lease.ListLeases(ctx, db, tbl.ID); len(ls) != 6 {

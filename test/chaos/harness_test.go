@@ -781,7 +781,8 @@ func (c *cluster) dbNow() time.Time {
 	return now
 }
 
-// leaseRow is one lease as Postgres holds it; live when it has not expired at at.
+// leaseRow is one lease as Postgres holds it; live when its holder's member row (of the
+// incarnation that took it) has not expired at at, which is then its expiry.
 type leaseRow struct {
 	kind      string
 	table     int64
@@ -804,10 +805,11 @@ func (l leaseRow) String() string {
 
 // leases reads every lease row at one instant of the database clock.
 func (c *cluster) leases(ctx context.Context) ([]leaseRow, error) {
-	rows, err := c.db.Query(ctx, `SELECT kind, table_id, partition, coalesce(holder, ''), epoch,
-			coalesce(expires_at, 'epoch'::timestamptz), coalesce(acquired_at, 'epoch'::timestamptz),
-			coalesce(expires_at > clock_timestamp(), false), clock_timestamp()
-		FROM mink_leases ORDER BY table_id, kind, partition`)
+	rows, err := c.db.Query(ctx, `SELECT l.kind, l.table_id, l.partition, coalesce(l.holder, ''), l.epoch,
+			coalesce(m.expires_at, 'epoch'::timestamptz), coalesce(l.acquired_at, 'epoch'::timestamptz),
+			coalesce(m.expires_at > clock_timestamp(), false), clock_timestamp()
+		FROM mink_leases l LEFT JOIN mink_members m ON m.node_id = l.holder AND m.incarnation = l.incarnation
+		ORDER BY l.table_id, l.kind, l.partition`)
 	if err != nil {
 		return nil, err
 	}

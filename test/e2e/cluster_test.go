@@ -72,7 +72,7 @@ func TestClusterSharesLeasesAndForwards(t *testing.T) {
 	// SIGTERM: idx-a releases its leases and leaves at once; idx-b takes them in its next
 	// round, before any of them could have expired (all measured on the database clock).
 	var t0, firstExpiry time.Time
-	if err := c.db.QueryRow(ctx, `SELECT clock_timestamp(), min(expires_at) FROM mink_leases
+	if err := c.db.QueryRow(ctx, `SELECT clock_timestamp(), min(expires_at) FROM mink_lease_holders
 		WHERE holder = 'idx-a' AND expires_at > clock_timestamp()`).Scan(&t0, &firstExpiry); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestCrashFreesLeasesOnlyAfterTTL(t *testing.T) {
 		expires   time.Time
 	}
 	var deads []dead
-	rows, err := c.db.Query(ctx, `SELECT kind, partition, holder, expires_at FROM mink_leases
+	rows, err := c.db.Query(ctx, `SELECT kind, partition, holder, expires_at FROM mink_lease_holders
 		WHERE table_id = $1 AND holder = ANY($2) AND expires_at > clock_timestamp()`, table, victims)
 	if err != nil {
 		t.Fatal(err)

@@ -287,7 +287,7 @@ func (c *cluster) shares(table int64) shares {
 	c.t.Helper()
 	rows, err := c.db.Query(context.Background(), `SELECT kind,
 			coalesce(CASE WHEN expires_at > clock_timestamp() THEN holder END, ''), clock_timestamp()
-		FROM mink_leases WHERE table_id = $1`, table)
+		FROM mink_lease_holders WHERE table_id = $1`, table)
 	if err != nil {
 		c.t.Fatal(err)
 	}

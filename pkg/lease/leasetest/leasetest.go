@@ -33,6 +33,39 @@ func Table(tb testing.TB, db lease.DB, name string, partitions int32) int64 {
 	return id
 }
 
+// Take gives holder the lease of scope s straight in Postgres, under a new epoch, as a
+// lease round would, for tests of code that runs under a lease without a lease manager:
+// holder is made a live member for an hour (its row is kept, and extended, if it is
+// one already), since a lease is live only while its holder's member row is.
+func Take(tb testing.TB, db lease.DB, s lease.Scope, holder string) lease.Lease {
+	tb.Helper()
+	ctx := context.Background()
+	l := lease.Lease{Scope: s, Holder: holder}
+	err := db.QueryRow(ctx, `WITH m AS (
+			INSERT INTO mink_members (node_id, incarnation, roles, grpc_addr, started_at, renewed_at, expires_at)
+			VALUES ($4, gen_random_uuid(), '{indexer,writer}', '', now(), now(), now() + interval '1 hour')
+			ON CONFLICT (node_id) DO UPDATE SET expires_at = greatest(mink_members.expires_at, EXCLUDED.expires_at)
+			RETURNING incarnation, expires_at)
+		UPDATE mink_leases l SET holder = $4, incarnation = m.incarnation, epoch = l.epoch + 1, acquired_at = now()
+		FROM m, mink_tables t
+		WHERE l.kind = $1 AND l.table_id = $2 AND l.partition = $3 AND t.id = l.table_id
+		RETURNING l.epoch, m.expires_at, t.namespace || '.' || t.name`,
+		string(s.Kind), s.Table, s.Partition, holder).Scan(&l.Epoch, &l.Expires, &l.TableName)
+	if err != nil {
+		tb.Fatalf("take lease %s for %s: %v", s, holder, err)
+	}
+	return l
+}
+
+// Expire ends node's membership as a crash would once lease_ttl has passed: its member
+// row expires now, so every lease it holds is dead and the next round frees it.
+func Expire(tb testing.TB, db lease.DB, node string) {
+	tb.Helper()
+	if _, err := db.Exec(context.Background(), `UPDATE mink_members SET expires_at = now() WHERE node_id = $1`, node); err != nil {
+		tb.Fatalf("expire member %s: %v", node, err)
+	}
+}
+
 // Eventually polls cond every 20ms until it holds, failing the test after timeout.
 func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()

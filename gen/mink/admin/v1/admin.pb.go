@@ -272,7 +272,8 @@ type Lease struct {
 	Holder    string `protobuf:"bytes,5,opt,name=holder,proto3" json:"holder,omitempty"`
 	// Grows every time the lease changes hands; every write under the lease is fenced by it.
 	Epoch int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// Database time at which others may take it unless renewed.
+	// Database time at which others may take it unless its holder renews: the holder's
+	// member row's expiry (renewing that one row renews every lease the node holds).
 	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -359,13 +360,18 @@ func (x *Lease) GetExpiresAt() *timestamppb.Timestamp {
 
 // Coordination counters of one node since it started.
 type LeaseStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rounds        int64                  `protobuf:"varint,1,opt,name=rounds,proto3" json:"rounds,omitempty"`
-	FailedRounds  int64                  `protobuf:"varint,2,opt,name=failed_rounds,json=failedRounds,proto3" json:"failed_rounds,omitempty"`
-	Statements    int64                  `protobuf:"varint,3,opt,name=statements,proto3" json:"statements,omitempty"`
-	Acquired      int64                  `protobuf:"varint,4,opt,name=acquired,proto3" json:"acquired,omitempty"`
-	Released      int64                  `protobuf:"varint,5,opt,name=released,proto3" json:"released,omitempty"`
-	Lost          int64                  `protobuf:"varint,6,opt,name=lost,proto3" json:"lost,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Rounds       int64                  `protobuf:"varint,1,opt,name=rounds,proto3" json:"rounds,omitempty"`
+	FailedRounds int64                  `protobuf:"varint,2,opt,name=failed_rounds,json=failedRounds,proto3" json:"failed_rounds,omitempty"`
+	Statements   int64                  `protobuf:"varint,3,opt,name=statements,proto3" json:"statements,omitempty"`
+	Acquired     int64                  `protobuf:"varint,4,opt,name=acquired,proto3" json:"acquired,omitempty"`
+	Released     int64                  `protobuf:"varint,5,opt,name=released,proto3" json:"released,omitempty"`
+	Lost         int64                  `protobuf:"varint,6,opt,name=lost,proto3" json:"lost,omitempty"`
+	// Rows the coordination statements returned, and rows they inserted, updated or
+	// deleted: in a steady cluster a round writes one (the renewal) and reads a few,
+	// whatever the node holds.
+	RowsRead      int64 `protobuf:"varint,7,opt,name=rows_read,json=rowsRead,proto3" json:"rows_read,omitempty"`
+	RowsWritten   int64 `protobuf:"varint,8,opt,name=rows_written,json=rowsWritten,proto3" json:"rows_written,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -438,6 +444,20 @@ func (x *LeaseStats) GetReleased() int64 {
 func (x *LeaseStats) GetLost() int64 {
 	if x != nil {
 		return x.Lost
+	}
+	return 0
+}
+
+func (x *LeaseStats) GetRowsRead() int64 {
+	if x != nil {
+		return x.RowsRead
+	}
+	return 0
+}
+
+func (x *LeaseStats) GetRowsWritten() int64 {
+	if x != nil {
+		return x.RowsWritten
 	}
 	return 0
 }
@@ -2499,7 +2519,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x06holder\x18\x05 \x01(\tR\x06holder\x12\x14\n" +
 	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\x129\n" +
 	"\n" +
-	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xb5\x01\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xf5\x01\n" +
 	"\n" +
 	"LeaseStats\x12\x16\n" +
 	"\x06rounds\x18\x01 \x01(\x03R\x06rounds\x12#\n" +
@@ -2509,7 +2529,9 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"statements\x12\x1a\n" +
 	"\bacquired\x18\x04 \x01(\x03R\bacquired\x12\x1a\n" +
 	"\breleased\x18\x05 \x01(\x03R\breleased\x12\x12\n" +
-	"\x04lost\x18\x06 \x01(\x03R\x04lost\"\xbe\x03\n" +
+	"\x04lost\x18\x06 \x01(\x03R\x04lost\x12\x1b\n" +
+	"\trows_read\x18\a \x01(\x03R\browsRead\x12!\n" +
+	"\frows_written\x18\b \x01(\x03R\vrowsWritten\"\xbe\x03\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12)\n" +
 	"\x05roles\x18\x02 \x03(\x0e2\x13.mink.admin.v1.RoleR\x05roles\x12\x1b\n" +

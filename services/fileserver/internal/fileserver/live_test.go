@@ -146,12 +146,7 @@ func (le *liveEnv) index(upTo int64) {
 		p := o.Partition
 		l, ok := le.leases[p]
 		if !ok {
-			l = lease.Lease{Scope: lease.Scope{Kind: lease.KindPartition, Table: le.table.ID, Partition: p}, Holder: "indexer", TableName: le.table.FullName()}
-			if err := le.db.QueryRow(ctx, `UPDATE mink_leases SET holder = $4, epoch = epoch + 1, expires_at = now() + interval '1 hour', acquired_at = now()
-				WHERE kind = $1 AND table_id = $2 AND partition = $3 RETURNING epoch, expires_at`,
-				string(lease.KindPartition), le.table.ID, p, l.Holder).Scan(&l.Epoch, &l.Expires); err != nil {
-				t.Fatal(err)
-			}
+			l = leasetest.Take(t, le.db, lease.PartitionScope(le.table.ID, p), "indexer")
 			le.leases[p] = l
 		}
 		st, err := ranges.State(ctx, le.db, le.table.ID, p)

@@ -219,7 +219,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 		if err != nil || n <= tbl.Partitions {
 			return
 		}
-		if grew, err := tables.Grow(ctx, ix.DB, tbl.ID, n); err != nil {
+		if grew, err := tables.Grow(ctx, ix.DB, l, n); err != nil {
 			log.Warn("could not record new partitions", "error", err, "partitions", n)
 		} else if grew {
 			log.Info("topic grew: new partition leases", "partitions", n)

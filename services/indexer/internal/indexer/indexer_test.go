@@ -292,25 +292,36 @@ func TestIndexSkipsDeletedOffsets(t *testing.T) {
 	}
 }
 
-// The lease moves mid-stream from one indexer to another: no gap, no overlap.
+// The lease moves mid-stream from one indexer to another: no gap, no overlap. Records
+// keep coming until the new holder has indexed under its own epoch on both partitions.
 func TestHandoffMidStream(t *testing.T) {
 	e := newEnv(t)
 	tbl := e.createTable(t, "hand", 2, nil)
 	stopA := e.startIndexer(t, "idx-a")
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
-		for i := 0; ctx.Err() == nil && i < 60; i++ {
+		for i := 0; ctx.Err() == nil && i < 2000; i++ {
 			for p := int32(0); p < 2; p++ {
 				e.produce(t, "hand", p, jsonEvents(i*10, 10)...)
 			}
 			time.Sleep(15 * time.Millisecond)
 		}
 	}()
+	epochs := func(p int32) map[int64]bool {
+		rs, _ := ranges.List(context.Background(), e.db, tbl.ID, p, -1)
+		out := map[int64]bool{}
+		for _, r := range rs {
+			out[r.Epoch] = true
+		}
+		return out
+	}
 	leasetest.Eventually(t, 10*time.Second, "some ranges stored", func() bool {
 		st, _ := ranges.State(context.Background(), e.db, tbl.ID, 0)
-		return st.Ranges >= 2
+		st1, _ := ranges.State(context.Background(), e.db, tbl.ID, 1)
+		return st.Ranges >= 2 && st1.Ranges >= 2
 	})
 	e.startIndexer(t, "idx-b") // shares drop: idx-a hands one partition over
 	leasetest.Eventually(t, 10*time.Second, "idx-b to hold a partition", func() bool {
@@ -326,17 +337,18 @@ func TestHandoffMidStream(t *testing.T) {
 		return false
 	})
 	stopA() // clean leave mid-stream: idx-b takes the rest
-	<-produced
+	leasetest.Eventually(t, 20*time.Second, "both partitions indexed under a second epoch while records keep coming", func() bool {
+		return len(epochs(0)) >= 2 && len(epochs(1)) >= 2
+	})
+	select {
+	case <-produced:
+		t.Fatal("production ended before the handoff: it did not happen mid-stream")
+	default:
+	}
 	cancel()
+	<-produced
 	for p := int32(0); p < 2; p++ {
-		rs := e.checkTiling(t, tbl, p)
-		epochs := map[int64]bool{}
-		for _, r := range rs {
-			epochs[r.Epoch] = true
-		}
-		if len(epochs) < 2 {
-			t.Errorf("partition %d indexed under %d epochs; the handoff did not happen mid-stream", p, len(epochs))
-		}
+		e.checkTiling(t, tbl, p)
 	}
 }
 

@@ -115,14 +115,7 @@ func newFixtureDB(t *testing.T, db *pgxpool.Pool, partitions int32, props map[st
 // take gives holder the lease in SQL, with a new epoch, as a lease round would.
 func (f *fixture) take(kind lease.Kind, partition int32, holder string) lease.Lease {
 	f.t.Helper()
-	l := lease.Lease{Scope: lease.Scope{Kind: kind, Table: f.tbl.ID, Partition: partition}, Holder: holder, TableName: f.tbl.FullName()}
-	err := f.db.QueryRow(f.ctx, `UPDATE mink_leases SET holder = $4, epoch = epoch + 1, expires_at = now() + interval '1 hour', acquired_at = now()
-		WHERE kind = $1 AND table_id = $2 AND partition = $3 RETURNING epoch, expires_at`,
-		string(kind), f.tbl.ID, partition, holder).Scan(&l.Epoch, &l.Expires)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return l
+	return leasetest.Take(f.t, f.db, lease.Scope{Kind: kind, Table: f.tbl.ID, Partition: partition}, holder)
 }
 
 // produce writes n JSON records to a partition.
