@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -39,9 +41,15 @@ type Config struct {
 	FS FSConfig
 
 	// 7: coordination.
-	CoordNodes      []int
-	CoordTables     int
-	CoordPartitions int
+	CoordNodes        []int // simulated cluster sizes
+	CoordTables       int
+	CoordPartitions   int
+	CoordSteadyPasses int // steady passes measured at least
+	CoordSteadyRounds int // and at least this many node rounds (more passes for small clusters)
+	// CoordCheckPartitions is the partition count of one more cold start and steady
+	// phase at the smallest cluster size, to show what a round reads does not depend on
+	// partitions; 0 skips it.
+	CoordCheckPartitions int
 
 	// 8: failover.
 	FailoverTrials     int
@@ -73,9 +81,12 @@ func DefaultConfig() Config {
 
 		FS: DefaultFSConfig(),
 
-		CoordNodes:      []int{10, 50, 100},
-		CoordTables:     100,
-		CoordPartitions: 32,
+		CoordNodes:           []int{10, 100, 1000},
+		CoordTables:          1000,
+		CoordPartitions:      100,
+		CoordSteadyPasses:    3,
+		CoordSteadyRounds:    3000,
+		CoordCheckPartitions: 10,
 
 		FailoverTrials:     3,
 		FailoverTTL:        3 * time.Second,
@@ -116,6 +127,15 @@ func (c *Config) Validate() error {
 		if n < 1 {
 			bad("coord-nodes: %d, want at least 1", n)
 		}
+	}
+	if c.has(7) && len(c.CoordNodes) == 0 {
+		bad("coord-nodes: want at least one cluster size")
+	}
+	if c.CoordTables < 1 || c.CoordPartitions < 1 || c.CoordCheckPartitions < 0 {
+		bad("coord-tables, coord-partitions: want at least 1 (coord-check-partitions: 0 or more)")
+	}
+	if c.CoordSteadyPasses < 1 || c.CoordSteadyRounds < 0 {
+		bad("coord-steady-passes: want at least 1 (coord-steady-rounds: 0 or more)")
 	}
 	if c.FailoverTrials < 1 || c.FailoverPartitions < 2 {
 		bad("failover: want at least 1 trial and 2 partitions")
@@ -498,38 +518,223 @@ func spreadOf(m map[string]int) string {
 }
 
 func runCoord(ctx context.Context, e *Env, c Config, it *Item) error {
+	it.Notes = append(it.Notes,
+		fmt.Sprintf("Simulated nodes: lease.Manager instances (indexer and writer roles) in this process, each with its own Register/Round/Leave, against one real Postgres, as pkg/lease/sim_test.go does. "+
+			"A pass runs one round of every node in turn (by node id; a joining node last); \"rounds to converge\" counts passes until one moves no lease (that quiet pass included), so in a real cluster it is that many lease_ttl/3 intervals. "+
+			"The simulated lease_ttl is %s, only so that no member row expires within a pass; a crash expires the victim's row in SQL (`UPDATE mink_members SET expires_at = now()`), as lease_ttl passing would.", coordTTL),
+		"A round: the renewal of the node's member row, alone in its transaction (the row is what every lease it holds is valid through, so this one row renews them all); "+
+			"then one batch of 3 statements: the janitor (deletes expired member rows and frees their leases), the members' and tables' generations, and the free lease counts per table; "+
+			"then only when needed: the members and the tables read again when their generation moved, the free leases fetched of the tables the node is below its share of, one release and one acquire statement. "+
+			"Statements and rows are counted by lease.Stats (rows read: rows returned to the client; rows written: rows inserted, updated or deleted); the figures are exact averages over every round of the phase.",
+		"Phases: cold start (every node registered at once, every lease free), steady (passes after the cold start converged, nothing moving), join (one more node: shares drop and nodes above theirs hand back one partition per table per round), "+
+			"clean leave (one node leaves: its leases are free at once), crash (one node stops and its member row expires: the next round of any other node deletes it and frees its leases). "+
+			"A node takes nothing in its first round after registering (it watches the membership once), so a cold start and a join take one pass more than the moves themselves.",
+		"Baselines, on the same data: for rows written, the earlier design that renewed each held lease's row every round (leases held per node + the member row); "+
+			"for rows read, a round that reads every lease row of every table and every member; for rounds to converge, the fewest the rules allow "+
+			"(hand-backs one per table per round, the settle round, the quiet pass). Ratios are baseline ÷ Mink: above 1 Mink does that many times less.",
+		fmt.Sprintf("Postgres CPU: user + system time of the private cluster's postmaster and all its processes (backends, checkpointer, autovacuum, ...; /proc/<pid>/stat, and the postmaster's cutime and cstime for those that exited) "+
+			"from before to after the steady passes, divided by the passes: the whole cluster's Postgres work per lease_ttl/3, against the goal of %s, 10%% of a round at the default lease_ttl %s. "+
+			"The idle cluster's CPU over as long a wall time with no rounds is shown beside it (it is included, not subtracted). Postgres shares the machine's cores with this process, which runs the nodes' side.",
+			fmtDur(roundInterval/10), lease.DefaultTTL),
+	)
+	var got []CoordResult
 	for _, n := range c.CoordNodes {
-		res, err := e.Coordinate(ctx, n, c.CoordTables, c.CoordPartitions)
+		load0 := loadAvg()
+		res, err := e.Coordinate(ctx, CoordOptions{Nodes: n, Tables: c.CoordTables, Partitions: c.CoordPartitions,
+			SteadyPasses: max(c.CoordSteadyPasses, ceilDiv(c.CoordSteadyRounds, n)), Changes: true})
 		if err != nil {
-			return err
+			return fmt.Errorf("%d nodes: %w", n, err)
 		}
-		for _, ph := range res.Phases {
-			leases := ph.LeasesPerNd
-			// Baseline: the same round with one renewal statement per held lease
-			// instead of one for all of them.
-			perLease := ph.StmtsPerRnd - 1 + leases
-			// The summary keeps the start's statements and the join's rounds.
-			it.Rows = append(it.Rows,
-				Row{What: fmt.Sprintf("%d nodes x %d tables x %d partitions, %s: statements per node per round", ph.Nodes, res.Tables, res.Partitions, ph.Name),
-					Mink: fmt.Sprintf("%.2f", ph.StmtsPerRnd), Baseline: fmt.Sprintf("%.1f (one renewal per lease, %.0f leases held)", perLease, leases),
-					Ratio: fmtRatio(perLease / ph.StmtsPerRnd), Detail: ph.Name != "start"},
-				Row{What: fmt.Sprintf("%d nodes, %s: rounds to converge", ph.Nodes, ph.Name),
-					Mink: strconv.Itoa(ph.Passes), Baseline: fmt.Sprintf("%d (fewest the rules allow)", ph.MinPasses),
-					Ratio: fmtRatio(float64(ph.MinPasses) / float64(ph.Passes)), Detail: ph.Name != "join"},
-			)
-		}
-		it.Rows = append(it.Rows, Info(fmt.Sprintf("%d nodes: one round's duration p50 / p99", n),
-			fmtDur(res.RoundP50)+" / "+fmtDur(res.RoundP99)))
+		got = append(got, res)
+		it.Rows = append(it.Rows, coordRows(res)...)
+		it.Notes = append(it.Notes, coordNote(res, load0, loadAvg()))
 		e.Log.Info("coordination", "nodes", n, "took", res.Took.Round(time.Millisecond))
 	}
-	it.Notes = append(it.Notes,
-		"Simulated nodes: lease.Manager instances (indexer and writer roles) in this process, each with its own Register/Round/Leave, against one real Postgres, as pkg/lease/sim_test.go does. "+
-			"A pass runs one round of every node in turn; \"rounds to converge\" counts passes until one moves no lease (that quiet pass included), so in a real cluster it is that many lease_ttl/3 intervals.",
-		"Phases: start (all leases free), join (one more node: every share drops and nodes above it hand back one partition per table per round), leave (one node leaves cleanly).",
-		"Statements are SQL statements counted by lease.Stats (a round sends them in 2 to 4 round trips: heartbeat and renewal in one batch, the cluster view in another, then at most one release and one acquire). "+
-			"Baseline for statements: the same round renewing each held lease with its own statement. Ratio > 1 means Mink sends that many times fewer.",
-	)
+	it.Rows = append(it.Rows, coordGrowth(got)...)
+	if p := c.CoordCheckPartitions; p > 0 && p != c.CoordPartitions {
+		ref := got[0]
+		for _, r := range got {
+			if r.Nodes < ref.Nodes {
+				ref = r
+			}
+		}
+		res, err := e.Coordinate(ctx, CoordOptions{Nodes: ref.Nodes, Tables: c.CoordTables, Partitions: p,
+			SteadyPasses: max(c.CoordSteadyPasses, ceilDiv(c.CoordSteadyRounds, ref.Nodes))})
+		if err != nil {
+			return fmt.Errorf("%d nodes x %d partitions: %w", ref.Nodes, p, err)
+		}
+		figs := func(s CoordSteady) string {
+			v := fmt.Sprintf("%.2f / %.2f / %.2f", s.Read, s.Written, s.Stmts)
+			if s.CPUErr == nil {
+				v += ", Postgres CPU per pass " + fmtDur(s.CPUPerPass())
+			}
+			return v
+		}
+		it.Rows = append(it.Rows, Info(fmt.Sprintf("%d nodes x %d tables x %d partitions, steady: rows read / rows written / statements per node per round", ref.Nodes, c.CoordTables, p),
+			fmt.Sprintf("%s (with %d partitions: %s)", figs(res.Steady), c.CoordPartitions, figs(ref.Steady))))
+		e.Log.Info("coordination", "nodes", ref.Nodes, "partitions", p, "took", res.Took.Round(time.Millisecond))
+	}
 	return nil
+}
+
+// coordRows are one cluster size's rows: the steady round's costs, then convergence.
+func coordRows(res CoordResult) []Row {
+	st, n := res.Steady, res.Nodes
+	passes := time.Duration(max(1, st.Passes))
+	atMost := func(avg float64, most int64) string { return fmt.Sprintf("%.2f (at most %d in a round)", avg, most) }
+	writeBase, readBase := st.Held+1, float64(st.LeaseRows+int64(st.Nodes))
+	rows := []Row{
+		{What: fmt.Sprintf("%d nodes x %d tables x %d partitions, steady: rows written per node per round", n, res.Tables, res.Partitions),
+			Mink: atMost(st.Written, st.MaxWritten), Baseline: fmt.Sprintf("%s (one row per held lease, %s held per node, and the member row)", fmtCount(writeBase), fmtCount(st.Held)),
+			Ratio: bigRatio(writeBase / st.Written)},
+		{What: fmt.Sprintf("%d nodes, steady: rows read per node per round", n),
+			Mink: atMost(st.Read, st.MaxRead), Baseline: fmt.Sprintf("%s (every lease row, %s, and every member, %d)", fmtCount(readBase), fmtCount(float64(st.LeaseRows)), st.Nodes),
+			Ratio: bigRatio(readBase / st.Read)},
+	}
+	cpuWhat := fmt.Sprintf("%d nodes, steady: Postgres CPU time per pass (one round of every node)", n)
+	if st.CPUErr != nil {
+		rows = append(rows, Info(cpuWhat, st.CPUErr.Error()))
+	} else {
+		per, goal := st.CPUPerPass(), roundInterval/10
+		rows = append(rows,
+			Row{What: cpuWhat, Mink: fmt.Sprintf("%s (%s of a %s round)", fmtDur(per), fmtPct(float64(per)/float64(roundInterval)), fmtDur(roundInterval)),
+				Baseline: fmt.Sprintf("%s (goal: 10%% of a round at lease_ttl %s)", fmtDur(goal), lease.DefaultTTL),
+				Ratio:    fmt.Sprintf("%.2g of goal", float64(per)/float64(goal))},
+			Info(fmt.Sprintf("%d nodes, steady: Postgres CPU per pass, of it: the nodes' backends / other processes; the idle cluster over as long a wall time", n),
+				fmt.Sprintf("%s / %s; %s", fmtDur(st.PGClients/passes), fmtDur((st.PGCPU-st.PGClients)/passes), fmtDur(st.PGIdle/passes))))
+	}
+	fr := res.Fresh
+	rows = append(rows,
+		Info(fmt.Sprintf("%d nodes, steady right after the cold start, before VACUUM: rows read / rows written / statements per node per round; Postgres CPU per pass", n),
+			fmt.Sprintf("%.2f / %.2f / %.2f; %s", fr.Read, fr.Written, fr.Stmts, cpuOrWhy(fr))),
+		Info(fmt.Sprintf("%d nodes, steady: statements per node per round", n), fmt.Sprintf("%.2f", st.Stmts)),
+		Info(fmt.Sprintf("%d nodes, steady: one round's duration p50 / p99; this process's CPU per round", n),
+			fmt.Sprintf("%s / %s; %s", fmtDur(st.RoundP50), fmtDur(st.RoundP99), fmtDur(st.ClientCPU/time.Duration(max(1, st.Rounds))))))
+	var names, minka, base []string
+	sumMin, sumPasses := 0, 0
+	for _, ph := range res.Phases {
+		names = append(names, ph.Name)
+		minka, base = append(minka, strconv.Itoa(ph.Passes)), append(base, strconv.Itoa(ph.MinPasses))
+		sumMin, sumPasses = sumMin+ph.MinPasses, sumPasses+ph.Passes
+	}
+	rows = append(rows, Row{What: fmt.Sprintf("%d nodes: rounds to converge after a %s", n, strings.Join(names, " / ")),
+		Mink: strings.Join(minka, " / "), Baseline: strings.Join(base, " / ") + " (fewest the rules allow)",
+		Ratio: fmtRatio(float64(sumMin) / float64(sumPasses))})
+	for _, ph := range res.Phases {
+		rows = append(rows, Row{What: fmt.Sprintf("%d nodes, %s (%d nodes in the passes): rounds to converge", n, ph.Name, ph.Nodes),
+			Mink: strconv.Itoa(ph.Passes), Baseline: fmt.Sprintf("%d (fewest the rules allow: %s)", ph.MinPasses, fewestWhy(ph)),
+			Ratio: fmtRatio(float64(ph.MinPasses) / float64(ph.Passes)), Detail: true})
+	}
+	return rows
+}
+
+// cpuOrWhy is a steady phase's Postgres CPU per pass, or why it is unknown.
+func cpuOrWhy(s CoordSteady) string {
+	if s.CPUErr != nil {
+		return s.CPUErr.Error()
+	}
+	return fmtDur(s.CPUPerPass())
+}
+
+// fewestWhy says what the fewest passes of a phase are made of.
+func fewestWhy(ph CoordPhase) string {
+	moving := ph.MinPasses - 1 - ph.Settle
+	var parts []string
+	switch {
+	case ph.MinPasses == ph.Settle+1:
+		parts = append(parts, "nothing to move")
+	case ph.Excess > 1:
+		parts = append(parts, fmt.Sprintf("%d handing back one lease per table per round", ph.Excess))
+		if ph.Settle > 0 {
+			parts[0] += ", the new node taking them from its second"
+		}
+	default:
+		if ph.Settle > 0 {
+			parts = append(parts, "the settle pass")
+		}
+		parts = append(parts, fmt.Sprintf("%d moving", moving))
+	}
+	return strings.Join(append(parts, "1 quiet"), ", ")
+}
+
+// coordNote is one cluster size's note: what each phase moved and cost, and the load.
+func coordNote(res CoordResult, load0, load1 string) string {
+	var ps []string
+	for _, ph := range res.Phases {
+		ps = append(ps, fmt.Sprintf("%s %s leases moved in %s (per node per round: %.2f statements, %s rows read, %s rows written)",
+			ph.Name, fmtCount(float64(ph.Moved)), fmtDur(ph.Took), ph.Stmts, fmtCount(ph.Read), fmtCount(ph.Written)))
+	}
+	st := res.Steady
+	return fmt.Sprintf("%d nodes x %d tables x %d partitions: %s in all, load average %s at start and %s at end. %s. Steady: %d passes (%d rounds) in %s, %s leases held per node, %d moved.",
+		res.Nodes, res.Tables, res.Partitions, fmtDur(res.Took), load0, load1, strings.Join(ps, "; "),
+		st.Passes, st.Rounds, fmtDur(st.Wall), fmtCount(st.Held), st.Moved)
+}
+
+// coordGrowth shows how the steady figures grow with the cluster size.
+func coordGrowth(rs []CoordResult) []Row {
+	if len(rs) < 2 {
+		return nil
+	}
+	var sizes []string
+	for _, r := range rs {
+		sizes = append(sizes, strconv.Itoa(r.Nodes))
+	}
+	grow := func(what string, v func(CoordResult) float64, show func(float64) string) Row {
+		var vals, factors []string
+		for i, r := range rs {
+			vals = append(vals, show(v(r)))
+			if i > 0 {
+				factors = append(factors, "×"+fmtFactor(v(r)/v(rs[i-1])))
+			}
+		}
+		return Info(fmt.Sprintf("steady %s, %s nodes", what, strings.Join(sizes, " → ")),
+			strings.Join(vals, " → ")+" ("+strings.Join(factors, ", ")+")")
+	}
+	f2 := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	dur := func(v float64) string { return fmtDur(time.Duration(v)) }
+	rows := []Row{
+		grow("rows read per node per round", func(r CoordResult) float64 { return r.Steady.Read }, f2),
+		grow("rows written per node per round", func(r CoordResult) float64 { return r.Steady.Written }, f2),
+	}
+	for _, r := range rs {
+		if r.Steady.CPUErr != nil {
+			return rows
+		}
+	}
+	return append(rows,
+		grow("Postgres CPU per pass", func(r CoordResult) float64 { return float64(r.Steady.CPUPerPass()) }, dur),
+		grow("Postgres CPU per node round", func(r CoordResult) float64 {
+			return float64(r.Steady.PGCPU) / float64(max(1, r.Steady.Rounds))
+		}, dur))
+}
+
+// fmtCount prints a count with thousands separators, and a fraction when it has one.
+func fmtCount(v float64) string {
+	if v != float64(int64(v)) && v < 1000 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func fmtPct(f float64) string { return fmt.Sprintf("%.2g%%", 100*f) }
+
+// bigRatio is fmtRatio for ratios that may run into the thousands.
+func bigRatio(r float64) string {
+	if r >= 100 && !math.IsInf(r, 0) {
+		return fmtNum(r) + "×"
+	}
+	return fmtRatio(r)
+}
+
+func fmtFactor(f float64) string {
+	if f >= 10 {
+		return fmt.Sprintf("%.1f", f)
+	}
+	return fmt.Sprintf("%.2f", f)
 }
 
 func runFailover(ctx context.Context, e *Env, c Config, it *Item) error {
