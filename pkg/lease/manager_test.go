@@ -1,11 +1,13 @@
 package lease_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -544,6 +546,37 @@ func TestCappedNodeNeverStrands(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "4 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+4 })
 	if !even() || moves() != before {
 		t.Fatalf("shares moved after converging: %v, %d moves", countHeld(t, db, tbl), moves()-before)
+	}
+}
+
+// A node takes the free leases it prefers most (the seed's "most preferred first"): capped
+// at 3 of a free 20-partition table, it holds its 3 most preferred partitions.
+func TestTakesMostPreferredFree(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 20)
+	a := startNode(t, db, &recorder{}, "idx-a", 3, lease.RoleIndexer)
+	want := make([]int32, 20)
+	for p := range want {
+		want[p] = int32(p)
+	}
+	slices.SortFunc(want, func(x, y int32) int {
+		return cmp.Compare(lease.Preference("idx-a", lease.PartitionScope(tbl, y)), lease.Preference("idx-a", lease.PartitionScope(tbl, x)))
+	})
+	want = want[:3]
+	slices.Sort(want)
+	held := func() []int32 {
+		var ps []int32
+		for _, l := range a.m.Held() {
+			if l.Kind == lease.KindPartition {
+				ps = append(ps, l.Partition)
+			}
+		}
+		slices.Sort(ps)
+		return ps
+	}
+	leasetest.Eventually(t, 10*time.Second, "3 partitions held", func() bool { return len(held()) == 3 })
+	if got := held(); !slices.Equal(got, want) {
+		t.Fatalf("idx-a holds partitions %v, its 3 most preferred are %v", got, want)
 	}
 }
 
