@@ -332,8 +332,8 @@ func TestSteadyRoundIndependentOfPartitions(t *testing.T) {
 	}
 }
 
-// A node fetches only the free leases it prefers most, ranked in SQL by mink_preference:
-// it must rank exactly as Preference does.
+// mink_preference, the seed's preference in SQL for operators' queries, must rank exactly
+// as Preference does.
 func TestSQLPreferenceIsPreference(t *testing.T) {
 	db := newDB(t)
 	for _, node := range []string{"idx-a", "node-ü-7", ""} {

@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS mink_retired (
 
 -- The seed's preference of a node for a lease scope, as pkg/lease.Preference computes
 -- it (the first 8 bytes of sha256(node, 0, scope); bytea compares as the big-endian
--- uint64 does), so that a node fetches only the free leases it prefers most.
+-- uint64 does): for operators' queries ("which node prefers this partition?"); nodes
+-- hash their preferences themselves and send them with the query.
 CREATE OR REPLACE FUNCTION mink_preference(node text, scope text) RETURNS bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT substring(sha256(convert_to(node, 'UTF8') || '\x00'::bytea || convert_to(scope, 'UTF8')) FROM 1 FOR 8)
