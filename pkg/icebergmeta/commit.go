@@ -286,8 +286,12 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 	if err := lw.Close(); err != nil {
 		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
 	}
+	listBytes, err := portableAvro(buf.Bytes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
+	}
 	listKey := layout.MetadataKey(t.Namespace, t.Name, o.dir+manifestListName(w.id, w.commit))
-	files := append(w.files, File{Key: listKey, Content: buf.Bytes()})
+	files := append(w.files, File{Key: listKey, Content: listBytes})
 
 	summary, err := summarize(parent, ch)
 	if err != nil {
@@ -337,13 +341,17 @@ func (w *manifests) write(fill func(*iceberg.ManifestWriter) error) (iceberg.Man
 	if err := mw.Close(); err != nil {
 		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
 	}
-	key := layout.MetadataKey(w.t.Namespace, w.t.Name, w.dir+manifestName(w.commit, w.n))
-	w.n++
-	mf, err := mw.ToManifestFile(layout.URI(key), int64(buf.Len()))
+	content, err := portableAvro(buf.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
 	}
-	w.files = append(w.files, File{Key: key, Content: buf.Bytes()})
+	key := layout.MetadataKey(w.t.Namespace, w.t.Name, w.dir+manifestName(w.commit, w.n))
+	w.n++
+	mf, err := mw.ToManifestFile(layout.URI(key), int64(len(content)))
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
+	}
+	w.files = append(w.files, File{Key: key, Content: content})
 	return mf, nil
 }
 
