@@ -204,10 +204,18 @@ func syncProperties(b *table.MetadataBuilder, md table.Metadata, t Table) error 
 	return nil
 }
 
-// newSnapshotID picks an unused positive snapshot id.
+// MaxSnapshotID is the largest snapshot id Mink picks: 2^53-1, the largest integer a
+// JavaScript client's JSON.parse reads exactly (the spec allows any long, and
+// 4205664986623586685 would read as 4205664986623587000 there). Tables keep the larger
+// ids they were given before; nothing renumbers them.
+const MaxSnapshotID = 1<<53 - 1
+
+// newSnapshotID picks an unused snapshot id in [1, MaxSnapshotID]. Random, as Iceberg
+// picks them: with 2^53 ids, a table keeping thousands of snapshots meets a taken one
+// about once in a trillion picks, and picks again.
 func newSnapshotID(md table.Metadata) int64 {
 	for {
-		id := rand.Int64N(1<<62) + 1
+		id := rand.Int64N(MaxSnapshotID) + 1
 		if md.SnapshotByID(id) == nil {
 			return id
 		}
