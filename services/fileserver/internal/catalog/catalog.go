@@ -128,9 +128,9 @@ func S3Config(endpoint, region string) map[string]string {
 type catalog struct {
 	o         Options
 	log       *slog.Logger
-	fileIO    []byte            // fileIOMap as JSON, the config of every load without vended credentials
-	fileIOMap map[string]string // o.FileIO, without the dummy keys when auth is on
-	endpoints []string          // what /v1/config advertises: every served route
+	fileIO    []byte                     // fileIOMap as JSON, the config of every load without vended credentials
+	fileIOMap map[string]string          // o.FileIO, without the dummy keys when auth is on
+	endpoints []string                   // what /v1/config advertises: every served route
 	refs      *lru.Cache[string, []byte] // metadata key -> its snapshots=refs form
 
 	mu     sync.Mutex
@@ -341,4 +341,3 @@ func (c *catalog) namespaceVisible(ctx context.Context, p *auth.Principal, ns st
 func noNamespace(ns string) error {
 	return apierr.New(apierr.NotFound, "namespace %s does not exist", ns)
 }
-

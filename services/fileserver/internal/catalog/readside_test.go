@@ -218,9 +218,9 @@ func (f *fixture) commit(table int64, key string, content []byte) {
 }
 
 type listPage struct {
-	Next        *string           `json:"next-page-token"`
-	Identifiers []identifier      `json:"identifiers"`
-	Namespaces  [][]string        `json:"namespaces"`
+	Next        *string      `json:"next-page-token"`
+	Identifiers []identifier `json:"identifiers"`
+	Namespaces  [][]string   `json:"namespaces"`
 	raw         map[string]any
 }
 
