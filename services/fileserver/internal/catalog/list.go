@@ -218,15 +218,10 @@ func (c *catalog) listNamespaces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *catalog) loadNamespace(w http.ResponseWriter, r *http.Request) {
-	ns, err := namespace(r)
-	if err != nil {
-		c.fail(w, r, err, noSuchNamespace)
-		return
-	}
 	ctx, cancel := c.db(r)
 	defer cancel()
-	if err := c.visible(ctx, auth.FromContext(r.Context()), ns); err != nil {
-		c.fail(w, r, err, noSuchNamespace)
+	ns, ok := c.seenNamespace(ctx, w, r)
+	if !ok {
 		return
 	}
 	if r.Method == http.MethodHead {
@@ -243,6 +238,20 @@ func (c *catalog) visible(ctx context.Context, p *auth.Principal, ns string) err
 		err = noNamespace(ns)
 	}
 	return err
+}
+
+// seenNamespace reads {namespace} and checks that the caller sees it; when not, it has
+// answered r and ok is false.
+func (c *catalog) seenNamespace(ctx context.Context, w http.ResponseWriter, r *http.Request) (ns string, ok bool) {
+	ns, err := namespace(r)
+	if err == nil {
+		err = c.visible(ctx, auth.FromContext(r.Context()), ns)
+	}
+	if err != nil {
+		c.fail(w, r, err, noSuchNamespace)
+		return "", false
+	}
+	return ns, true
 }
 
 // listTables lists the tables of a namespace that p may read and whose writer has
@@ -288,18 +297,13 @@ func (c *catalog) listTables(w http.ResponseWriter, r *http.Request) {
 // listViews: Mink serves no views. A namespace that exists has none; its pages are
 // checked like any list's (no token was ever issued for them).
 func (c *catalog) listViews(w http.ResponseWriter, r *http.Request) {
-	ns, err := namespace(r)
-	if err != nil {
-		c.fail(w, r, err, noSuchNamespace)
+	ctx, cancel := c.db(r)
+	defer cancel()
+	ns, ok := c.seenNamespace(ctx, w, r)
+	if !ok {
 		return
 	}
 	if _, err := parsePage(r, listViews, ns); err != nil {
-		c.fail(w, r, err, noSuchNamespace)
-		return
-	}
-	ctx, cancel := c.db(r)
-	defer cancel()
-	if err := c.visible(ctx, auth.FromContext(r.Context()), ns); err != nil {
 		c.fail(w, r, err, noSuchNamespace)
 		return
 	}
@@ -309,11 +313,6 @@ func (c *catalog) listViews(w http.ResponseWriter, r *http.Request) {
 // loadView is GET and HEAD of a view: none exists. A namespace p does not see is
 // answered as missing, as for tables.
 func (c *catalog) loadView(w http.ResponseWriter, r *http.Request) {
-	ns, err := namespace(r)
-	if err != nil {
-		c.fail(w, r, err, noSuchNamespace)
-		return
-	}
 	name := r.PathValue("view")
 	if err := checkName("view", name); err != nil {
 		c.fail(w, r, err, noSuchView)
@@ -321,8 +320,8 @@ func (c *catalog) loadView(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := c.db(r)
 	defer cancel()
-	if err := c.visible(ctx, auth.FromContext(r.Context()), ns); err != nil {
-		c.fail(w, r, err, noSuchNamespace)
+	ns, ok := c.seenNamespace(ctx, w, r)
+	if !ok {
 		return
 	}
 	c.fail(w, r, apierr.New(apierr.NotFound, "view %s.%s does not exist: Mink serves tables, not views", ns, name), noSuchView)
