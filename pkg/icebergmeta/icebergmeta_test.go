@@ -276,6 +276,14 @@ func TestCommitLifecycle(t *testing.T) {
 	if len(files(t, s, base.Metadata)) != 7 {
 		t.Fatal("expiry changed the current files")
 	}
+	// The log, refs and current snapshot name only snapshots still there, in both forms
+	// a load serves.
+	consistent(t, "after expiry", s[base.Key])
+	refsJSON, err := icebergmeta.RefsOnly(s[base.Key])
+	if err != nil {
+		t.Fatal(err)
+	}
+	consistent(t, "after expiry, refs", refsJSON)
 	// Nothing more to do: no version.
 	if _, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{Now: now.Add(2 * time.Hour)}); !errors.Is(err, icebergmeta.ErrNoChange) {
 		t.Fatalf("empty commit: %v", err)
