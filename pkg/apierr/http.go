@@ -108,7 +108,9 @@ func Iceberg(err error, notFound string) IcebergErrorModel {
 			// A dependency is down or too slow: retry later, unlike a 500.
 			code, typ = http.StatusServiceUnavailable, "ServiceUnavailableException"
 		case Unimplemented:
-			code, typ = http.StatusNotImplemented, "NotImplementedException"
+			// The spec's UnsupportedOperationResponse (Java's server maps
+			// UnsupportedOperationException to it, for every endpoint).
+			code, typ = http.StatusNotAcceptable, "UnsupportedOperationException"
 		case ResourceExhausted:
 			code, typ = http.StatusTooManyRequests, "TooManyRequestsException"
 		case Canceled:

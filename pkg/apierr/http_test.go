@@ -33,7 +33,7 @@ func TestHTTPMappings(t *testing.T) {
 		{"range", apierr.RangeErr("range bytes=9- is not satisfiable"), 400, "BadRequestException", 416, "InvalidRange"},
 		{"wrapped range", fmt.Errorf("read: %w", apierr.RangeErr("no")), 400, "BadRequestException", 416, "InvalidRange"},
 		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k cannot be served"), 500, "ServiceFailureException", 500, "InternalError"},
-		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), 501, "NotImplementedException", 501, "NotImplemented"},
+		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), 406, "UnsupportedOperationException", 501, "NotImplemented"},
 		{"bug", errors.New("boom"), 500, "ServiceFailureException", 500, "InternalError"},
 		// Answers forwarded from another node keep their meaning.
 		{"remote not found", status.Error(codes.NotFound, "no file k"), 404, "NoSuchTableException", 404, "NoSuchKey"},

@@ -204,10 +204,18 @@ func syncProperties(b *table.MetadataBuilder, md table.Metadata, t Table) error 
 	return nil
 }
 
-// newSnapshotID picks an unused positive snapshot id.
+// MaxSnapshotID is the largest snapshot id Mink picks: 2^53-1, the largest integer a
+// JavaScript client's JSON.parse reads exactly (the spec allows any long, and
+// 4205664986623586685 would read as 4205664986623587000 there). Tables keep the larger
+// ids they were given before; nothing renumbers them.
+const MaxSnapshotID = 1<<53 - 1
+
+// newSnapshotID picks an unused snapshot id in [1, MaxSnapshotID]. Random, as Iceberg
+// picks them: with 2^53 ids, a table keeping thousands of snapshots meets a taken one
+// about once in a trillion picks, and picks again.
 func newSnapshotID(md table.Metadata) int64 {
 	for {
-		id := rand.Int64N(1<<62) + 1
+		id := rand.Int64N(MaxSnapshotID) + 1
 		if md.SnapshotByID(id) == nil {
 			return id
 		}
@@ -286,8 +294,12 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 	if err := lw.Close(); err != nil {
 		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
 	}
+	listBytes, err := portableAvro(buf.Bytes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("icebergmeta: manifest list: %w", err)
+	}
 	listKey := layout.MetadataKey(t.Namespace, t.Name, o.dir+manifestListName(w.id, w.commit))
-	files := append(w.files, File{Key: listKey, Content: buf.Bytes()})
+	files := append(w.files, File{Key: listKey, Content: listBytes})
 
 	summary, err := summarize(parent, ch)
 	if err != nil {
@@ -337,13 +349,17 @@ func (w *manifests) write(fill func(*iceberg.ManifestWriter) error) (iceberg.Man
 	if err := mw.Close(); err != nil {
 		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
 	}
-	key := layout.MetadataKey(w.t.Namespace, w.t.Name, w.dir+manifestName(w.commit, w.n))
-	w.n++
-	mf, err := mw.ToManifestFile(layout.URI(key), int64(buf.Len()))
+	content, err := portableAvro(buf.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
 	}
-	w.files = append(w.files, File{Key: key, Content: buf.Bytes()})
+	key := layout.MetadataKey(w.t.Namespace, w.t.Name, w.dir+manifestName(w.commit, w.n))
+	w.n++
+	mf, err := mw.ToManifestFile(layout.URI(key), int64(len(content)))
+	if err != nil {
+		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
+	}
+	w.files = append(w.files, File{Key: key, Content: content})
 	return mf, nil
 }
 

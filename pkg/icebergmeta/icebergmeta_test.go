@@ -276,6 +276,14 @@ func TestCommitLifecycle(t *testing.T) {
 	if len(files(t, s, base.Metadata)) != 7 {
 		t.Fatal("expiry changed the current files")
 	}
+	// The log, refs and current snapshot name only snapshots still there, in both forms
+	// a load serves.
+	consistent(t, "after expiry", s[base.Key])
+	refsJSON, err := icebergmeta.RefsOnly(s[base.Key])
+	if err != nil {
+		t.Fatal(err)
+	}
+	consistent(t, "after expiry, refs", refsJSON)
 	// Nothing more to do: no version.
 	if _, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{Now: now.Add(2 * time.Hour)}); !errors.Is(err, icebergmeta.ErrNoChange) {
 		t.Fatalf("empty commit: %v", err)
@@ -336,5 +344,65 @@ func TestExpirable(t *testing.T) {
 		if n := len(base.Metadata.Snapshots()); i > 0 && n != 1 {
 			t.Fatalf("commit %d: %d snapshots", i, n)
 		}
+	}
+}
+
+// TestSnapshotIDsFitJavaScript: every snapshot id Mink picks (commits and live loads)
+// is in [1, 2^53-1], so JSON.parse reads it exactly; a table whose current snapshot has
+// a larger id (picked before) keeps it, as parent and in its metadata, to the digit.
+func TestSnapshotIDsFitJavaScript(t *testing.T) {
+	ctx := context.Background()
+	s := store{}
+	r := icebergmeta.NewReader(s)
+	tbl := testTable(t, map[string]string{table.MinSnapshotsToKeepKey: "1000"})
+	res, err := icebergmeta.Create(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(res)
+	base := current(t, s, res)
+	check := func(id int64) {
+		if id < 1 || id > icebergmeta.MaxSnapshotID || id > 1<<53-1 {
+			t.Fatalf("snapshot id %d is outside [1, 2^53-1]", id)
+		}
+	}
+	for i := range int64(60) {
+		res, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{Operation: table.OpAppend, Now: time.Now(),
+			Add: []icebergmeta.DataFile{file(0, i, i+1, 1)}, Coverage: map[int32]icebergmeta.Coverage{0: {Start: 0, End: i + 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(res.Snapshot.SnapshotID)
+		s.put(res)
+		base = current(t, s, res)
+		live, err := icebergmeta.Live(ctx, r, tbl, base, icebergmeta.LiveChange{Add: []icebergmeta.DataFile{file(1, i, i+1, 1)}, Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(live.Snapshot.SnapshotID)
+	}
+	if n := len(base.Metadata.Snapshots()); n != 60 {
+		t.Fatalf("%d snapshots kept, want 60", n)
+	}
+
+	// An id from before: rewrite the current snapshot's id in its metadata JSON.
+	const big = int64(4205664986623586685)
+	old := strconv.FormatInt(base.Metadata.CurrentSnapshot().SnapshotID, 10)
+	js := bytes.ReplaceAll(s[base.Key], []byte(":"+old), []byte(":"+strconv.FormatInt(big, 10)))
+	md, err := table.ParseMetadataBytes(js)
+	if err != nil || md.CurrentSnapshot() == nil || md.CurrentSnapshot().SnapshotID != big {
+		t.Fatalf("metadata with a large id: %v", err)
+	}
+	res, err = icebergmeta.Commit(ctx, r, tbl, icebergmeta.Base{Version: base.Version, Key: base.Key, Metadata: md},
+		icebergmeta.Change{Operation: table.OpAppend, Now: time.Now(), Add: []icebergmeta.DataFile{file(0, 60, 61, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(res.Snapshot.SnapshotID)
+	if p := res.Snapshot.ParentSnapshotID; p == nil || *p != big || res.Metadata.SnapshotByID(big) == nil {
+		t.Errorf("the large id was not kept: parent %v", p)
+	}
+	if !bytes.Contains(res.Files[len(res.Files)-1].Content, []byte(`"snapshot-id":4205664986623586685`)) {
+		t.Error("the metadata JSON lost the large id's digits")
 	}
 }

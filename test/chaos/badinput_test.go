@@ -208,8 +208,9 @@ func TestBadInput(t *testing.T) {
 			{"GET", "/v1/namespaces/default/tables/..%2F..%2Fetc%2Fpasswd", 400, "BadRequestException"},
 			{"GET", "/v1/namespaces/../../etc/passwd", 400, "BadRequestException"},
 			{"GET", "/v1/nothing/here", 404, ""},
-			{"POST", "/v1/namespaces/default/tables", 501, ""},
-			{"DELETE", "/v1/namespaces/default/tables/poison", 501, ""},
+			{"POST", "/v1/namespaces/default/tables", 403, "ForbiddenException"},
+			{"DELETE", "/v1/namespaces/default/tables/poison", 403, "ForbiddenException"},
+			{"POST", "/v1/tables/rename", 406, "UnsupportedOperationException"},
 			{"PATCH", "/v1/config", 405, ""},
 		}
 		for _, tc := range cases {
