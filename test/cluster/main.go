@@ -48,12 +48,7 @@ func Run(m *testing.M, cmds ...string) int {
 }
 
 // Bin is the path of a binary Run built: "mink-indexer", "minkctl".
-func Bin(name string) string {
-	if binDir == "" {
-		panic("cluster: no binaries: call cluster.Main or cluster.Run from TestMain")
-	}
-	return filepath.Join(binDir, name)
-}
+func Bin(name string) string { return filepath.Join(BinDir(), name) }
 
 // RepoRoot is the module's root folder.
 func RepoRoot() string {
@@ -73,4 +68,12 @@ func Tool(name string) string {
 		return p
 	}
 	return ""
+}
+
+// BinDir is the folder of the binaries Run built (for a launcher's --bin-dir).
+func BinDir() string {
+	if binDir == "" {
+		panic("cluster: no binaries: call cluster.Main or cluster.Run from TestMain")
+	}
+	return binDir
 }
