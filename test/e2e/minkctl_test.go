@@ -17,8 +17,8 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
-	"github.com/minkhq/mink/test/cluster"
 	"github.com/minkhq/mink/pkg/roleproc"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // minkctl runs the built CLI and returns its stdout, stderr and exit code.
