@@ -11,7 +11,8 @@ export PATH := $(BIN):$(PATH)
 BUF_VERSION     := v1.75.0
 GRPCURL_VERSION := v1.9.3
 TEST_TIMEOUT    ?= 20m
-PKGS            ?= ./...
+# Every package but the interop suite, which make test-interop runs (it needs Node).
+PKGS            ?= $(shell $(GO) list ./... | grep -v '/test/interop$$')
 
 .PHONY: help
 help: ## List the targets.
@@ -74,6 +75,18 @@ build: ## Build the role binaries (mink-indexer, mink-writer, mink-fileserver) a
 .PHONY: test
 test: postgres $(BIN)/grpcurl ## Run every test (real Postgres, real processes, kfake).
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+INTEROP_JS := test/interop/js
+
+# npm ci installs exactly the committed lock file; the stamp is what the Go test checks.
+$(INTEROP_JS)/node_modules/.mink-npm-ci: $(INTEROP_JS)/package-lock.json $(INTEROP_JS)/package.json
+	@command -v npm >/dev/null || { echo "npm not found: the interop suite needs Node 20+ and npm" >&2; exit 1; }
+	cd $(INTEROP_JS) && npm ci --no-audit --no-fund
+	sha256sum $(INTEROP_JS)/package-lock.json | cut -d' ' -f1 | tr -d '\n' > $@
+
+.PHONY: test-interop
+test-interop: postgres $(INTEROP_JS)/node_modules/.mink-npm-ci ## Read a real cluster with third-party clients: icebird, iceberg-js, hyparquet, DuckDB, kafkajs, the AWS SDKs (JS and Go).
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./test/interop
 
 .PHONY: test-race
 test-race: postgres $(BIN)/grpcurl ## Run the lease library and server tests with the race detector.

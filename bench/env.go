@@ -9,12 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,6 +23,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/roleproc"
 )
 
 // Env is what every measurement shares: Postgres, Kafka, the role binaries and a work
@@ -61,9 +59,9 @@ func NewEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
 	if e.Log == nil {
 		e.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	root, err := repoRoot()
+	root, err := roleproc.ModuleRoot()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	e.Root = root
 	if e.Work == "" {
@@ -88,8 +86,8 @@ func NewEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
 	if e.BinDir == "" {
 		e.BinDir = filepath.Join(e.Work, "bin")
 		start := time.Now()
-		if err := buildRoles(ctx, root, e.BinDir); err != nil {
-			return nil, err
+		if err := roleproc.Build(ctx, root, e.BinDir, roleproc.RolePackages()...); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
 		}
 		e.Log.Info("built the role binaries", "in", time.Since(start).Round(time.Millisecond), "dir", e.BinDir)
 	}
@@ -239,86 +237,43 @@ func (e *Env) CreateTopic(ctx context.Context, topic string, partitions int32) e
 type Proc struct {
 	ID   string
 	Role string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	*roleproc.Process
 }
 
 // Start runs a role binary ("indexer", "writer", "fileserver") as node id against the
 // database at dbURL, on loopback with free ports, with a lease TTL and extra flags.
 func (e *Env) Start(role, id, dbURL string, ttl time.Duration, extra ...string) (*Proc, error) {
-	args := append([]string{"--node-id", id, "--postgres-url", dbURL, "--kafka-brokers", strings.Join(e.Brokers, ","),
-		"--grpc-addr", "127.0.0.1:0", "--lease-ttl", ttl.String(), "--shutdown-timeout", "5s", "--log-level", "warn"}, extra...)
-	p := &Proc{ID: id, Role: role, log: filepath.Join(e.Work, "logs", id+".log"), done: make(chan struct{})}
-	if err := os.MkdirAll(filepath.Dir(p.log), 0o755); err != nil {
-		return nil, err
-	}
-	out, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	args := roleproc.Flags{NodeID: id, PostgresURL: dbURL, KafkaBrokers: e.Brokers, GRPCAddr: "127.0.0.1:0",
+		LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second, LogLevel: "warn", Extra: extra}.Args()
+	rp, err := roleproc.Start(roleproc.Spec{Name: id, Path: filepath.Join(e.BinDir, roleproc.Binary(role)), Args: args,
+		LogPath: filepath.Join(e.Work, "logs", id+".log")})
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(filepath.Join(e.BinDir, "mink-"+role), args...)
-	p.cmd.Env = cleanEnv()
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	if err := p.cmd.Start(); err != nil {
-		out.Close()
-		return nil, err
-	}
-	go func() {
-		p.cmd.Wait()
-		out.Close()
-		close(p.done)
-	}()
+	p := &Proc{ID: id, Role: role, Process: rp}
 	e.mu.Lock()
 	e.procs = append(e.procs, p)
 	e.mu.Unlock()
 	return p, nil
 }
 
-// Pid is the process id.
-func (p *Proc) Pid() int { return p.cmd.Process.Pid }
-
-// Kill ends the process with SIGKILL, as a crash would, and waits for it.
-func (p *Proc) Kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
 // Stop asks the process to stop in order (SIGTERM: release leases, leave) and waits up
 // to timeout before killing it.
-func (p *Proc) Stop(timeout time.Duration) {
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.Kill()
-	}
-}
-
-// Exited reports whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Proc) Stop(timeout time.Duration) { p.Process.Stop(timeout, nil) }
 
 // LogTail is the end of the process's output, for error messages.
 func (p *Proc) LogTail() string {
-	b, _ := os.ReadFile(p.log)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
+	out := p.Output()
+	if len(out) > 3000 {
+		out = out[len(out)-3000:]
 	}
-	return string(b)
+	return out
 }
 
 // Warnings are the last n WARN or ERROR lines of the process's JSON log, shortened.
 func (p *Proc) Warnings(n int) []string {
-	b, _ := os.ReadFile(p.log)
 	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(p.Output(), "\n") {
 		if strings.Contains(l, `"level":"WARN"`) || strings.Contains(l, `"level":"ERROR"`) {
 			if r := []rune(l); len(r) > 240 {
 				l = string(r[:240]) + "…"
@@ -384,62 +339,6 @@ func waitEvery(ctx context.Context, interval, timeout time.Duration, what string
 	}
 }
 
-// cleanEnv is this process's environment without MINK_* variables, so a developer's
-// settings cannot change what a benchmark runs.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MINK_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("bench: no go.mod above %s: run from inside the repository", dir)
-		}
-	}
-}
-
-// goBin is the go command of the toolchain running the harness, or "go".
-func goBin() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// buildRoles compiles the three role binaries into dir under their released names.
-func buildRoles(ctx context.Context, root, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, goBin(), "build", "-o", dir+string(filepath.Separator),
-		"./services/indexer", "./services/writer", "./services/fileserver")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("bench: go build: %v\n%s", err, out)
-	}
-	for _, role := range []string{"indexer", "writer", "fileserver"} {
-		if err := os.Rename(filepath.Join(dir, role), filepath.Join(dir, "mink-"+role)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // freeAddr returns a loopback address with a port free at the time of asking.
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -468,3 +367,5 @@ func lineValue(path, key string) string {
 }
 
 var errSkipped = errors.New("skipped")
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

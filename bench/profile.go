@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/minkhq/mink/pkg/roleproc"
 )
 
 // ProfileCPU runs fn under a CPU profile written to dir/name.pprof and summarises it by
@@ -91,7 +93,7 @@ func bucketOf(sym string) string {
 // pprofSummary is a profile's time by package: flat (where samples landed) and
 // cumulative (packages anywhere on the stack), from go tool pprof -traces.
 func pprofSummary(path string) string {
-	out, err := exec.Command(goBin(), "tool", "pprof", "-traces", path).Output()
+	out, err := exec.Command(roleproc.GoBin(), "tool", "pprof", "-traces", path).Output()
 	if err != nil {
 		return "go tool pprof -traces: " + err.Error()
 	}

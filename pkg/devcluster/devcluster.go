@@ -215,7 +215,7 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 			return err
 		}
 		procs = append(procs, p)
-		info.Processes = append(info.Processes, RunProc{Node: n, Pid: p.cmd.Process.Pid, Log: p.logPath})
+		info.Processes = append(info.Processes, RunProc{Node: n, Pid: p.Pid(), Log: p.LogPath})
 	}
 	say("started %d roles; waiting until they are healthy", len(procs))
 	if err := waitHealthy(ctx, procs, c.ReadyTimeout); err != nil {
@@ -291,14 +291,14 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 
 	exited := make(chan *process, len(procs))
 	for _, p := range procs {
-		go func() { <-p.done; exited <- p }()
+		go func() { <-p.Done(); exited <- p }()
 	}
 	select {
 	case <-ctx.Done():
 		say("stopping")
 		return nil
 	case p := <-exited:
-		return fmt.Errorf("a role stopped on its own, so the cluster stops too: %s", p.describeExit())
+		return fmt.Errorf("a role stopped on its own, so the cluster stops too: %s", p.DescribeExit())
 	}
 }
 
@@ -495,7 +495,7 @@ func stopAll(procs []*process, grace time.Duration, force <-chan struct{}, say f
 	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
-		wg.Go(func() { errs[i] = p.stop(grace, force) })
+		wg.Go(func() { errs[i] = p.Stop(grace, force) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -21,12 +21,12 @@ import (
 
 // counts are the rows of the tables that table creation writes, to show that a refused
 // request left nothing half-written.
-func (c *cluster) counts() string {
-	c.t.Helper()
+func (c *chaosCluster) counts() string {
+	c.T.Helper()
 	var tables, leases, parts int
-	if err := c.db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM mink_tables),
+	if err := c.DB.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM mink_tables),
 		(SELECT count(*) FROM mink_leases), (SELECT count(*) FROM mink_partitions)`).Scan(&tables, &leases, &parts); err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return fmt.Sprintf("%d tables, %d leases, %d partitions", tables, leases, parts)
 }
@@ -38,15 +38,15 @@ func (c *cluster) counts() string {
 // traversal, unknown buckets, writes: S3 XML errors). Nothing is lost or half-written:
 // the tables and leases are as before, and the table view is exact.
 func TestBadInput(t *testing.T) {
-	c := newCluster(t, clusterOptions{})
-	a := c.addNode("indexer", "idx-a")
-	c.addNode("writer", "wr-1")
-	fs := c.addNode("fileserver", "fs-1")
+	c := newCluster(t)
+	a := c.Join("indexer", "idx-a")
+	c.Join("writer", "wr-1")
+	fs := c.Join("fileserver", "fs-1")
 	table := c.createTable(a, "poison", 2)
 
 	t.Run("admin", func(t *testing.T) {
 		before := c.counts()
-		c.kafka.CreateTopic("other", 1, nil)
+		c.Kafka.CreateTopic("other", 1, nil)
 		cases := []struct {
 			name  string
 			call  func(ctx context.Context, cl adminv1.AdminServiceClient, node string) error
@@ -111,7 +111,7 @@ func TestBadInput(t *testing.T) {
 		for _, via := range []string{"", "wr-1"} { // asked of idx-a, and forwarded by idx-a to wr-1
 			for _, tc := range cases {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := tc.call(ctx, a.admin(), via)
+				err := tc.call(ctx, a.Admin(), via)
 				cancel()
 				st, _ := status.FromError(err)
 				if err == nil || st.Code() != tc.code || !strings.Contains(st.Message(), tc.field) {
@@ -140,7 +140,7 @@ func TestBadInput(t *testing.T) {
 		[]byte(`{"id":1,"item":"unterminated`),
 		append([]byte(`{"id":2,"item":"`), append([]byte(strings.Repeat("x", 512<<10)), `", "id": null}`...)...),
 	}
-	prod := c.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod := c.Kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	bad := map[int32]map[int64]bool{0: {}, 1: {}}
 	ids := map[int32]map[int64]int64{0: {}, 1: {}}
 	n := 0
@@ -191,7 +191,7 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("catalog", func(t *testing.T) {
 		needCatalog(t)
-		catURL, _, err := fs.endpoints()
+		catURL, _, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestBadInput(t *testing.T) {
 
 	t.Run("S3", func(t *testing.T) {
 		needCatalog(t)
-		_, s3, err := fs.endpoints()
+		_, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +277,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("huge range: %d, %d bytes of %d, Content-Range %q", r.status, len(r.body), size, r.header.Get("Content-Range"))
 		}
 		// Nothing landed outside the cache folder, and the file is still served whole.
-		filepath.WalkDir(fs.dir, func(path string, d os.DirEntry, err error) error {
+		filepath.WalkDir(fs.CacheDir(), func(path string, d os.DirEntry, err error) error {
 			if err == nil && strings.Contains(path, "passwd") {
 				t.Errorf("a traversal wrote %s", path)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tableschema"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // tableInfo is one table as Postgres defines it.
@@ -29,41 +30,41 @@ type tableInfo struct {
 	partitions int32
 }
 
-func (c *cluster) tables() []tableInfo {
-	c.t.Helper()
-	rows, err := c.db.Query(context.Background(), `SELECT id, namespace, name, topic, partitions FROM mink_tables ORDER BY id`)
+func (c *chaosCluster) tables() []tableInfo {
+	c.T.Helper()
+	rows, err := c.DB.Query(context.Background(), `SELECT id, namespace, name, topic, partitions FROM mink_tables ORDER BY id`)
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	defer rows.Close()
 	var out []tableInfo
 	for rows.Next() {
 		var ti tableInfo
 		if err := rows.Scan(&ti.id, &ti.namespace, &ti.name, &ti.topic, &ti.partitions); err != nil {
-			c.t.Fatal(err)
+			c.T.Fatal(err)
 		}
 		out = append(out, ti)
 	}
 	if err := rows.Err(); err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return out
 }
 
 // settle waits until the cluster has caught up with Kafka: every partition lease is held
 // by a live node and every partition is indexed up to Kafka's last stable offset.
-func (c *cluster) settle(timeout time.Duration) {
-	c.t.Helper()
+func (c *chaosCluster) settle(timeout time.Duration) {
+	c.T.Helper()
 	start := time.Now()
-	waitFor(c.t, timeout, "every partition leased and indexed to Kafka's last stable offset", func() (string, bool) {
+	waitFor(c.T, timeout, "every partition leased and indexed to Kafka's last stable offset", func() (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		ls, err := c.leases(ctx)
+		ls, err := c.Leases(ctx)
 		if err != nil {
 			return err.Error(), false
 		}
 		for _, l := range ls {
-			if l.kind == "partition" && !l.live {
+			if l.Kind == "partition" && !l.Live {
 				return "free: " + l.String(), false
 			}
 		}
@@ -73,7 +74,7 @@ func (c *cluster) settle(timeout time.Duration) {
 				return err.Error(), false
 			}
 			for p := range ti.partitions {
-				st, err := ranges.State(ctx, c.db, ti.id, p)
+				st, err := ranges.State(ctx, c.DB, ti.id, p)
 				if err != nil {
 					return err.Error(), false
 				}
@@ -86,7 +87,7 @@ func (c *cluster) settle(timeout time.Duration) {
 		}
 		return "", true
 	})
-	c.t.Logf("settled in %v", time.Since(start).Round(time.Millisecond))
+	c.T.Logf("settled in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // truth is what Kafka holds of one partition: its committed records in the retained
@@ -99,15 +100,15 @@ type truth struct {
 // check settles the cluster, then compares every table with Kafka: the index always,
 // and the tables as iceberg-go scans them through the REST catalog once the writer and
 // the file server are wired. It reports every discrepancy with t.Errorf.
-func (c *cluster) check() {
-	c.t.Helper()
+func (c *chaosCluster) check() {
+	c.T.Helper()
 	c.settle(60 * time.Second)
 	truths := map[int64]map[int32]truth{}
 	for _, ti := range c.tables() {
 		truths[ti.id] = c.checkIndex(ti)
 	}
 	if !withCatalog {
-		c.t.Logf("checker: index exact; catalog part %s", catalogWhy)
+		c.T.Logf("checker: index exact; catalog part %s", catalogWhy)
 		return
 	}
 	for _, ti := range c.tables() {
@@ -120,8 +121,8 @@ func (c *cluster) check() {
 // offset, every range's record count is what Kafka holds in it, and epochs never go back
 // along the offsets (each epoch's ranges are one contiguous run: no two holders ever
 // indexed the partition at once).
-func (c *cluster) checkIndex(ti tableInfo) map[int32]truth {
-	t := c.t
+func (c *chaosCluster) checkIndex(ti tableInfo) map[int32]truth {
+	t := c.T
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -142,7 +143,7 @@ func (c *cluster) checkIndex(ti tableInfo) map[int32]truth {
 			t.Fatalf("read %s/%d [%d, %d): %v", ti.topic, p, o.LogStart, o.LastStable, err)
 		}
 		out[p] = tr
-		rs, err := ranges.List(ctx, c.db, ti.id, p, -1)
+		rs, err := ranges.List(ctx, c.DB, ti.id, p, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,35 +216,19 @@ type row struct {
 }
 
 // fileServer returns a running, unpaused file server, or nil.
-func (c *cluster) fileServer() *node {
-	for _, n := range c.nodesOf("fileserver") {
-		if n.running() && !n.paused() {
+func (c *chaosCluster) fileServer() *cluster.Node {
+	for _, n := range c.Nodes("fileserver") {
+		if n.Running() && !n.Paused() {
 			return n
 		}
 	}
 	return nil
 }
 
-// endpoints are a file server's catalog URL and S3 endpoint, from its own status.
-func (n *node) endpoints() (catalogURL, s3URL string, err error) {
-	st, err := n.status()
-	if err != nil {
-		return "", "", err
-	}
-	cat, s3 := st.GetAddrs()["catalog"], st.GetAddrs()["s3"]
-	if cat == "" || s3 == "" {
-		return "", "", fmt.Errorf("%s advertises no catalog or S3 address: %v", n.id, st.GetAddrs())
-	}
-	if !strings.Contains(s3, "://") {
-		s3 = "http://" + s3
-	}
-	return "http://" + cat, s3, nil
-}
-
 // scan loads a table through the REST catalog of file server n and reads every row with
 // iceberg-go, as an engine does.
-func (c *cluster) scan(n *node, namespace, name string) ([]row, error) {
-	catURL, _, err := n.endpoints()
+func (c *chaosCluster) scan(n *cluster.Node, namespace, name string) ([]row, error) {
+	catURL, _, err := n.Endpoints()
 	if err != nil {
 		return nil, err
 	}
@@ -380,8 +365,8 @@ func head(s []int64) []int64 { return s[:min(len(s), 5)] }
 // checkCatalog waits (the writer commits every mink.commit.interval) until the table as
 // iceberg-go scans it equals what Kafka holds, and reports the difference if it never
 // does.
-func (c *cluster) checkCatalog(ti tableInfo, truths map[int32]truth) {
-	t := c.t
+func (c *chaosCluster) checkCatalog(ti tableInfo, truths map[int32]truth) {
+	t := c.T
 	t.Helper()
 	fs := c.fileServer()
 	if fs == nil {
@@ -398,7 +383,7 @@ func (c *cluster) checkCatalog(ti tableInfo, truths map[int32]truth) {
 		default:
 			last = compare(rows, truths)
 			if last == "" {
-				t.Logf("checker: %s through the catalog of %s: %d rows, every Kafka record exactly once", ti.name, fs.id, len(rows))
+				t.Logf("checker: %s through the catalog of %s: %d rows, every Kafka record exactly once", ti.name, fs.ID, len(rows))
 				return
 			}
 		}

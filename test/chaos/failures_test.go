@@ -13,20 +13,21 @@ import (
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // indexing waits until the indexers hold their share of table (and, when a writer runs,
 // one of them the writer lease) and every partition has ranges.
-func (c *cluster) indexing(table int64, partitions int32, share map[string]int, writer bool) shares {
-	c.t.Helper()
-	return waitFor(c.t, 30*time.Second, fmt.Sprintf("shares %v and ranges on all %d partitions", share, partitions), func() (shares, bool) {
-		s := c.shares(table)
+func (c *chaosCluster) indexing(table int64, partitions int32, share map[string]int, writer bool) cluster.Shares {
+	c.T.Helper()
+	return waitFor(c.T, 30*time.Second, fmt.Sprintf("shares %v and ranges on all %d partitions", share, partitions), func() (cluster.Shares, bool) {
+		s := c.Shares(table)
 		for id, n := range share {
-			if s.partitions[id] != n {
+			if s.Partitions[id] != n {
 				return s, false
 			}
 		}
-		if writer && s.writer == "" {
+		if writer && s.Writer == "" {
 			return s, false
 		}
 		return s, len(c.rangesPerPartition(table)) == int(partitions)
@@ -34,12 +35,12 @@ func (c *cluster) indexing(table int64, partitions int32, share map[string]int, 
 }
 
 // partitionLeases are a table's live partition leases held by holder, by partition.
-func (c *cluster) partitionLeases(table int64, holder string) map[int32]leaseRow {
-	c.t.Helper()
-	out := map[int32]leaseRow{}
-	for _, l := range c.mustLeases() {
-		if l.table == table && l.kind == "partition" && l.live && l.holder == holder {
-			out[l.partition] = l
+func (c *chaosCluster) partitionLeases(table int64, holder string) map[int32]cluster.Lease {
+	c.T.Helper()
+	out := map[int32]cluster.Lease{}
+	for _, l := range c.MustLeases() {
+		if l.Table == table && l.Kind == "partition" && l.Live && l.Holder == holder {
+			out[l.Partition] = l
 		}
 	}
 	return out
@@ -47,20 +48,20 @@ func (c *cluster) partitionLeases(table int64, holder string) map[int32]leaseRow
 
 // addDataPath starts a writer and a file server once they are wired, so the checker can
 // scan every table through the catalog.
-func (c *cluster) addDataPath() {
+func (c *chaosCluster) addDataPath() {
 	if withCatalog {
-		c.addNode("writer", "wr-1")
-		c.addNode("fileserver", "fs-1")
+		c.Join("writer", "wr-1")
+		c.Join("fileserver", "fs-1")
 	}
 }
 
 // onePerNode checks that every node still runs its first process: it recovered without a
 // restart.
-func (c *cluster) onePerNode() {
-	c.t.Helper()
-	for _, n := range c.nodesOf("") {
-		if h := n.history(); len(h) != 1 || h[0].exited() {
-			c.t.Errorf("%s: %d processes, current %s: it did not recover without a restart", n.id, len(h), n.current().exitState())
+func (c *chaosCluster) onePerNode() {
+	c.T.Helper()
+	for _, n := range c.Nodes("") {
+		if h := n.History(); len(h) != 1 || h[0].Exited() {
+			c.T.Errorf("%s: %d processes, current %s: it did not recover without a restart", n.ID, len(h), n.Process().ExitState())
 		}
 	}
 }
@@ -71,39 +72,39 @@ func (c *cluster) onePerNode() {
 // clock), are taken no earlier and within lease_ttl after it, and the new holder's first
 // range starts exactly where the dead one's last range ended.
 func TestNodeCrash(t *testing.T) {
-	c := newCluster(t, clusterOptions{})
-	a := c.addNode("indexer", "idx-a")
-	c.addNode("indexer", "idx-b")
+	c := newCluster(t)
+	a := c.Join("indexer", "idx-a")
+	c.Join("indexer", "idx-b")
 	c.addDataPath()
 	table := c.createTable(a, "crash", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"crash": 4})
 	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, false)
 
-	a.kill()
-	killed := c.dbNow()
+	a.Kill()
+	killed := c.DBNow()
 	// Its leases as its last renewal left them (read after it died, so no renewal is
 	// still to come; a statement in flight at the kill could only make them later).
-	dead := c.partitionLeases(table, "idx-a")
+	dead := c.PartitionLeases(table, "idx-a")
 	if len(dead) != 2 {
 		t.Fatalf("the killed node holds %d live partition leases, want 2", len(dead))
 	}
 	var firstExpiry time.Time
 	for _, d := range dead {
-		if firstExpiry.IsZero() || d.expires.Before(firstExpiry) {
-			firstExpiry = d.expires
+		if firstExpiry.IsZero() || d.Expires.Before(firstExpiry) {
+			firstExpiry = d.Expires
 		}
 	}
 
 	// Shortly before the first expiry, they are still the dead node's.
-	waitFor(t, 2*c.ttl, "the database clock to near the first expiry", func() (time.Time, bool) {
-		now := c.dbNow()
-		return now, !now.Before(firstExpiry.Add(-c.ttl / 4))
+	waitFor(t, 2*c.TTL, "the database clock to near the first expiry", func() (time.Time, bool) {
+		now := c.DBNow()
+		return now, !now.Before(firstExpiry.Add(-c.TTL / 4))
 	})
-	ls := c.mustLeases()
-	if at := ls[0].at; at.Before(firstExpiry) {
+	ls := c.MustLeases()
+	if at := ls[0].At; at.Before(firstExpiry) {
 		for _, l := range ls {
-			if d, ok := dead[l.partition]; ok && l.table == table && l.kind == "partition" && (l.holder != "idx-a" || l.epoch != d.epoch) {
-				t.Errorf("partition %d was taken (%v) %v before its lease expired", l.partition, l, firstExpiry.Sub(at))
+			if d, ok := dead[l.Partition]; ok && l.Table == table && l.Kind == "partition" && (l.Holder != "idx-a" || l.Epoch != d.Epoch) {
+				t.Errorf("partition %d was taken (%v) %v before its lease expired", l.Partition, l, firstExpiry.Sub(at))
 			}
 		}
 	} else {
@@ -111,23 +112,23 @@ func TestNodeCrash(t *testing.T) {
 	}
 
 	// After lease_ttl, idx-b takes them: never before their expiry, within lease_ttl of it.
-	waitFor(t, 4*c.ttl, "idx-b to hold all 4 partitions", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-b"] == 4
+	waitFor(t, 4*c.TTL, "idx-b to hold all 4 partitions", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-b"] == 4
 	})
-	now := c.partitionLeases(table, "idx-b")
+	now := c.PartitionLeases(table, "idx-b")
 	for p, d := range dead {
 		l := now[p]
 		switch {
-		case l.epoch <= d.epoch:
-			t.Errorf("partition %d: taken under epoch %d, the dead node's was %d", p, l.epoch, d.epoch)
-		case l.acquired.Before(d.expires):
-			t.Errorf("partition %d: taken at %v, before the dead node's lease expired at %v", p, l.acquired, d.expires)
-		case l.acquired.Sub(d.expires) > c.ttl:
-			t.Errorf("partition %d: taken %v after the dead node's lease expired, more than lease_ttl", p, l.acquired.Sub(d.expires))
+		case l.Epoch <= d.Epoch:
+			t.Errorf("partition %d: taken under epoch %d, the dead node's was %d", p, l.Epoch, d.Epoch)
+		case l.Acquired.Before(d.Expires):
+			t.Errorf("partition %d: taken at %v, before the dead node's lease expired at %v", p, l.Acquired, d.Expires)
+		case l.Acquired.Sub(d.Expires) > c.TTL:
+			t.Errorf("partition %d: taken %v after the dead node's lease expired, more than lease_ttl", p, l.Acquired.Sub(d.Expires))
 		default:
 			t.Logf("partition %d: expired %v after the kill, taken %v after expiry (lease_ttl %v)",
-				p, d.expires.Sub(killed).Round(time.Millisecond), l.acquired.Sub(d.expires).Round(time.Millisecond), c.ttl)
+				p, d.Expires.Sub(killed).Round(time.Millisecond), l.Acquired.Sub(d.Expires).Round(time.Millisecond), c.TTL)
 		}
 	}
 
@@ -135,7 +136,7 @@ func TestNodeCrash(t *testing.T) {
 	// epoch's last one ended.
 	waitFor(t, 20*time.Second, "ranges under the new epochs", func() (string, bool) {
 		for p := range dead {
-			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == now[p].epoch }) {
+			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == now[p].Epoch }) {
 				return fmt.Sprintf("partition %d has none", p), false
 			}
 		}
@@ -144,8 +145,8 @@ func TestNodeCrash(t *testing.T) {
 	rs := c.ranges(table)
 	for p, d := range dead {
 		for i, r := range rs {
-			if r.partition == p && r.epoch == now[p].epoch {
-				if i == 0 || rs[i-1].partition != p || rs[i-1].epoch != d.epoch || rs[i-1].end != r.start {
+			if r.partition == p && r.epoch == now[p].Epoch {
+				if i == 0 || rs[i-1].partition != p || rs[i-1].epoch != d.Epoch || rs[i-1].end != r.start {
 					t.Errorf("partition %d: the new holder's first range [%d, %d) does not follow the dead holder's last range", p, r.start, r.end)
 				} else {
 					t.Logf("partition %d: resumed at offset %d", p, r.start)
@@ -163,8 +164,8 @@ func TestNodeCrash(t *testing.T) {
 // join. Sampling the lease table every 25ms, no node's count of one table ever drops by
 // more than one within a round (lease_ttl/3), until every share is 2.
 func TestNodeJoin(t *testing.T) {
-	c := newCluster(t, clusterOptions{ttl: 3 * time.Second})
-	a := c.addNode("indexer", "idx-a")
+	c := newCluster(t, cluster.LeaseTTL(3*time.Second))
+	a := c.Join("indexer", "idx-a")
 	c.addDataPath()
 	t1 := c.createTable(a, "join1", 6)
 	t2 := c.createTable(a, "join2", 6)
@@ -184,13 +185,13 @@ func TestNodeJoin(t *testing.T) {
 		defer tick.Stop()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			ls, err := c.leases(ctx)
+			ls, err := c.Leases(ctx)
 			cancel()
 			if err == nil && len(ls) > 0 {
-				s := sample{at: ls[0].at, counts: map[string]int{}}
+				s := sample{at: ls[0].At, counts: map[string]int{}}
 				for _, l := range ls {
-					if l.kind == "partition" && l.live {
-						s.counts[fmt.Sprintf("%d/%s", l.table, l.holder)]++
+					if l.Kind == "partition" && l.Live {
+						s.counts[fmt.Sprintf("%d/%s", l.Table, l.Holder)]++
 					}
 				}
 				samples = append(samples, s)
@@ -212,14 +213,14 @@ func TestNodeJoin(t *testing.T) {
 	}()
 
 	joined := time.Now()
-	c.addNode("indexer", "idx-b")
-	c.addNode("indexer", "idx-c")
+	c.Join("indexer", "idx-b")
+	c.Join("indexer", "idx-c")
 	even := map[string]int{"idx-a": 2, "idx-b": 2, "idx-c": 2}
 	for _, table := range []int64{t1, t2} {
-		waitFor(t, 10*c.ttl, "every share to drop to 2", func() (shares, bool) {
-			s := c.shares(table)
+		waitFor(t, 10*c.TTL, "every share to drop to 2", func() (cluster.Shares, bool) {
+			s := c.Shares(table)
 			for id, n := range even {
-				if s.partitions[id] != n {
+				if s.Partitions[id] != n {
 					return s, false
 				}
 			}
@@ -234,7 +235,7 @@ func TestNodeJoin(t *testing.T) {
 	// round land milliseconds apart and in two rounds about lease_ttl/3 apart: a window of
 	// lease_ttl/6 tells them apart with room for a round that runs late. Counting the
 	// steps (each a drop of one) below checks the same from the other side.
-	window := c.ttl / 6
+	window := c.TTL / 6
 	keys := map[string]bool{}
 	for _, s := range samples {
 		for k := range s.counts {
@@ -276,11 +277,11 @@ func TestNodeJoin(t *testing.T) {
 func TestPostgresUnreachable(t *testing.T) {
 	// lease_ttl 3s: the margin measured (lease_ttl/6) is then 500ms, well above how late
 	// the 20ms status polls can see a change on a loaded machine.
-	c := newCluster(t, clusterOptions{ttl: 3 * time.Second})
-	a := c.addNode("indexer", "idx-a")
-	c.addNode("indexer", "idx-b")
-	c.addNode("writer", "wr-1")
-	fs := c.addNode("fileserver", "fs-1")
+	c := newCluster(t, cluster.LeaseTTL(3*time.Second))
+	a := c.Join("indexer", "idx-a")
+	c.Join("indexer", "idx-b")
+	c.Join("writer", "wr-1")
+	fs := c.Join("fileserver", "fs-1")
 	table := c.createTable(a, "pgdown", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"pgdown": 4})
 	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, true)
@@ -289,17 +290,17 @@ func TestPostgresUnreachable(t *testing.T) {
 		w = c.warm(fs, table)
 	}
 	pre := map[int32]int64{}
-	for _, l := range c.mustLeases() {
-		if l.table == table && l.kind == "partition" {
-			pre[l.partition] = l.epoch
+	for _, l := range c.MustLeases() {
+		if l.Table == table && l.Kind == "partition" {
+			pre[l.Partition] = l.Epoch
 		}
 	}
 
 	// Every node's own view while Postgres is gone. Postgres runs on this machine, so
 	// while it is down the test reads the clock it uses directly.
 	var watches []*leaseWatch
-	for _, n := range c.nodesOf("") {
-		if n.role != "fileserver" {
+	for _, n := range c.Nodes("") {
+		if n.Role != "fileserver" {
 			watches = append(watches, watch(t, n, localClock))
 		}
 	}
@@ -314,11 +315,9 @@ func TestPostgresUnreachable(t *testing.T) {
 	for _, w := range watches {
 		w.arm()
 	}
-	if err := c.pg.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	c.StopPostgres()
 	down := time.Now()
-	waitFor(t, 2*c.ttl, "every indexer and writer to stop acting", func() (string, bool) {
+	waitFor(t, 2*c.TTL, "every indexer and writer to stop acting", func() (string, bool) {
 		for _, w := range watches {
 			if !w.stopped() {
 				return w.String(), false
@@ -329,20 +328,20 @@ func TestPostgresUnreachable(t *testing.T) {
 	var latest time.Time
 	for _, w := range watches {
 		_, _, notActing := w.snapshot()
-		t.Logf("%s stopped acting %v after Postgres went down", w.n.id, notActing.Sub(down).Round(time.Millisecond))
+		t.Logf("%s stopped acting %v after Postgres went down", w.n.ID, notActing.Sub(down).Round(time.Millisecond))
 		if e := w.checkStoppedBeforeExpiry(t); e.After(latest) {
 			latest = e
 		}
 		w.halt()
 	}
-	for _, n := range c.nodesOf("") {
-		if !n.running() {
-			t.Errorf("%s exited while Postgres was down: %s", n.id, n.current().exitState())
+	for _, n := range c.Nodes("") {
+		if !n.Running() {
+			t.Errorf("%s exited while Postgres was down: %s", n.ID, n.Process().ExitState())
 		}
 	}
 	t.Run("catalog and S3 while Postgres is down", func(t *testing.T) {
 		needCatalog(t)
-		catURL, s3, err := fs.endpoints()
+		catURL, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,23 +363,21 @@ func TestPostgresUnreachable(t *testing.T) {
 	})
 
 	// Hold the outage until every lease has expired by Postgres's clock.
-	until(latest.Add(c.ttl / 3))
-	if err := c.pg.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cluster.Until(latest.Add(c.TTL / 3))
+	c.StartPostgres()
 	back := time.Now()
-	backDB := c.dbNow()
-	s := waitFor(t, 4*c.ttl, "every node to take its share again", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 2 && s.partitions["idx-b"] == 2 && s.writer == "wr-1"
+	backDB := c.DBNow()
+	s := waitFor(t, 4*c.TTL, "every node to take its share again", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 2 && s.Partitions["idx-b"] == 2 && s.Writer == "wr-1"
 	})
 	t.Logf("Postgres back: shares %v again after %v", s, time.Since(back).Round(time.Millisecond))
-	for _, n := range c.nodesOf("") {
-		if n.role == "fileserver" {
+	for _, n := range c.Nodes("") {
+		if n.Role == "fileserver" {
 			continue
 		}
-		waitFor(t, 2*c.ttl, n.id+" to act again", func() (string, bool) {
-			st, err := n.status()
+		waitFor(t, 2*c.TTL, n.ID+" to act again", func() (string, bool) {
+			st, err := n.Status()
 			if err != nil {
 				return err.Error(), false
 			}
@@ -406,7 +403,7 @@ func TestPostgresUnreachable(t *testing.T) {
 	}
 	t.Run("catalog and S3 after Postgres is back", func(t *testing.T) {
 		needCatalog(t)
-		catURL, s3, err := fs.endpoints()
+		catURL, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,11 +423,11 @@ func TestPostgresUnreachable(t *testing.T) {
 // stays up and keeps its leases (Postgres answers); once Kafka is back, indexing resumes
 // without a restart.
 func TestKafkaUnreachable(t *testing.T) {
-	c := newCluster(t, clusterOptions{persistent: true})
-	a := c.addNode("indexer", "idx-a")
-	b := c.addNode("indexer", "idx-b")
-	c.addNode("writer", "wr-1")
-	fs := c.addNode("fileserver", "fs-1")
+	c := newCluster(t, cluster.PersistentKafka())
+	a := c.Join("indexer", "idx-a")
+	b := c.Join("indexer", "idx-b")
+	c.Join("writer", "wr-1")
+	fs := c.Join("fileserver", "fs-1")
 	table := c.createTable(a, "kafkadown", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"kafkadown": 4})
 	before := c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, true)
@@ -443,16 +440,16 @@ func TestKafkaUnreachable(t *testing.T) {
 	}
 
 	pr.paused.Store(true)
-	outA, outB := len(a.current().out.String()), len(b.current().out.String())
-	c.kafka.Stop()
+	outA, outB := len(a.Process().Output()), len(b.Process().Output())
+	c.StopKafka()
 	down := time.Now()
-	downDB := c.dbNow()
+	downDB := c.DBNow()
 	// A range being cut when Kafka went away may still be stored: it is cut at most
 	// mink.range.max-age (300ms) after its first record. Nothing after that.
 	quiet := downDB.Add(time.Second)
 	t.Run("catalog and S3 while Kafka is down", func(t *testing.T) {
 		needCatalog(t)
-		catURL, s3, err := fs.endpoints()
+		catURL, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,23 +485,23 @@ func TestKafkaUnreachable(t *testing.T) {
 	})
 	// Indexing fails: each indexer says so (its Kafka client gives up after its timeout).
 	waitFor(t, 20*time.Second, "both indexers to report indexing failures", func() (bool, bool) {
-		return true, strings.Contains(a.current().out.String()[outA:], "indexing failed") &&
-			strings.Contains(b.current().out.String()[outB:], "indexing failed")
+		return true, strings.Contains(a.Process().Output()[outA:], "indexing failed") &&
+			strings.Contains(b.Process().Output()[outB:], "indexing failed")
 	})
 	t.Logf("indexers reported failures %v into the outage", time.Since(down).Round(time.Millisecond))
 	// Hold the outage for a few lease rounds: nodes stay up, keep acting and keep their
 	// shares, and no range is stored.
-	until(down.Add(time.Second + c.ttl))
-	for _, n := range c.nodesOf("") {
-		st, err := n.status()
+	cluster.Until(down.Add(time.Second + c.TTL))
+	for _, n := range c.Nodes("") {
+		st, err := n.Status()
 		switch {
 		case err != nil:
-			t.Errorf("%s does not answer while Kafka is down: %v", n.id, err)
-		case n.role != "fileserver" && !st.GetActing():
-			t.Errorf("%s stopped acting while only Kafka is down (last error %q)", n.id, st.GetLastError())
+			t.Errorf("%s does not answer while Kafka is down: %v", n.ID, err)
+		case n.Role != "fileserver" && !st.GetActing():
+			t.Errorf("%s stopped acting while only Kafka is down (last error %q)", n.ID, st.GetLastError())
 		}
 	}
-	if s := c.shares(table); s.String() != before.String() {
+	if s := c.Shares(table); s.String() != before.String() {
 		t.Errorf("shares moved while only Kafka was down: %v, before %v", s, before)
 	}
 	for _, r := range c.ranges(table) {
@@ -513,9 +510,9 @@ func TestKafkaUnreachable(t *testing.T) {
 		}
 	}
 
-	c.kafka.Restart()
+	c.StartKafka()
 	pr.paused.Store(false)
-	backDB := c.dbNow()
+	backDB := c.DBNow()
 	back := time.Now()
 	waitFor(t, 30*time.Second, "ranges on every partition after Kafka is back", func() (map[int32]int, bool) {
 		after := map[int32]int{}
@@ -530,7 +527,7 @@ func TestKafkaUnreachable(t *testing.T) {
 	c.onePerNode()
 	t.Run("catalog and S3 after Kafka is back", func(t *testing.T) {
 		needCatalog(t)
-		_, s3, err := fs.endpoints()
+		_, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -549,27 +546,27 @@ func TestKafkaUnreachable(t *testing.T) {
 // write it would make is shown to fail), nothing is stored under them after the
 // takeover, it takes its share back under new epochs, and the table view stays exact.
 func TestPausedStaleHolder(t *testing.T) {
-	c := newCluster(t, clusterOptions{})
-	a := c.addNode("indexer", "idx-a")
-	c.addNode("indexer", "idx-b")
+	c := newCluster(t)
+	a := c.Join("indexer", "idx-a")
+	c.Join("indexer", "idx-b")
 	c.addDataPath()
 	table := c.createTable(a, "paused", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"paused": 4})
 	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, false)
 
-	a.pause()
-	old := c.partitionLeases(table, "idx-a")
+	a.Pause()
+	old := c.PartitionLeases(table, "idx-a")
 	if len(old) != 2 {
 		t.Fatalf("the paused node holds %d live partition leases, want 2", len(old))
 	}
-	waitFor(t, 4*c.ttl, "idx-b to take every partition", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-b"] == 4
+	waitFor(t, 4*c.TTL, "idx-b to take every partition", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-b"] == 4
 	})
-	takeover := c.partitionLeases(table, "idx-b")
+	takeover := c.PartitionLeases(table, "idx-b")
 	for p, o := range old {
-		if n := takeover[p]; n.epoch <= o.epoch || n.acquired.Before(o.expires) {
-			t.Errorf("partition %d: taken under epoch %d at %v; the paused holder's epoch %d expired at %v", p, n.epoch, n.acquired, o.epoch, o.expires)
+		if n := takeover[p]; n.Epoch <= o.Epoch || n.Acquired.Before(o.Expires) {
+			t.Errorf("partition %d: taken under epoch %d at %v; the paused holder's epoch %d expired at %v", p, n.Epoch, n.Acquired, o.Epoch, o.Expires)
 		}
 	}
 
@@ -577,45 +574,45 @@ func TestPausedStaleHolder(t *testing.T) {
 	// rejected by Postgres, and changes nothing.
 	ctx := context.Background()
 	for p, o := range old {
-		st, err := ranges.State(ctx, c.db, table, p)
+		st, err := ranges.State(ctx, c.DB, table, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stale := lease.Lease{Scope: lease.PartitionScope(table, p), Holder: "idx-a", TableName: "default.paused", Epoch: o.epoch}
-		err = ranges.Append(ctx, c.db, stale, ranges.Range{Table: table, Partition: p, Start: st.IndexedEnd, End: st.IndexedEnd + 1,
+		stale := lease.Lease{Scope: lease.PartitionScope(table, p), Holder: "idx-a", TableName: "default.paused", Epoch: o.Epoch}
+		err = ranges.Append(ctx, c.DB, stale, ranges.Range{Table: table, Partition: p, Start: st.IndexedEnd, End: st.IndexedEnd + 1,
 			Records: 1, Size: 1, SHA256: strings.Repeat("0", 64), Settings: []byte("{}"), Stats: []byte("[]")})
 		if !errors.Is(err, lease.ErrLeaseLost) {
-			t.Errorf("partition %d: a write under the stale epoch %d answered %v, want ErrLeaseLost", p, o.epoch, err)
+			t.Errorf("partition %d: a write under the stale epoch %d answered %v, want ErrLeaseLost", p, o.Epoch, err)
 		}
-		if after, _ := ranges.State(ctx, c.db, table, p); after != st {
+		if after, _ := ranges.State(ctx, c.DB, table, p); after != st {
 			t.Errorf("partition %d: the rejected write changed the index: %+v, was %+v", p, after, st)
 		}
 	}
 	// Let the new holder store past where the paused one stopped before it wakes.
 	waitFor(t, 20*time.Second, "ranges under the new epochs", func() (string, bool) {
 		for p := range old {
-			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == takeover[p].epoch }) {
+			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == takeover[p].Epoch }) {
 				return fmt.Sprintf("partition %d has none", p), false
 			}
 		}
 		return "", true
 	})
 
-	a.resume()
-	s := waitFor(t, 8*c.ttl, "idx-a to take its share back", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 2 && s.partitions["idx-b"] == 2
+	a.Resume()
+	s := waitFor(t, 8*c.TTL, "idx-a to take its share back", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 2 && s.Partitions["idx-b"] == 2
 	})
 	t.Logf("after SIGCONT: %v", s)
 	c.onePerNode()
 	pr.halt()
 	c.check()
 	for _, r := range c.ranges(table) {
-		if o, ok := old[r.partition]; ok && r.epoch == o.epoch && !r.created.Before(takeover[r.partition].acquired) {
+		if o, ok := old[r.partition]; ok && r.epoch == o.Epoch && !r.created.Before(takeover[r.partition].Acquired) {
 			t.Errorf("partition %d: range [%d, %d) stored under the stale epoch %d after the takeover", r.partition, r.start, r.end, r.epoch)
 		}
 	}
-	st, _ := a.status()
+	st, _ := a.Status()
 	t.Logf("idx-a after waking: %d leases lost, last error %q", st.GetLeaseStats().GetLost(), st.GetLastError())
 }
 
@@ -626,9 +623,9 @@ func TestPausedStaleHolder(t *testing.T) {
 // takes its share again without a restart.
 func TestPartitionFromPostgres(t *testing.T) {
 	// lease_ttl 3s, as in TestPostgresUnreachable: a 500ms margin to measure.
-	c := newCluster(t, clusterOptions{ttl: 3 * time.Second})
-	a := c.addNode("indexer", "idx-a")
-	c.addNode("indexer", "idx-b")
+	c := newCluster(t, cluster.LeaseTTL(3*time.Second))
+	a := c.Join("indexer", "idx-a")
+	c.Join("indexer", "idx-b")
 	c.addDataPath()
 	table := c.createTable(a, "cut", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"cut": 4})
@@ -637,41 +634,41 @@ func TestPartitionFromPostgres(t *testing.T) {
 	w := watch(t, a, c.dbClock)
 	waitFor(t, 5*time.Second, "the watch to see idx-a's leases", func() (bool, bool) { return true, w.ready() })
 	w.arm()
-	a.cut()
+	a.CutPostgres()
 	cut := time.Now()
-	waitFor(t, 2*c.ttl, "idx-a to stop acting", func() (string, bool) { return w.String(), w.stopped() })
+	waitFor(t, 2*c.TTL, "idx-a to stop acting", func() (string, bool) { return w.String(), w.stopped() })
 	_, goneAt, notActing := w.snapshot()
 	t.Logf("idx-a stopped acting %v after the cut", time.Since(cut).Round(time.Millisecond))
 	w.checkStoppedBeforeExpiry(t)
 	w.halt()
-	if !a.running() {
-		t.Fatalf("idx-a exited when cut from Postgres: %s", a.current().exitState())
+	if !a.Running() {
+		t.Fatalf("idx-a exited when cut from Postgres: %s", a.Process().ExitState())
 	}
-	if st, err := a.status(); err != nil || st.GetActing() || st.GetLastError() == "" {
+	if st, err := a.Status(); err != nil || st.GetActing() || st.GetLastError() == "" {
 		t.Errorf("idx-a's status while cut: %v, %v", st, err)
 	}
 
-	waitFor(t, 4*c.ttl, "idx-b to take every partition", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-b"] == 4
+	waitFor(t, 4*c.TTL, "idx-b to take every partition", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-b"] == 4
 	})
-	for _, l := range c.partitionLeases(table, "idx-b") {
-		k := fmt.Sprintf("PARTITION/%d/%d", table, l.partition)
+	for _, l := range c.PartitionLeases(table, "idx-b") {
+		k := fmt.Sprintf("PARTITION/%d/%d", table, l.Partition)
 		if g, ok := goneAt[k]; ok {
-			if !l.acquired.After(g) {
-				t.Errorf("partition %d: idx-b took it at %v, while idx-a still acted under it (until %v)", l.partition, l.acquired, g)
+			if !l.Acquired.After(g) {
+				t.Errorf("partition %d: idx-b took it at %v, while idx-a still acted under it (until %v)", l.Partition, l.Acquired, g)
 			} else {
-				t.Logf("partition %d: idx-a stopped %v before idx-b took it", l.partition, l.acquired.Sub(g).Round(time.Millisecond))
+				t.Logf("partition %d: idx-a stopped %v before idx-b took it", l.Partition, l.Acquired.Sub(g).Round(time.Millisecond))
 			}
 		}
 	}
 	_ = notActing
 
-	a.heal()
+	a.HealPostgres()
 	healed := time.Now()
-	s := waitFor(t, 8*c.ttl, "idx-a to take its share again", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 2 && s.partitions["idx-b"] == 2
+	s := waitFor(t, 8*c.TTL, "idx-a to take its share again", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 2 && s.Partitions["idx-b"] == 2
 	})
 	t.Logf("healed: %v after %v", s, time.Since(healed).Round(time.Millisecond))
 	c.onePerNode()
@@ -684,59 +681,60 @@ func TestPartitionFromPostgres(t *testing.T) {
 // under new epochs, without waiting for them to expire; when the old process wakes
 // (SIGCONT) it is fenced out of everything, stores nothing, and exits.
 func TestRestartSameNodeID(t *testing.T) {
-	c := newCluster(t, clusterOptions{})
-	a := c.addNode("indexer", "idx-a")
-	c.addNode("indexer", "idx-b")
+	c := newCluster(t)
+	a := c.Join("indexer", "idx-a")
+	c.Join("indexer", "idx-b")
 	c.addDataPath()
 	table := c.createTable(a, "restart", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"restart": 4})
 	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, false)
 
-	a.pause()
-	before := c.partitionLeases(table, "idx-a")
-	old := a.replace()
-	a.waitRegistered()
-	after := c.partitionLeases(table, "idx-a")
+	a.Pause()
+	before := c.PartitionLeases(table, "idx-a")
+	old := a.Replace()
+	a.WaitActing()
+	after := c.PartitionLeases(table, "idx-a")
 	if len(after) != len(before) {
 		t.Fatalf("the new process holds %d of the node's %d leases", len(after), len(before))
 	}
 	for p, b := range before {
 		n := after[p]
 		switch {
-		case n.epoch <= b.epoch:
-			t.Errorf("partition %d: adopted under epoch %d, the old process held %d", p, n.epoch, b.epoch)
-		case !n.acquired.Before(b.expires):
-			t.Errorf("partition %d: adopted at %v, not before the old lease expired (%v)", p, n.acquired, b.expires)
+		case n.Epoch <= b.Epoch:
+			t.Errorf("partition %d: adopted under epoch %d, the old process held %d", p, n.Epoch, b.Epoch)
+		case !n.Acquired.Before(b.Expires):
+			t.Errorf("partition %d: adopted at %v, not before the old lease expired (%v)", p, n.Acquired, b.Expires)
 		default:
-			t.Logf("partition %d: adopted under epoch %d, %v before the old lease would have expired", p, n.epoch, b.expires.Sub(n.acquired).Round(time.Millisecond))
+			t.Logf("partition %d: adopted under epoch %d, %v before the old lease would have expired", p, n.Epoch, b.Expires.Sub(n.Acquired).Round(time.Millisecond))
 		}
 	}
 	waitFor(t, 20*time.Second, "ranges under the adopted epochs", func() (string, bool) {
 		for p := range before {
-			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == after[p].epoch }) {
+			if !slices.ContainsFunc(c.ranges(table), func(r rangeRow) bool { return r.partition == p && r.epoch == after[p].Epoch }) {
 				return fmt.Sprintf("partition %d has none", p), false
 			}
 		}
 		return "", true
 	})
 
-	old.signal(t, syscall.SIGCONT)
-	old.paused.Store(false)
+	if err := old.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case <-old.done:
-	case <-time.After(3 * c.ttl):
-		t.Fatalf("the replaced process still runs %v after waking", 3*c.ttl)
+	case <-old.Done():
+	case <-time.After(3 * c.TTL):
+		t.Fatalf("the replaced process still runs %v after waking", 3*c.TTL)
 	}
-	if old.state.ExitCode() == 0 || !strings.Contains(old.out.String(), lease.ErrReplaced.Error()) {
-		t.Errorf("the replaced process exited with %v; its log does not say %q", old.state, lease.ErrReplaced)
+	if old.State().ExitCode() == 0 || !strings.Contains(old.Output(), lease.ErrReplaced.Error()) {
+		t.Errorf("the replaced process exited with %v; its log does not say %q", old.ExitState(), lease.ErrReplaced)
 	}
-	if s := c.shares(table); s.partitions["idx-a"] != 2 || s.partitions["idx-b"] != 2 {
+	if s := c.Shares(table); s.Partitions["idx-a"] != 2 || s.Partitions["idx-b"] != 2 {
 		t.Errorf("shares after the old process woke: %v", s)
 	}
 	pr.halt()
 	c.check()
 	for _, r := range c.ranges(table) {
-		if b, ok := before[r.partition]; ok && r.epoch == b.epoch && !r.created.Before(after[r.partition].acquired) {
+		if b, ok := before[r.partition]; ok && r.epoch == b.Epoch && !r.created.Before(after[r.partition].Acquired) {
 			t.Errorf("partition %d: range [%d, %d) stored under the replaced process's epoch %d after the takeover", r.partition, r.start, r.end, r.epoch)
 		}
 	}

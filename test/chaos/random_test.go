@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // chaosConfig reads the random run's seed and length: MINK_CHAOS_SEED (default: the
@@ -43,36 +45,36 @@ func chaosConfig(t *testing.T) (int64, time.Duration) {
 type epochMonitor struct {
 	stop, done chan struct{}
 	mu         sync.Mutex
-	seen       map[string]leaseRow
+	seen       map[string]cluster.Lease
 	samples    int
 	problems   []string
 }
 
-func (c *cluster) monitorEpochs() *epochMonitor {
-	m := &epochMonitor{stop: make(chan struct{}), done: make(chan struct{}), seen: map[string]leaseRow{}}
+func (c *chaosCluster) monitorEpochs() *epochMonitor {
+	m := &epochMonitor{stop: make(chan struct{}), done: make(chan struct{}), seen: map[string]cluster.Lease{}}
 	go func() {
 		defer close(m.done)
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			ls, err := c.leases(ctx) // fails while Postgres is down: nothing to see then
+			ls, err := c.Leases(ctx) // fails while Postgres is down: nothing to see then
 			cancel()
 			m.mu.Lock()
 			if err == nil {
 				m.samples++
 			}
 			for _, l := range ls {
-				k := fmt.Sprintf("%s/%d/%d", l.kind, l.table, l.partition)
+				k := fmt.Sprintf("%s/%d/%d", l.Kind, l.Table, l.Partition)
 				prev, ok := m.seen[k]
 				switch {
 				case !ok:
-				case l.epoch < prev.epoch:
-					m.problems = append(m.problems, fmt.Sprintf("%s: epoch went back from %d to %d", k, prev.epoch, l.epoch))
-				case l.epoch == prev.epoch && l.holder != "" && prev.holder != "" && l.holder != prev.holder:
-					m.problems = append(m.problems, fmt.Sprintf("%s: epoch %d held by %s, then by %s", k, l.epoch, prev.holder, l.holder))
+				case l.Epoch < prev.Epoch:
+					m.problems = append(m.problems, fmt.Sprintf("%s: epoch went back from %d to %d", k, prev.Epoch, l.Epoch))
+				case l.Epoch == prev.Epoch && l.Holder != "" && prev.Holder != "" && l.Holder != prev.Holder:
+					m.problems = append(m.problems, fmt.Sprintf("%s: epoch %d held by %s, then by %s", k, l.Epoch, prev.Holder, l.Holder))
 				}
-				if l.holder != "" || !ok {
+				if l.Holder != "" || !ok {
 					m.seen[k] = l
 				}
 			}
@@ -84,7 +86,7 @@ func (c *cluster) monitorEpochs() *epochMonitor {
 			}
 		}
 	}()
-	c.t.Cleanup(m.halt)
+	c.T.Cleanup(m.halt)
 	return m
 }
 
@@ -122,27 +124,27 @@ func TestRandomChaos(t *testing.T) {
 		}
 	})
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6d696e6b))
-	c := newCluster(t, clusterOptions{persistent: true})
-	first := c.addNode("indexer", "idx-a")
-	c.addNode("indexer", "idx-b")
-	c.addNode("indexer", "idx-c")
-	c.addNode("writer", "wr-1")
-	c.addNode("writer", "wr-2")
-	c.addNode("fileserver", "fs-1")
+	c := newCluster(t, cluster.PersistentKafka())
+	first := c.Join("indexer", "idx-a")
+	c.Join("indexer", "idx-b")
+	c.Join("indexer", "idx-c")
+	c.Join("writer", "wr-1")
+	c.Join("writer", "wr-2")
+	c.Join("fileserver", "fs-1")
 	c.createTable(first, "chaos1", 3)
 	c.createTable(first, "chaos2", 4)
 	pr := c.produce(25*time.Millisecond, map[string]int32{"chaos1": 3, "chaos2": 4})
 	mon := c.monitorEpochs()
 	waitFor(t, 30*time.Second, "every lease to be held", func() (string, bool) {
-		for _, l := range c.mustLeases() {
-			if !l.live {
+		for _, l := range c.MustLeases() {
+			if !l.Live {
 				return l.String(), false
 			}
 		}
 		return "", true
 	})
 
-	ttl := c.ttl
+	ttl := c.TTL
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	var active []fault
 	busy := func(target string) bool {
@@ -153,15 +155,15 @@ func TestRandomChaos(t *testing.T) {
 		}
 		return false
 	}
-	var joiner *node
-	var replaced []*proc // woken after being replaced: each must exit
+	var joiner *cluster.Node
+	var replaced []*cluster.Process // woken after being replaced: each must exit
 	stats := map[string]int{}
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		t.Logf("%6.1fs %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	inject := func() (fault, bool) {
-		candidates := c.nodesOf("")
+		candidates := c.Nodes("")
 		n := candidates[rng.IntN(len(candidates))]
 		action := rng.IntN(13)
 		switch action {
@@ -175,66 +177,55 @@ func TestRandomChaos(t *testing.T) {
 			}
 		case 12:
 		default:
-			if busy(n.id) || !n.running() {
+			if busy(n.ID) || !n.Running() {
 				return fault{}, false
 			}
 		}
 		switch action {
 		case 0:
-			n.kill()
-			return fault{"kill " + n.id, n.id, func() { n.start() }}, true
+			n.Kill()
+			return fault{"kill " + n.ID, n.ID, func() { n.Restart() }}, true
 		case 1:
-			n.term()
-			return fault{"term " + n.id, n.id, func() { n.start() }}, true
+			n.Leave()
+			return fault{"term " + n.ID, n.ID, func() { n.Restart() }}, true
 		case 2:
-			n.pause()
-			return fault{"pause " + n.id, n.id, n.resume}, true
+			n.Pause()
+			return fault{"pause " + n.ID, n.ID, n.Resume}, true
 		case 3:
-			n.cut()
-			return fault{"cut " + n.id + " from postgres", n.id, n.heal}, true
+			n.CutPostgres()
+			return fault{"cut " + n.ID + " from postgres", n.ID, n.HealPostgres}, true
 		case 4:
 			d := between(50*time.Millisecond, ttl/4)
-			n.delay(d)
-			return fault{fmt.Sprintf("delay %s's postgres by %v", n.id, d), n.id, n.heal}, true
+			n.DelayPostgres(d)
+			return fault{fmt.Sprintf("delay %s's postgres by %v", n.ID, d), n.ID, n.HealPostgres}, true
 		case 5:
 			kb := 4 + rng.IntN(60)
-			n.slow(kb)
-			return fault{fmt.Sprintf("slow %s's postgres to %d KB/s", n.id, kb), n.id, n.heal}, true
+			n.SlowPostgres(kb)
+			return fault{fmt.Sprintf("slow %s's postgres to %d KB/s", n.ID, kb), n.ID, n.HealPostgres}, true
 		case 6:
-			n.reset() // at once: nothing to undo, but hold the node a while
-			return fault{"reset " + n.id + "'s postgres connections", n.id, func() {}}, true
+			n.ResetPostgres() // at once: nothing to undo, but hold the node a while
+			return fault{"reset " + n.ID + "'s postgres connections", n.ID, func() {}}, true
 		case 7:
-			n.refuse()
-			return fault{"refuse " + n.id + "'s postgres connections", n.id, n.heal}, true
+			n.RefusePostgres()
+			return fault{"refuse " + n.ID + "'s postgres connections", n.ID, n.HealPostgres}, true
 		case 8:
-			if err := c.pg.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			return fault{"stop postgres", "postgres", func() {
-				if err := c.pg.Start(); err != nil {
-					t.Fatal(err)
-				}
-			}}, true
+			c.StopPostgres()
+			return fault{"stop postgres", "postgres", c.StartPostgres}, true
 		case 9:
-			if err := c.pg.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			return fault{"kill postgres", "postgres", func() {
-				if err := c.pg.Start(); err != nil {
-					t.Fatal(err)
-				}
-			}}, true
+			c.KillPostgres()
+			return fault{"kill postgres", "postgres", c.StartPostgres}, true
 		case 10:
-			c.kafka.Stop()
-			return fault{"stop kafka", "kafka", func() { c.kafka.Restart() }}, true
+			c.StopKafka()
+			return fault{"stop kafka", "kafka", c.StartKafka}, true
 		case 11:
 			// A hung process is replaced by a new one with the same node id; when the old
 			// one wakes it must find itself fenced out, and exit.
-			n.pause()
-			old := n.replace()
-			return fault{"replace hung " + n.id + " with a new process", n.id, func() {
-				old.signal(t, syscall.SIGCONT)
-				old.paused.Store(false)
+			n.Pause()
+			old := n.Replace()
+			return fault{"replace hung " + n.ID + " with a new process", n.ID, func() {
+				if err := old.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
 				replaced = append(replaced, old)
 			}}, true
 		default:
@@ -242,16 +233,16 @@ func TestRandomChaos(t *testing.T) {
 			switch {
 			case joiner == nil:
 				logf("join idx-d")
-				joiner = c.newNode("indexer", "idx-d")
+				joiner = c.Start("indexer", "idx-d")
 				stats["join"]++
-			case busy(joiner.id):
-			case joiner.running():
+			case busy(joiner.ID):
+			case joiner.Running():
 				logf("idx-d leaves")
-				joiner.term()
+				joiner.Leave()
 				stats["leave"]++
 			default:
 				logf("idx-d joins again")
-				joiner.start()
+				joiner.Restart()
 				stats["join"]++
 			}
 			return fault{}, false
@@ -261,7 +252,7 @@ func TestRandomChaos(t *testing.T) {
 	deadline := start.Add(dur)
 	steps := 0
 	for time.Now().Before(deadline) {
-		until(time.Now().Add(between(200*time.Millisecond, ttl)))
+		cluster.Until(time.Now().Add(between(200*time.Millisecond, ttl)))
 		if len(active) > 0 && (len(active) >= 2 || rng.IntN(2) == 0) {
 			i := rng.IntN(len(active))
 			f := active[i]
@@ -287,17 +278,17 @@ func TestRandomChaos(t *testing.T) {
 	}
 	for _, p := range replaced {
 		select {
-		case <-p.done:
-			if p.state.ExitCode() == 0 {
-				t.Errorf("replaced process %d of %s exited with %v", p.pid(), p.n.id, p.state)
+		case <-p.Done():
+			if p.State().ExitCode() == 0 {
+				t.Errorf("replaced process %d of %s exited with %v", p.Pid(), p.Node.ID, p.ExitState())
 			}
 		case <-time.After(5 * ttl):
-			t.Errorf("replaced process %d of %s still runs %v after every fault was undone", p.pid(), p.n.id, 5*ttl)
+			t.Errorf("replaced process %d of %s still runs %v after every fault was undone", p.Pid(), p.Node.ID, 5*ttl)
 		}
 	}
-	for _, n := range c.nodesOf("") {
-		if !n.running() && n != joiner {
-			t.Errorf("%s is not running after every fault was undone", n.id)
+	for _, n := range c.Nodes("") {
+		if !n.Running() && n != joiner {
+			t.Errorf("%s is not running after every fault was undone", n.ID)
 		}
 	}
 	var kinds []string

@@ -15,13 +15,14 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // leaseWatch follows one node's own view of its leases (GetStatus, answered without
 // Postgres) while a fault is injected: for every lease, the latest expiry Postgres gave
 // it as the node last heard, and when the node stopped acting under it.
 type leaseWatch struct {
-	n     *node
+	n     *cluster.Node
 	clock func() (time.Time, error) // what "when" is measured with
 	stop  chan struct{}
 	done  chan struct{}
@@ -41,7 +42,7 @@ func scopeKey(l *adminv1.Lease) string {
 
 // watch polls n every 20ms until the test ends. Times are taken after each answer
 // arrives, so they are upper bounds of when the node changed.
-func watch(t *testing.T, n *node, clock func() (time.Time, error)) *leaseWatch {
+func watch(t *testing.T, n *cluster.Node, clock func() (time.Time, error)) *leaseWatch {
 	w := &leaseWatch{n: n, clock: clock, stop: make(chan struct{}), done: make(chan struct{}),
 		maxExp: map[string]time.Time{}, goneAt: map[string]time.Time{}}
 	go func() {
@@ -49,7 +50,7 @@ func watch(t *testing.T, n *node, clock func() (time.Time, error)) *leaseWatch {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			st, err := n.status()
+			st, err := n.Status()
 			var at time.Time
 			if err == nil {
 				at, err = clock()
@@ -137,7 +138,7 @@ func (w *leaseWatch) stopped() bool {
 func (w *leaseWatch) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return fmt.Sprintf("%s: acting stopped at %v, leases %d, gone %d, last error %v", w.n.id,
+	return fmt.Sprintf("%s: acting stopped at %v, leases %d, gone %d, last error %v", w.n.ID,
 		w.notActing.Format("15:04:05.000"), len(w.maxExp), len(w.goneAt), w.lastErr)
 }
 
@@ -151,9 +152,9 @@ func (w *leaseWatch) checkStoppedBeforeExpiry(t *testing.T) time.Time {
 	for k, exp := range w.maxExp {
 		gone := w.goneAt[k]
 		if gone.IsZero() || !gone.Before(exp) {
-			t.Errorf("%s acted under %s until %v, not before it could expire at %v", w.n.id, k, gone.Format("15:04:05.000"), exp.Format("15:04:05.000"))
+			t.Errorf("%s acted under %s until %v, not before it could expire at %v", w.n.ID, k, gone.Format("15:04:05.000"), exp.Format("15:04:05.000"))
 		} else {
-			t.Logf("%s stopped acting under %s %v before it could expire", w.n.id, k, exp.Sub(gone).Round(time.Millisecond))
+			t.Logf("%s stopped acting under %s %v before it could expire", w.n.ID, k, exp.Sub(gone).Round(time.Millisecond))
 		}
 		if exp.After(latest) {
 			latest = exp
@@ -178,11 +179,11 @@ func (w *leaseWatch) snapshot() (maxExp, goneAt map[string]time.Time, notActing 
 
 func localClock() (time.Time, error) { return time.Now(), nil }
 
-func (c *cluster) dbClock() (time.Time, error) {
+func (c *chaosCluster) dbClock() (time.Time, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var now time.Time
-	err := c.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	err := c.DB.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
 	return now, err
 }
 
@@ -197,7 +198,7 @@ type httpResult struct {
 
 // do sends one request; path is sent as written (not cleaned), so traversal attempts
 // reach the server as a client sent them.
-func do(t *testing.T, method, base, path string, header map[string]string) httpResult {
+func do(t testing.TB, method, base, path string, header map[string]string) httpResult {
 	t.Helper()
 	r, err := fetch(method, base, path, header)
 	if err != nil {
@@ -257,18 +258,18 @@ type warmed struct {
 }
 
 // dataFiles lists a table's data file keys.
-func (c *cluster) dataFiles(table int64) []string {
-	c.t.Helper()
-	rows, err := c.db.Query(context.Background(), `SELECT key FROM mink_data_files WHERE table_id = $1 ORDER BY key`, table)
+func (c *chaosCluster) dataFiles(table int64) []string {
+	c.T.Helper()
+	rows, err := c.DB.Query(context.Background(), `SELECT key FROM mink_data_files WHERE table_id = $1 ORDER BY key`, table)
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	defer rows.Close()
 	var keys []string
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
-			c.t.Fatal(err)
+			c.T.Fatal(err)
 		}
 		keys = append(keys, k)
 	}
@@ -277,10 +278,10 @@ func (c *cluster) dataFiles(table int64) []string {
 
 // warm waits for the table's first snapshot with two data files, reads one through
 // file server fs, and checks that a second read is a cache hit.
-func (c *cluster) warm(fs *node, table int64) warmed {
-	t := c.t
+func (c *chaosCluster) warm(fs *cluster.Node, table int64) warmed {
+	t := c.T
 	t.Helper()
-	_, s3, err := fs.endpoints()
+	_, s3, err := fs.Endpoints()
 	if err != nil {
 		t.Fatal(err)
 	}

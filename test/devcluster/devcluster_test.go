@@ -22,11 +22,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,54 +47,11 @@ import (
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/devcluster"
 	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/roleproc"
+	"github.com/minkhq/mink/test/cluster"
 )
 
-var binDir string // minkdev, minkctl and the three roles, built once
-
-func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		var err error
-		binDir, err = os.MkdirTemp("", "minkdev-e2e-bin-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(binDir)
-		if err := build(binDir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return m.Run()
-	}())
-}
-
-func build(dir string) error {
-	root, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	for !fileExists(filepath.Join(root, "go.mod")) {
-		if filepath.Dir(root) == root {
-			return errors.New("no go.mod above the test")
-		}
-		root = filepath.Dir(root)
-	}
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", dir+string(filepath.Separator),
-		"./cmd/minkdev", "./cmd/minkctl", "./services/indexer", "./services/writer", "./services/fileserver")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	for _, role := range []string{"indexer", "writer", "fileserver"} {
-		if err := os.Rename(filepath.Join(dir, role), filepath.Join(dir, "mink-"+role)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+func TestMain(m *testing.M) { cluster.Main(m, "./cmd/minkdev", "./cmd/minkctl") }
 
 // Durations short enough for a test, long enough for a loaded machine.
 const (
@@ -130,7 +85,7 @@ func TestMakeDev(t *testing.T) {
 	// Avro orders above evolveAfter are written with schema version 2 (one more field).
 	const evolveAfter = 100
 	args := []string{
-		"--dir", dir, "--bin-dir", binDir,
+		"--dir", dir, "--bin-dir", cluster.BinDir(),
 		"--postgres-port", strconv.Itoa(base), "--kafka-port", strconv.Itoa(base + 1),
 		"--grpc-port", strconv.Itoa(base + 2), "--catalog-port", strconv.Itoa(base + 7), "--s3-port", strconv.Itoa(base + 9),
 		"--schema-registry-port", strconv.Itoa(base + 11), "--demo-avro-evolve-after", strconv.Itoa(evolveAfter),
@@ -191,7 +146,7 @@ func TestMakeDev(t *testing.T) {
 		t.Errorf("second run: step: auth: %s changed; a second run must keep the secrets engines were given", devcluster.AuthFile)
 	}
 	m.checkBanner(t, info, creds)
-	if !strings.Contains(m.out.String(), devcluster.AuthFile+" (kept from an earlier run)") {
+	if !strings.Contains(m.Output(), devcluster.AuthFile+" (kept from an earlier run)") {
 		t.Errorf("second run: step: banner: it does not say the auth config was kept")
 	}
 	if info.TableError != "" {
@@ -228,7 +183,7 @@ func TestMakeDev(t *testing.T) {
 // file it names gives every engine the reader's.
 func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo, creds credentials) {
 	t.Helper()
-	out := m.out.String()
+	out := m.Output()
 	r, a := creds.reader.secret, creds.admin.secret
 	for _, want := range []string{
 		"Schema Registry", info.SchemaRegistryURL, "subject " + info.Avro.Subject,
@@ -402,15 +357,15 @@ func checkDoors(t *testing.T, info devcluster.RunInfo, c credentials) {
 	// Health stays open, for probes and container health checks: minkctl health needs no
 	// token (docker-compose.yaml's and the images' health checks run it).
 	for _, p := range info.Processes {
-		cmd := exec.Command(filepath.Join(binDir, "minkctl"), "health", "--addr", devcluster.Addr(p.GRPCPort))
-		cmd.Env = cleanEnv()
+		cmd := exec.Command(cluster.Bin("minkctl"), "health", "--addr", devcluster.Addr(p.GRPCPort))
+		cmd.Env = roleproc.CleanEnv()
 		if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "SERVING" {
 			t.Errorf("step: doors: minkctl health of %s without credentials: %v: %s", p.ID, err, out)
 		}
 	}
 	// minkctl scan without a token is refused.
-	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "scan", info.Table, "--catalog", info.CatalogURL, "--limit", "1")
-	cmd.Env = cleanEnv()
+	cmd := exec.Command(cluster.Bin("minkctl"), "scan", info.Table, "--catalog", info.CatalogURL, "--limit", "1")
+	cmd.Env = roleproc.CleanEnv()
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Errorf("step: doors: minkctl scan without a token read the table:\n%s", out)
 	}
@@ -551,8 +506,8 @@ func show(s *string) string {
 func checkEvolved(t *testing.T, info devcluster.RunInfo, reader principal) {
 	t.Helper()
 	addr := devcluster.Addr(info.Processes[0].GRPCPort)
-	cmd := exec.Command(filepath.Join(binDir, "minkctl"), "--addr", addr, "-o", "json", "table", "describe", info.Avro.Table)
-	cmd.Env = append(cleanEnv(), reader.viaEnv().env...)
+	cmd := exec.Command(cluster.Bin("minkctl"), "--addr", addr, "-o", "json", "table", "describe", info.Avro.Table)
+	cmd.Env = append(roleproc.CleanEnv(), reader.viaEnv().env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("step: evolve: minkctl table describe: %v: %s", err, out)
@@ -598,76 +553,34 @@ func portsFree(base, n int) bool {
 	return true
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // minkdev is one run of the launcher.
 type minkdev struct {
-	dir  string
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
+	dir string
+	*roleproc.Process
 }
 
 func startMinkdev(t *testing.T, args []string) *minkdev {
 	t.Helper()
-	m := &minkdev{out: &syncBuffer{}, done: make(chan struct{})}
+	m := &minkdev{}
 	for i, a := range args {
 		if a == "--dir" {
 			m.dir = args[i+1]
 		}
 	}
-	m.cmd = exec.Command(filepath.Join(binDir, "minkdev"), args...)
-	m.cmd.Env = cleanEnv()
-	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
-	if err := m.cmd.Start(); err != nil {
+	var err error
+	m.Process, err = roleproc.Start(roleproc.Spec{Name: "minkdev", Path: cluster.Bin("minkdev"), Args: args,
+		LogPath: filepath.Join(t.TempDir(), "minkdev.log")})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { m.err = m.cmd.Wait(); close(m.done) }()
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("minkdev output:\n%s", m.out.String())
+			t.Logf("minkdev output:\n%s", m.Output())
 			m.logTails(t)
 		}
 		m.kill(t)
 	})
 	return m
-}
-
-// cleanEnv drops MINK_* variables: a developer's MINK_POSTGRES_URL must not point the
-// test at their database.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MINK_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func (m *minkdev) exited() bool {
-	select {
-	case <-m.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // waitReady waits for the launcher's run file, which it writes once the roles are
@@ -677,11 +590,11 @@ func (m *minkdev) waitReady(t *testing.T) devcluster.RunInfo {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		info, err := devcluster.ReadRunInfo(m.dir)
-		if err == nil && info.LauncherPid == m.cmd.Process.Pid {
+		if err == nil && info.LauncherPid == m.Pid() {
 			return info
 		}
-		if m.exited() {
-			t.Fatalf("step: start the cluster: minkdev exited (%v) before it was ready", m.err)
+		if m.Exited() {
+			t.Fatalf("step: start the cluster: minkdev exited (%v) before it was ready", m.Err())
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("step: start the cluster: not ready within %v", readyTimeout)
@@ -693,19 +606,19 @@ func (m *minkdev) waitReady(t *testing.T) devcluster.RunInfo {
 // stop is Ctrl-C: one SIGINT, then a clean exit.
 func (m *minkdev) stop(t *testing.T) {
 	t.Helper()
-	if err := m.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := m.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-m.done:
+	case <-m.Done():
 	case <-time.After(stopTimeout):
 		t.Fatalf("step: stop: minkdev did not exit within %v of SIGINT", stopTimeout)
 	}
-	if m.err != nil {
-		t.Fatalf("step: stop: minkdev exited with %v", m.err)
+	if m.Err() != nil {
+		t.Fatalf("step: stop: minkdev exited with %v", m.Err())
 	}
 	for _, want := range []string{"roles stopped", "schema registry stopped", "kafka stopped", "postgres stopped"} {
-		if !strings.Contains(m.out.String(), want) {
+		if !strings.Contains(m.Output(), want) {
 			t.Errorf("step: stop: minkdev did not say %q", want)
 		}
 	}
@@ -713,18 +626,17 @@ func (m *minkdev) stop(t *testing.T) {
 
 // kill is the cleanup of a failed test: nothing may outlive it, Postgres included.
 func (m *minkdev) kill(t *testing.T) {
-	if m.exited() {
+	if m.Exited() {
 		return
 	}
-	m.cmd.Process.Signal(syscall.SIGINT)
+	m.Signal(syscall.SIGINT)
 	select {
-	case <-m.done:
+	case <-m.Done():
 		return
 	case <-time.After(stopTimeout):
 	}
 	info, _ := devcluster.ReadRunInfo(m.dir)
-	m.cmd.Process.Kill()
-	<-m.done
+	m.Kill()
 	for _, p := range info.Processes {
 		syscall.Kill(-p.Pid, syscall.SIGKILL)
 	}
@@ -863,8 +775,8 @@ func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, token tokenArg
 		} else {
 			last = err.Error()
 		}
-		if m.exited() {
-			t.Fatalf("step: scan: minkdev exited (%v); last scan: %s", m.err, last)
+		if m.Exited() {
+			t.Fatalf("step: scan: minkdev exited (%v); last scan: %s", m.Err(), last)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("step: scan %s: not every record is a row within %v; last scan: %s\n%s",
@@ -884,9 +796,9 @@ type row struct {
 // scan reads the columns of a whole demo table through the catalog and S3, as a user
 // would, with minkctl's credential (MINK_TOKEN or --token) as token says.
 func scan(info devcluster.RunInfo, token tokenArg, table, columns string) ([]row, error) {
-	cmd := exec.Command(filepath.Join(binDir, "minkctl"), append([]string{"scan", table, "--catalog", info.CatalogURL,
+	cmd := exec.Command(cluster.Bin("minkctl"), append([]string{"scan", table, "--catalog", info.CatalogURL,
 		"--columns", columns + ",_kafka_partition,_kafka_offset", "--limit", "0", "-o", "json"}, token.args...)...)
-	cmd.Env = append(cleanEnv(), token.env...)
+	cmd.Env = append(roleproc.CleanEnv(), token.env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -908,8 +820,8 @@ func scan(info devcluster.RunInfo, token tokenArg, table, columns string) ([]row
 // describe is `minkctl table describe`: how far indexing got, for a failure message.
 func describe(info devcluster.RunInfo, token tokenArg, table string) string {
 	addr := devcluster.Addr(info.Processes[0].GRPCPort)
-	cmd := exec.Command(filepath.Join(binDir, "minkctl"), append([]string{"--addr", addr, "table", "describe", table}, token.args...)...)
-	cmd.Env = append(cleanEnv(), token.env...)
+	cmd := exec.Command(cluster.Bin("minkctl"), append([]string{"--addr", addr, "table", "describe", table}, token.args...)...)
+	cmd.Env = append(roleproc.CleanEnv(), token.env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("minkctl table describe: %v: %s", err, out)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // The gRPC doors with auth on, driven with the real grpcurl (reflection only) against
@@ -56,7 +58,7 @@ func authGrpcurl(t *testing.T, token, addr, method, body string) (out, code, msg
 
 // authState is what a refused call must leave as it was: tables, leases, the index and
 // the members' draining flags.
-func authState(t *testing.T, c *cluster) string {
+func authState(t *testing.T, c *cluster.Cluster) string {
 	t.Helper()
 	var b strings.Builder
 	for _, q := range []string{
@@ -67,7 +69,7 @@ func authState(t *testing.T, c *cluster) string {
 		`SELECT count(*) FROM mink_data_files`,
 		`SELECT node_id, draining FROM mink_members ORDER BY node_id`,
 	} {
-		rows, err := c.db.Query(context.Background(), q)
+		rows, err := c.DB.Query(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,17 +100,16 @@ func TestAuthGRPCDoors(t *testing.T) {
 		t.Skip("grpcurl not found in .tmp/bin or PATH: run 'make tools'")
 	}
 	const ttl = 3 * time.Second
-	c := newCluster(t)
+	c := newCluster(t, ttl)
 	cfg := authConfigFile(t, false)
-	c.start("indexer", "idx-a", ttl, "--auth-config", cfg)
-	c.start("writer", "wr-1", ttl, "--auth-config", cfg)
+	c.Start("indexer", "idx-a", "--auth-config", cfg)
+	c.Start("writer", "wr-1", "--auth-config", cfg)
 	fsArgs := func(cfg string) []string {
-		return []string{"--auth-config", cfg, "--catalog-addr", "127.0.0.1:0", "--s3-addr", "127.0.0.1:0",
-			"--cache-dir", t.TempDir(), "--cache-bytes", "64MiB"}
+		return []string{"--auth-config", cfg, "--cache-bytes", "64MiB"}
 	}
-	c.start("fileserver", "fs-1", ttl, fsArgs(cfg)...)
-	c.start("fileserver", "fs-stale", ttl, fsArgs(authConfigFile(t, true))...)
-	fs, idx, stale := c.addr("fs-1"), c.addr("idx-a"), c.addr("fs-stale")
+	c.Start("fileserver", "fs-1", fsArgs(cfg)...)
+	c.Start("fileserver", "fs-stale", fsArgs(authConfigFile(t, true))...)
+	fs, idx, stale := c.Member("fs-1").Addr(), c.Member("idx-a").Addr(), c.Member("fs-stale").Addr()
 	reader, admin := authReaderSecretE2E, authAdminSecretE2E
 
 	// Open doors: reflection lists every service, health answers, without a token.
@@ -122,7 +123,7 @@ func TestAuthGRPCDoors(t *testing.T) {
 		t.Errorf("health without a token: %q %s", out, code)
 	}
 	waitFor(t, 20*time.Second, "every node to serve", func() (string, bool) {
-		for _, a := range []string{fs, idx, stale, c.addr("wr-1")} {
+		for _, a := range []string{fs, idx, stale, c.Member("wr-1").Addr()} {
 			if out, code, _ := authGrpcurl(t, "", a, "grpc.health.v1.Health/Check", ""); code != "" || !strings.Contains(out, "SERVING") {
 				return a, false
 			}
@@ -131,20 +132,20 @@ func TestAuthGRPCDoors(t *testing.T) {
 	})
 
 	// The admin creates shop.orders through fs-1; default.hidden is outside etl's patterns.
-	c.kafka.CreateTopic("orders", 2, nil)
+	c.Kafka.CreateTopic("orders", 2, nil)
 	if _, code, msg := authGrpcurl(t, admin, fs, "mink.admin.v1.AdminService/CreateTable",
 		`{"namespace":"shop","name":"orders","format":"RECORD_FORMAT_RAW"}`); code != "" || msg != "" {
 		t.Fatalf("admin's CreateTable: %s %s", code, msg)
 	}
-	hidden := c.addTable("hidden", 1)
+	hidden := addTable(c, "hidden", 1)
 	var orders int64
-	if err := c.db.QueryRow(context.Background(), `SELECT id FROM mink_tables WHERE namespace = 'shop' AND name = 'orders'`).Scan(&orders); err != nil {
+	if err := c.DB.QueryRow(context.Background(), `SELECT id FROM mink_tables WHERE namespace = 'shop' AND name = 'orders'`).Scan(&orders); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []int64{orders, hidden} {
-		waitFor(t, 20*time.Second, "idx-a and wr-1 to hold the leases", func() (shares, bool) {
-			s := c.shares(table)
-			return s, s.partitions[""] == 0 && s.partitions["idx-a"] > 0 && s.writer == "wr-1"
+		waitFor(t, 20*time.Second, "idx-a and wr-1 to hold the leases", func() (cluster.Shares, bool) {
+			s := c.Shares(table)
+			return s, s.Partitions[""] == 0 && s.Partitions["idx-a"] > 0 && s.Writer == "wr-1"
 		})
 	}
 
@@ -241,7 +242,7 @@ func TestAuthGRPCDoors(t *testing.T) {
 		t.Fatalf("admin's DropTable through fs-1: %s %s", code, msg)
 	}
 	var left int
-	if err := c.db.QueryRow(context.Background(), `SELECT count(*) FROM mink_tables`).Scan(&left); err != nil || left != 1 {
+	if err := c.DB.QueryRow(context.Background(), `SELECT count(*) FROM mink_tables`).Scan(&left); err != nil || left != 1 {
 		t.Errorf("tables after the admin's drop: %d %v", left, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // TestClusterSharesLeasesAndForwards: the three roles register; two indexers split a
@@ -23,24 +24,24 @@ import (
 // long before they could have expired.
 func TestClusterSharesLeasesAndForwards(t *testing.T) {
 	const ttl = 3 * time.Second
-	c := newCluster(t)
-	ia := c.start("indexer", "idx-a", ttl)
-	c.start("indexer", "idx-b", ttl)
-	c.start("writer", "wr-1", ttl)
-	c.start("fileserver", "fs-1", ttl)
+	c := newCluster(t, ttl)
+	ia := c.Start("indexer", "idx-a")
+	c.Start("indexer", "idx-b")
+	c.Start("writer", "wr-1")
+	c.Start("fileserver", "fs-1")
 	for _, id := range []string{"idx-a", "idx-b", "wr-1", "fs-1"} {
-		c.addr(id)
+		c.Member(id).Addr()
 	}
-	table := c.addTable("events", 6)
+	table := addTable(c, "events", 6)
 
-	s := waitFor(t, 20*time.Second, "indexers to hold 3 partitions each and wr-1 the writer lease", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 3 && s.partitions["idx-b"] == 3 && s.writer == "wr-1"
+	s := waitFor(t, 20*time.Second, "indexers to hold 3 partitions each and wr-1 the writer lease", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 3 && s.Partitions["idx-b"] == 3 && s.Writer == "wr-1"
 	})
 	t.Logf("shares: %v", s)
 
 	// Every node's own status, asked of the file server, which forwards.
-	fs := c.client("fs-1")
+	fs := c.Member("fs-1").Admin()
 	ctx := context.Background()
 	want := map[string][2]int{"idx-a": {3, 0}, "idx-b": {3, 0}, "wr-1": {0, 1}, "fs-1": {0, 0}} // partition, writer
 	for id, w := range want {
@@ -61,7 +62,7 @@ func TestClusterSharesLeasesAndForwards(t *testing.T) {
 				id, st.GetNodeId(), got, w, st.GetActing())
 		}
 	}
-	leases, err := c.client("idx-a").ListLeases(ctx, &adminv1.ListLeasesRequest{TableId: table})
+	leases, err := c.Member("idx-a").Admin().ListLeases(ctx, &adminv1.ListLeasesRequest{TableId: table})
 	if err != nil || len(leases.GetLeases()) != 7 {
 		t.Fatalf("ListLeases: %v %v", leases, err)
 	}
@@ -72,33 +73,33 @@ func TestClusterSharesLeasesAndForwards(t *testing.T) {
 	// SIGTERM: idx-a releases its leases and leaves at once; idx-b takes them in its next
 	// round, before any of them could have expired (all measured on the database clock).
 	var t0, firstExpiry time.Time
-	if err := c.db.QueryRow(ctx, `SELECT clock_timestamp(), min(expires_at) FROM mink_lease_holders
+	if err := c.DB.QueryRow(ctx, `SELECT clock_timestamp(), min(expires_at) FROM mink_lease_holders
 		WHERE holder = 'idx-a' AND expires_at > clock_timestamp()`).Scan(&t0, &firstExpiry); err != nil {
 		t.Fatal(err)
 	}
-	ia.signal(t, syscall.SIGTERM)
-	freed := waitFor(t, 10*time.Second, "idx-a's leases to be freed", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 0
+	ia.Signal(syscall.SIGTERM)
+	freed := waitFor(t, 10*time.Second, "idx-a's leases to be freed", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 0
 	})
-	taken := waitFor(t, 10*time.Second, "idx-b to hold all 6 partitions", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-b"] == 6
+	taken := waitFor(t, 10*time.Second, "idx-b to hold all 6 partitions", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-b"] == 6
 	})
 	t.Logf("SIGTERM: freed after %v, taken by idx-b after %v (lease_ttl %v; first expiry was %v away)",
-		freed.at.Sub(t0).Round(time.Millisecond), taken.at.Sub(t0).Round(time.Millisecond), ttl,
+		freed.At.Sub(t0).Round(time.Millisecond), taken.At.Sub(t0).Round(time.Millisecond), ttl,
 		firstExpiry.Sub(t0).Round(time.Millisecond))
-	if d := freed.at.Sub(t0); d > ttl/2 {
+	if d := freed.At.Sub(t0); d > ttl/2 {
 		t.Errorf("SIGTERM freed the leases after %v, not at once", d)
 	}
-	if !taken.at.Before(firstExpiry) {
-		t.Errorf("idx-b took the leases at %v, not before they would have expired (%v)", taken.at, firstExpiry)
+	if !taken.At.Before(firstExpiry) {
+		t.Errorf("idx-b took the leases at %v, not before they would have expired (%v)", taken.At, firstExpiry)
 	}
-	if st := ia.wait(t, 10*time.Second); st.ExitCode() != 0 {
+	if st := ia.Wait(10 * time.Second); st.ExitCode() != 0 {
 		t.Errorf("idx-a exited with %v after SIGTERM", st)
 	}
 	var rows int
-	if err := c.db.QueryRow(ctx, `SELECT count(*) FROM mink_members WHERE node_id = 'idx-a'`).Scan(&rows); err != nil || rows != 0 {
+	if err := c.DB.QueryRow(ctx, `SELECT count(*) FROM mink_members WHERE node_id = 'idx-a'`).Scan(&rows); err != nil || rows != 0 {
 		t.Errorf("idx-a's member row is still there (%d, %v)", rows, err)
 	}
 }
@@ -108,24 +109,24 @@ func TestClusterSharesLeasesAndForwards(t *testing.T) {
 // a moment before, through ListLeases on a live node), and only then go to live nodes.
 func TestCrashFreesLeasesOnlyAfterTTL(t *testing.T) {
 	const ttl = 2 * time.Second
-	c := newCluster(t)
-	procs := map[string]*proc{}
+	c := newCluster(t, ttl)
+	nodes := map[string]*cluster.Node{}
 	for _, n := range [][2]string{{"indexer", "idx-a"}, {"indexer", "idx-b"}, {"writer", "wr-1"}, {"writer", "wr-2"}} {
-		procs[n[1]] = c.start(n[0], n[1], ttl)
-		c.addr(n[1])
+		nodes[n[1]] = c.Start(n[0], n[1])
+		c.Member(n[1]).Addr()
 	}
-	table := c.addTable("crash", 4)
-	s := waitFor(t, 20*time.Second, "indexers to hold 2 partitions each and a writer the writer lease", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 2 && s.partitions["idx-b"] == 2 && s.writer != ""
+	table := addTable(c, "crash", 4)
+	s := waitFor(t, 20*time.Second, "indexers to hold 2 partitions each and a writer the writer lease", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 2 && s.Partitions["idx-b"] == 2 && s.Writer != ""
 	})
-	writer, otherWriter := s.writer, map[string]string{"wr-1": "wr-2", "wr-2": "wr-1"}[s.writer]
+	writer, otherWriter := s.Writer, map[string]string{"wr-1": "wr-2", "wr-2": "wr-1"}[s.Writer]
 	victims := []string{"idx-a", writer}
 	for _, v := range victims {
-		procs[v].signal(t, syscall.SIGKILL)
+		nodes[v].Signal(syscall.SIGKILL)
 	}
 	for _, v := range victims {
-		procs[v].wait(t, 10*time.Second)
+		nodes[v].Wait(10 * time.Second)
 	}
 	ctx := context.Background()
 
@@ -137,7 +138,7 @@ func TestCrashFreesLeasesOnlyAfterTTL(t *testing.T) {
 		expires   time.Time
 	}
 	var deads []dead
-	rows, err := c.db.Query(ctx, `SELECT kind, partition, holder, expires_at FROM mink_lease_holders
+	rows, err := c.DB.Query(ctx, `SELECT kind, partition, holder, expires_at FROM mink_lease_holders
 		WHERE table_id = $1 AND holder = ANY($2) AND expires_at > clock_timestamp()`, table, victims)
 	if err != nil {
 		t.Fatal(err)
@@ -163,14 +164,14 @@ func TestCrashFreesLeasesOnlyAfterTTL(t *testing.T) {
 	// A moment before the first expiry, the leases are still the dead nodes'.
 	margin := ttl / 3
 	waitFor(t, 2*ttl, "the database clock to near the first expiry", func() (time.Time, bool) {
-		now := c.dbNow()
+		now := c.DBNow()
 		return now, !now.Before(firstExpiry.Add(-margin))
 	})
-	ls, err := c.client("idx-b").ListLeases(ctx, &adminv1.ListLeasesRequest{TableId: table})
+	ls, err := c.Member("idx-b").Admin().ListLeases(ctx, &adminv1.ListLeasesRequest{TableId: table})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if now := c.dbNow(); !now.Before(firstExpiry) {
+	if now := c.DBNow(); !now.Before(firstExpiry) {
 		t.Fatalf("checked too late: database time %v is past the first expiry %v", now, firstExpiry)
 	}
 	for _, d := range deads {
@@ -182,14 +183,14 @@ func TestCrashFreesLeasesOnlyAfterTTL(t *testing.T) {
 	}
 
 	// After lease_ttl the live nodes take them, each no earlier than its expiry.
-	s = waitFor(t, 3*ttl, "idx-b to hold all 4 partitions and "+otherWriter+" the writer lease", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-b"] == 4 && s.writer == otherWriter
+	s = waitFor(t, 3*ttl, "idx-b to hold all 4 partitions and "+otherWriter+" the writer lease", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-b"] == 4 && s.Writer == otherWriter
 	})
 	for _, d := range deads {
 		var holder string
 		var acquired time.Time
-		if err := c.db.QueryRow(ctx, `SELECT holder, acquired_at FROM mink_leases WHERE table_id = $1 AND kind = $2 AND partition = $3`,
+		if err := c.DB.QueryRow(ctx, `SELECT holder, acquired_at FROM mink_leases WHERE table_id = $1 AND kind = $2 AND partition = $3`,
 			table, d.kind, d.partition).Scan(&holder, &acquired); err != nil {
 			t.Fatal(err)
 		}
@@ -205,9 +206,9 @@ func TestCrashFreesLeasesOnlyAfterTTL(t *testing.T) {
 // for in-flight requests (here one forwarded to a node that never answers); a second
 // SIGTERM ends the process at once.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
-	c := newCluster(t)
-	p := c.start("fileserver", "fs-1", 2*time.Second, "--shutdown-timeout", "60s")
-	client := c.client("fs-1")
+	c := newCluster(t, 2*time.Second)
+	p := c.Start("fileserver", "fs-1", "--shutdown-timeout", "60s")
+	client := c.Member("fs-1").Admin()
 	// A live member whose address accepts connections and never says a word.
 	hole, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -232,7 +233,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		}
 	}()
 	ctx := context.Background()
-	if _, err := c.db.Exec(ctx, `INSERT INTO mink_members (node_id, incarnation, roles, grpc_addr, started_at, renewed_at, expires_at)
+	if _, err := c.DB.Exec(ctx, `INSERT INTO mink_members (node_id, incarnation, roles, grpc_addr, started_at, renewed_at, expires_at)
 		VALUES ('hole', gen_random_uuid(), '{writer}', $1, now(), now(), now() + interval '1h')`, hole.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -247,22 +248,22 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		return accepted.Load(), accepted.Load() > 0
 	})
 
-	p.signal(t, syscall.SIGTERM)
+	p.Signal(syscall.SIGTERM)
 	waitFor(t, 10*time.Second, "fs-1 to leave the cluster", func() (int, bool) {
 		var n int
-		c.db.QueryRow(ctx, `SELECT count(*) FROM mink_members WHERE node_id = 'fs-1'`).Scan(&n)
+		c.DB.QueryRow(ctx, `SELECT count(*) FROM mink_members WHERE node_id = 'fs-1'`).Scan(&n)
 		return n, n == 0
 	})
 	select {
-	case <-p.done:
-		t.Fatalf("fs-1 exited (%v) with a request in flight and --shutdown-timeout 60s", p.state)
+	case <-p.Process().Done():
+		t.Fatalf("fs-1 exited (%v) with a request in flight and --shutdown-timeout 60s", p.Process().ExitState())
 	default:
 	}
 	second := time.Now()
-	p.signal(t, syscall.SIGTERM)
-	st := p.wait(t, 5*time.Second)
+	p.Signal(syscall.SIGTERM)
+	st := p.Wait(5 * time.Second)
 	t.Logf("exited %v after the second SIGTERM with %v", time.Since(second).Round(time.Millisecond), st)
-	if st.ExitCode() != 1 || !strings.Contains(p.out.String(), "second stop signal") {
+	if st.ExitCode() != 1 || !strings.Contains(p.Process().Output(), "second stop signal") {
 		t.Errorf("after a second SIGTERM: %v", st)
 	}
 	if err := <-callDone; err == nil {
@@ -271,11 +272,11 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 }
 
 // grpcurlChecks drives the cluster with the real grpcurl, through server reflection only.
-func grpcurlChecks(t *testing.T, c *cluster) {
+func grpcurlChecks(t *testing.T, c *cluster.Cluster) {
 	if grpcurl == "" {
 		t.Skip("grpcurl not found in .tmp/bin or PATH: run 'make tools'")
 	}
-	a := c.addr("idx-a")
+	a := c.Member("idx-a").Addr()
 	out, code, msg := runGrpcurl(t, "-plaintext", a, "list")
 	if code != "" || !strings.Contains(out, "mink.admin.v1.AdminService") || !strings.Contains(out, "grpc.health.v1.Health") {
 		t.Errorf("list: %q %s %s", out, code, msg)
@@ -357,8 +358,8 @@ func runGrpcurl(t *testing.T, args ...string) (out, code, msg string) {
 }
 
 // metricsCheck scrapes a node's /metrics, whose address it advertises in its member row.
-func metricsCheck(t *testing.T, c *cluster, id string) {
-	nodes, err := c.client(id).ListNodes(context.Background(), &adminv1.ListNodesRequest{})
+func metricsCheck(t *testing.T, c *cluster.Cluster, id string) {
+	nodes, err := c.Member(id).Admin().ListNodes(context.Background(), &adminv1.ListNodesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func metricsCheck(t *testing.T, c *cluster, id string) {
 		}
 	}
 	// idx-a has forwarded nothing; fs-1 forwarded the status requests above.
-	nodes, err = c.client("fs-1").ListNodes(context.Background(), &adminv1.ListNodesRequest{})
+	nodes, err = c.Member("fs-1").Admin().ListNodes(context.Background(), &adminv1.ListNodesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // TestIndexingHandoffBetweenProcesses: a table created through the admin API is indexed
@@ -22,11 +23,11 @@ import (
 // still tile its offsets exactly, with every committed record in exactly one range.
 func TestIndexingHandoffBetweenProcesses(t *testing.T) {
 	const ttl = 2 * time.Second
-	c := newCluster(t)
-	c.kafka.CreateTopic("orders", 3, nil)
-	a := c.start("indexer", "idx-a", ttl)
+	c := newCluster(t, ttl)
+	c.Kafka.CreateTopic("orders", 3, nil)
+	a := c.Start("indexer", "idx-a")
 	ctx := context.Background()
-	resp, err := c.client("idx-a").CreateTable(ctx, &adminv1.CreateTableRequest{Name: "orders", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON,
+	resp, err := c.Member("idx-a").Admin().CreateTable(ctx, &adminv1.CreateTableRequest{Name: "orders", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON,
 		Columns:    []*adminv1.Column{{Name: "id", Type: "long", Required: true}, {Name: "item", Type: "string"}},
 		Properties: map[string]string{"mink.range.max-age": "300ms"}})
 	if err != nil {
@@ -37,7 +38,7 @@ func TestIndexingHandoffBetweenProcesses(t *testing.T) {
 		t.Fatalf("table has %d partitions, topic has 3", tbl.GetPartitions())
 	}
 
-	prod := c.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod := c.Kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	stop := make(chan struct{})
 	done := make(chan int)
 	go func() {
@@ -59,23 +60,23 @@ func TestIndexingHandoffBetweenProcesses(t *testing.T) {
 		}
 	}()
 	waitFor(t, 20*time.Second, "idx-a to store ranges", func() (int64, bool) {
-		st, _ := ranges.State(ctx, c.db, tbl.GetId(), 0)
+		st, _ := ranges.State(ctx, c.DB, tbl.GetId(), 0)
 		return st.Ranges, st.Ranges >= 2
 	})
-	c.start("indexer", "idx-b", ttl)
-	waitFor(t, 20*time.Second, "idx-b to take partitions", func() (shares, bool) {
-		s := c.shares(tbl.GetId())
-		return s, s.partitions["idx-b"] >= 1
+	c.Start("indexer", "idx-b")
+	waitFor(t, 20*time.Second, "idx-b to take partitions", func() (cluster.Shares, bool) {
+		s := c.Shares(tbl.GetId())
+		return s, s.Partitions["idx-b"] >= 1
 	})
-	a.signal(t, syscall.SIGKILL)
-	waitFor(t, 20*time.Second, "idx-b to hold all 3 partitions after idx-a's leases expire", func() (shares, bool) {
-		s := c.shares(tbl.GetId())
-		return s, s.partitions["idx-b"] == 3
+	a.Signal(syscall.SIGKILL)
+	waitFor(t, 20*time.Second, "idx-b to hold all 3 partitions after idx-a's leases expire", func() (cluster.Shares, bool) {
+		s := c.Shares(tbl.GetId())
+		return s, s.Partitions["idx-b"] == 3
 	})
 	close(stop)
 	produced := <-done
 
-	kc, err := kafkasrc.New(c.kafka.Addrs())
+	kc, err := kafkasrc.New(c.Kafka.Addrs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +89,10 @@ func TestIndexingHandoffBetweenProcesses(t *testing.T) {
 	for p := int32(0); p < 3; p++ {
 		end := offs[p].LastStable
 		waitFor(t, 20*time.Second, fmt.Sprintf("partition %d indexed to %d", p, end), func() (int64, bool) {
-			st, _ := ranges.State(ctx, c.db, tbl.GetId(), p)
+			st, _ := ranges.State(ctx, c.DB, tbl.GetId(), p)
 			return st.IndexedEnd, st.IndexedEnd == end
 		})
-		rs, err := ranges.List(ctx, c.db, tbl.GetId(), p, -1)
+		rs, err := ranges.List(ctx, c.DB, tbl.GetId(), p, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestIndexingHandoffBetweenProcesses(t *testing.T) {
 	}
 
 	// DescribeTable reports the index against Kafka: nothing left to index.
-	d, err := c.client("idx-b").DescribeTable(ctx, &adminv1.DescribeTableRequest{Name: "orders"})
+	d, err := c.Member("idx-b").Admin().DescribeTable(ctx, &adminv1.DescribeTableRequest{Name: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math/big"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +17,15 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
+	"github.com/minkhq/mink/pkg/roleproc"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // minkctl runs the built CLI and returns its stdout, stderr and exit code.
 func minkctl(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "minkctl"), args...)
-	cmd.Env = cleanEnv(env...)
+	cmd := exec.Command(cluster.Bin("minkctl"), args...)
+	cmd.Env = append(roleproc.CleanEnv(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -40,15 +41,15 @@ func minkctl(t *testing.T, env []string, args ...string) (string, string, int) {
 // TestMinkctl: every command against running nodes, in both output formats.
 func TestMinkctl(t *testing.T) {
 	const ttl = 1500 * time.Millisecond
-	c := newCluster(t)
-	c.start("indexer", "idx-a", ttl)
-	c.start("writer", "wr-1", ttl)
-	a := c.addr("idx-a")
-	c.addr("wr-1")
-	table := c.addTable("clicks", 2)
-	waitFor(t, 20*time.Second, "idx-a to hold both partitions and wr-1 the writer lease", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 2 && s.writer == "wr-1"
+	c := newCluster(t, ttl)
+	c.Start("indexer", "idx-a")
+	c.Start("writer", "wr-1")
+	a := c.Member("idx-a").Addr()
+	c.Member("wr-1").Addr()
+	table := addTable(c, "clicks", 2)
+	waitFor(t, 20*time.Second, "idx-a to hold both partitions and wr-1 the writer lease", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 2 && s.Writer == "wr-1"
 	})
 
 	ok := func(env []string, args ...string) string {
@@ -106,17 +107,17 @@ func TestMinkctl(t *testing.T) {
 	}
 
 	// Drain idx-a through wr-1; its partitions are free when drain returns.
-	out = ok([]string{"MINK_ADDR=" + c.addr("wr-1")}, "drain", "idx-a")
+	out = ok([]string{"MINK_ADDR=" + c.Member("wr-1").Addr()}, "drain", "idx-a")
 	if !strings.Contains(out, "idx-a is draining and holds no lease") {
 		t.Errorf("drain: %s", out)
 	}
-	if s := c.shares(table); s.partitions["idx-a"] != 0 {
+	if s := c.Shares(table); s.Partitions["idx-a"] != 0 {
 		t.Errorf("after drain: %v", s)
 	}
 	ok(nil, "--addr", a, "undrain", "idx-a")
-	waitFor(t, 10*time.Second, "idx-a to take its partitions back", func() (shares, bool) {
-		s := c.shares(table)
-		return s, s.partitions["idx-a"] == 2
+	waitFor(t, 10*time.Second, "idx-a to take its partitions back", func() (cluster.Shares, bool) {
+		s := c.Shares(table)
+		return s, s.Partitions["idx-a"] == 2
 	})
 
 	fails := []struct {
@@ -161,8 +162,8 @@ func TestFlagValidation(t *testing.T) {
 		{"mink-writer", []string{"--postgres-url", "postgres://u@h/db"}, nil, []string{"--kafka-brokers"}},
 	}
 	for _, tc := range cases {
-		cmd := exec.Command(filepath.Join(binDir, tc.bin), tc.args...)
-		cmd.Env = cleanEnv(tc.env...)
+		cmd := exec.Command(cluster.Bin(tc.bin), tc.args...)
+		cmd.Env = append(roleproc.CleanEnv(), tc.env...)
 		out, err := cmd.CombinedOutput()
 		ee, isExit := err.(*exec.ExitError)
 		if !isExit || ee.ExitCode() != 2 {
@@ -175,7 +176,7 @@ func TestFlagValidation(t *testing.T) {
 			}
 		}
 	}
-	out, err := exec.Command(filepath.Join(binDir, "mink-fileserver"), "--help").CombinedOutput()
+	out, err := exec.Command(cluster.Bin("mink-fileserver"), "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "-cache-bytes") || !strings.Contains(string(out), "MINK_") {
 		t.Errorf("--help: %v %s", err, out)
 	}
@@ -241,12 +242,11 @@ func ctlSpaced(out string) string {
 
 // ctlFileServer starts a file server on free loopback ports and returns its catalog URL,
 // read back from its status.
-func ctlFileServer(t *testing.T, c *cluster, id string, extra ...string) string {
+func ctlFileServer(t *testing.T, c *cluster.Cluster, id string, extra ...string) string {
 	t.Helper()
-	c.start("fileserver", id, 1500*time.Millisecond, append([]string{"--catalog-addr", "127.0.0.1:0", "--s3-addr", "127.0.0.1:0",
-		"--cache-dir", t.TempDir(), "--cache-bytes", "256MiB"}, extra...)...)
+	c.Start("fileserver", id, append([]string{"--cache-bytes", "256MiB"}, extra...)...)
 	addrs := waitFor(t, 20*time.Second, id+" to advertise its catalog", func() (map[string]string, bool) {
-		st, err := c.client(id).GetStatus(context.Background(), &adminv1.GetStatusRequest{})
+		st, err := c.Member(id).Admin().GetStatus(context.Background(), &adminv1.GetStatusRequest{})
 		if err != nil {
 			return nil, false
 		}
@@ -271,14 +271,14 @@ func TestMinkctlTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t)
-	c.kafka.CreateTopic("orders", 2, nil)
-	c.kafka.CreateTopic("events", 1, nil)
+	c := newCluster(t, ttl)
+	c.Kafka.CreateTopic("orders", 2, nil)
+	c.Kafka.CreateTopic("events", 1, nil)
 	regFlag := []string{"--schema-registry-url", reg.URL()}
-	c.start("indexer", "idx-a", ttl, regFlag...)
-	c.start("writer", "wr-1", ttl, regFlag...)
+	c.Start("indexer", "idx-a", regFlag...)
+	c.Start("writer", "wr-1", regFlag...)
 	catalog := ctlFileServer(t, c, "fs-1", regFlag...)
-	a := c.addr("idx-a")
+	a := c.Member("idx-a").Addr()
 
 	ok := func(args ...string) string {
 		t.Helper()
@@ -337,7 +337,7 @@ func TestMinkctlTables(t *testing.T) {
 
 	// Two orders, written as a producer's serializer writes them, scanned through the
 	// catalog and S3 with their nested values.
-	prod := c.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod := c.Kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	sess := "0f8fad5b-d9cb-469f-a165-70867728950e"
 	kafkatest.Produce(t, prod,
 		&kgo.Record{Topic: "orders", Partition: 0, Key: ctlAvro(t, keyID, ctlOrderKeyAvro, ctlOrderKey{1}),
@@ -415,7 +415,7 @@ func TestMinkctlTables(t *testing.T) {
 	fails(2, []string{"table", "alter", "events"}, "nothing to change")
 	fails(1, []string{"table", "alter", "nope", "--optional", "id"}, "NotFound", "default.nope")
 	// None of the refused alters changed anything.
-	resp, err := c.client("idx-a").DescribeTable(context.Background(), &adminv1.DescribeTableRequest{Name: "events"})
+	resp, err := c.Member("idx-a").Admin().DescribeTable(context.Background(), &adminv1.DescribeTableRequest{Name: "events"})
 	if err != nil || resp.GetTable().GetSchemaVersion() != 1 || len(resp.GetTable().GetColumns()) != 3 || resp.GetTable().GetProperties()["owner"] != "growth" {
 		t.Errorf("after refused alters: %v %v", resp.GetTable(), err)
 	}

@@ -154,7 +154,7 @@ type regAvroEvolved struct {
 
 func setupRegAvroEvolved(t *testing.T) *regAvroEvolved {
 	rc := newRegCluster(t, true)
-	rc.kafka.CreateTopic("orders", 2, nil)
+	rc.Kafka.CreateTopic("orders", 2, nil)
 	e := &regAvroEvolved{rc: rc, want: regRows{}, v2: map[regKey]bool{}}
 	e.id1 = rc.reg.register("orders-value", sr.Schema{Schema: regOrderAvroV1, Type: sr.TypeAvro})
 	e.table = rc.createTable(&adminv1.CreateTableRequest{Name: "orders", Format: adminv1.RecordFormat_RECORD_FORMAT_AVRO,
@@ -216,7 +216,7 @@ func setupRegAvroEvolved(t *testing.T) *regAvroEvolved {
 // ranges of one recipe fits, and a short maintenance interval; the test waits until the
 // committed snapshot holds fewer data files.
 func (e *regAvroEvolved) assemble() {
-	rc, t := e.rc, e.rc.t
+	rc, t := e.rc, e.rc.T
 	t.Helper()
 	ctx := context.Background()
 	var target, files int64
@@ -230,7 +230,7 @@ func (e *regAvroEvolved) assemble() {
 			target = max(target, size)
 		}
 	}
-	if _, err := rc.client("idx-1").AlterTable(ctx, &adminv1.AlterTableRequest{Name: "orders", SetProperties: map[string]string{
+	if _, err := rc.Member("idx-1").Admin().AlterTable(ctx, &adminv1.AlterTableRequest{Name: "orders", SetProperties: map[string]string{
 		"mink.assembly.target-bytes": strconv.FormatInt(max(target, 1024), 10), "mink.maintenance.interval": "100ms"}}); err != nil {
 		t.Fatalf("AlterTable: %v", err)
 	}
@@ -349,7 +349,7 @@ func TestRegistryRebuildWithoutRegistry(t *testing.T) {
 			t.Errorf("row %v after the restart: %s", k, d)
 		}
 	}
-	st, err := rc.client("fs-1").GetStatus(context.Background(), &adminv1.GetStatusRequest{})
+	st, err := rc.Member("fs-1").Admin().GetStatus(context.Background(), &adminv1.GetStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

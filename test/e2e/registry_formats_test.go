@@ -148,7 +148,7 @@ func (o regPBOrder) row() map[string]any {
 func TestRegistryProtobufWithReference(t *testing.T) {
 	t.Parallel()
 	rc := newRegCluster(t, true)
-	rc.kafka.CreateTopic("pb-orders", 1, nil)
+	rc.Kafka.CreateTopic("pb-orders", 1, nil)
 	rc.reg.register("common.proto", sr.Schema{Schema: regCommonProto, Type: sr.TypeProtobuf})
 	refs := []sr.SchemaReference{{Name: "common.proto", Subject: "common.proto", Version: 1}}
 	id := rc.reg.register("pb-orders-value", sr.Schema{Schema: regOrderProto, Type: sr.TypeProtobuf, References: refs})
@@ -274,7 +274,7 @@ type regReading struct {
 func TestRegistryJSONSchema(t *testing.T) {
 	t.Parallel()
 	rc := newRegCluster(t, true)
-	rc.kafka.CreateTopic("readings", 1, nil)
+	rc.Kafka.CreateTopic("readings", 1, nil)
 	id := rc.reg.register("readings-value", sr.Schema{Schema: regReadingSchema, Type: sr.TypeJSON})
 	rc.createTable(&adminv1.CreateTableRequest{Name: "readings", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON_SCHEMA,
 		Properties: regProps()})

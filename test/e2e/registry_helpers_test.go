@@ -33,6 +33,7 @@ import (
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tableschema"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // regTTL is the lease TTL of the registry tests' nodes: short, so that they take their
@@ -148,7 +149,7 @@ func (r *fakeRegistry) fail500() (restore func()) {
 // regCluster is a cluster whose every role reaches one schema registry: an indexer, a
 // writer and a file server by default, and a producer.
 type regCluster struct {
-	*cluster
+	*cluster.Cluster
 	reg     *fakeRegistry
 	catalog string // the file server's REST catalog, http://host:port
 	prod    *kgo.Client
@@ -157,81 +158,83 @@ type regCluster struct {
 // newRegCluster starts a registry, a broker and a database; all starts the indexer
 // idx-1, the writer wr-1 and the file server fs-1 too.
 func newRegCluster(t *testing.T, all bool) *regCluster {
-	c := newCluster(t)
-	rc := &regCluster{cluster: c, reg: newFakeRegistry(t)}
+	c := newCluster(t, regTTL)
+	rc := &regCluster{Cluster: c, reg: newFakeRegistry(t)}
 	if all {
 		rc.startRole("indexer", "idx-1")
 		rc.startRole("writer", "wr-1")
 		rc.startFileServer("fs-1")
 	}
-	rc.prod = c.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	rc.prod = c.Kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	return rc
 }
 
-func (rc *regCluster) startRole(role, id string, extra ...string) *proc {
-	rc.t.Helper()
-	return rc.start(role, id, regTTL, append([]string{"--schema-registry-url", rc.reg.url}, extra...)...)
+func (rc *regCluster) startRole(role, id string, extra ...string) *cluster.Node {
+	rc.T.Helper()
+	return rc.Start(role, id, append([]string{"--schema-registry-url", rc.reg.url}, extra...)...)
 }
 
 // startFileServer starts a file server on free loopback ports with a fresh cache, and
 // points rc.catalog at its catalog, read back from its status.
-func (rc *regCluster) startFileServer(id string) *proc {
-	rc.t.Helper()
-	p := rc.startRole("fileserver", id, "--catalog-addr", "127.0.0.1:0", "--s3-addr", "127.0.0.1:0",
-		"--cache-dir", rc.t.TempDir(), "--cache-bytes", "256MiB")
-	addrs := waitFor(rc.t, 20*time.Second, id+" to advertise its catalog", func() (map[string]string, bool) {
-		st, err := rc.client(id).GetStatus(context.Background(), &adminv1.GetStatusRequest{})
+func (rc *regCluster) startFileServer(id string) *cluster.Node {
+	rc.T.Helper()
+	p := rc.startRole("fileserver", id, "--cache-bytes", "256MiB")
+	rc.advertised(id)
+	return p
+}
+
+// advertised points rc.catalog at file server id's catalog, read back from its status.
+func (rc *regCluster) advertised(id string) {
+	rc.T.Helper()
+	addrs := cluster.WaitFor(rc.T, 20*time.Second, id+" to advertise its catalog", func() (map[string]string, bool) {
+		st, err := rc.Member(id).Admin().GetStatus(context.Background(), &adminv1.GetStatusRequest{})
 		if err != nil {
 			return nil, false
 		}
 		return st.GetAddrs(), st.GetAddrs()["catalog"] != "" && st.GetAddrs()["s3"] != ""
 	})
 	rc.catalog = "http://" + addrs["catalog"]
-	return p
 }
 
 // restart stops node id with SIGTERM (it releases its leases and leaves at once) and
 // starts it again with the same flags (a file server: on new ports, with a fresh cache).
 func (rc *regCluster) restart(role, id string) {
-	rc.t.Helper()
-	p := rc.procs[id]
-	p.signal(rc.t, syscall.SIGTERM)
-	if st := p.wait(rc.t, 10*time.Second); st.ExitCode() != 0 {
-		rc.t.Fatalf("%s exited with %v after SIGTERM", id, st)
-	}
-	if conn := rc.conns[id]; conn != nil {
-		conn.Close()
-		delete(rc.conns, id)
+	rc.T.Helper()
+	n := rc.Node(id)
+	n.Signal(syscall.SIGTERM)
+	if st := n.Wait(10 * time.Second); st.ExitCode() != 0 {
+		rc.T.Fatalf("%s exited with %v after SIGTERM", id, st)
 	}
 	if role == "fileserver" {
-		rc.startFileServer(id)
+		n.Restart("--cache-dir", rc.T.TempDir())
+		rc.advertised(id)
 	} else {
-		rc.startRole(role, id)
+		n.Restart()
 	}
 }
 
 // createTable creates a table through the admin API of the indexer.
 func (rc *regCluster) createTable(req *adminv1.CreateTableRequest) *adminv1.Table {
-	rc.t.Helper()
-	resp, err := rc.client("idx-1").CreateTable(context.Background(), req)
+	rc.T.Helper()
+	resp, err := rc.Member("idx-1").Admin().CreateTable(context.Background(), req)
 	if err != nil {
-		rc.t.Fatalf("CreateTable %s: %v", req.GetName(), err)
+		rc.T.Fatalf("CreateTable %s: %v", req.GetName(), err)
 	}
 	return resp.GetTable()
 }
 
 func (rc *regCluster) describe(name string) *adminv1.DescribeTableResponse {
-	rc.t.Helper()
-	d, err := rc.client("idx-1").DescribeTable(context.Background(), &adminv1.DescribeTableRequest{Name: name})
+	rc.T.Helper()
+	d, err := rc.Member("idx-1").Admin().DescribeTable(context.Background(), &adminv1.DescribeTableRequest{Name: name})
 	if err != nil {
-		rc.t.Fatalf("DescribeTable %s: %v", name, err)
+		rc.T.Fatalf("DescribeTable %s: %v", name, err)
 	}
 	return d
 }
 
 func (rc *regCluster) produce(recs ...*kgo.Record) []*kgo.Record {
-	rc.t.Helper()
-	return kafkatest.Produce(rc.t, rc.prod, recs...)
+	rc.T.Helper()
+	return kafkatest.Produce(rc.T, rc.prod, recs...)
 }
 
 // regKey names a row: its Kafka partition and offset.
@@ -443,8 +446,8 @@ func regCommitted(tbl *table.Table) (map[int32]int64, error) {
 // waitCommitted waits until the writer has committed every partition up to ends, as
 // loads through the catalog show it.
 func (rc *regCluster) waitCommitted(name string, ends map[int32]int64) {
-	rc.t.Helper()
-	waitFor(rc.t, 30*time.Second, fmt.Sprintf("%s to be committed up to %v", name, ends), func() (any, bool) {
+	rc.T.Helper()
+	waitFor(rc.T, 30*time.Second, fmt.Sprintf("%s to be committed up to %v", name, ends), func() (any, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		tbl, err := regLoad(ctx, rc.catalog, name)
@@ -472,16 +475,16 @@ type regRecipe struct {
 }
 
 func (rc *regCluster) recipes(table int64, p int32) []regRecipe {
-	rc.t.Helper()
-	rs, err := ranges.List(context.Background(), rc.db, table, p, -1)
+	rc.T.Helper()
+	rs, err := ranges.List(context.Background(), rc.DB, table, p, -1)
 	if err != nil {
-		rc.t.Fatal(err)
+		rc.T.Fatal(err)
 	}
 	out := make([]regRecipe, len(rs))
 	for i, r := range rs {
 		out[i] = regRecipe{start: r.Start, end: r.End, size: r.Size}
 		if err := json.Unmarshal(r.Settings, &out[i].settings); err != nil {
-			rc.t.Fatalf("range [%d, %d) settings %s: %v", r.Start, r.End, r.Settings, err)
+			rc.T.Fatalf("range [%d, %d) settings %s: %v", r.Start, r.End, r.Settings, err)
 		}
 	}
 	return out

@@ -29,7 +29,7 @@ import (
 func TestRegistryIncompatibleVersion(t *testing.T) {
 	t.Parallel()
 	rc := newRegCluster(t, true)
-	rc.kafka.CreateTopic("codes", 1, nil)
+	rc.Kafka.CreateTopic("codes", 1, nil)
 	const (
 		v1 = `{"type":"record","name":"Code","fields":[{"name":"id","type":"long"},{"name":"code","type":"string"}]}`
 		v2 = `{"type":"record","name":"Code","fields":[{"name":"id","type":"long"},{"name":"code","type":"int"}]}`
@@ -115,7 +115,7 @@ func TestRegistryIncompatibleVersion(t *testing.T) {
 		t.Errorf("DescribeTable: version %d, schema %v", d.GetTable().GetSchemaVersion(), cols)
 	}
 	var rangeRows, rangeErrors int64
-	rs, err := ranges.List(ctx, rc.db, d.GetTable().GetId(), 0, -1)
+	rs, err := ranges.List(ctx, rc.DB, d.GetTable().GetId(), 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestRegistryIncompatibleVersion(t *testing.T) {
 func TestRegistryOutage(t *testing.T) {
 	t.Parallel()
 	rc := newRegCluster(t, true)
-	rc.kafka.CreateTopic("payments", 2, nil)
+	rc.Kafka.CreateTopic("payments", 2, nil)
 	const (
 		v1 = `{"type":"record","name":"Payment","fields":[{"name":"id","type":"long"},{"name":"amount","type":"long"}]}`
 		v2 = `{"type":"record","name":"Payment","fields":[{"name":"id","type":"long"},{"name":"amount","type":"long"},
@@ -233,7 +233,7 @@ func TestRegistryOutage(t *testing.T) {
 			}
 		}
 		waitFor(t, 10*time.Second, "idx-1's status figures to count the paused partition", func() (map[string]string, bool) {
-			st, err := rc.client("idx-1").GetStatus(ctx, &adminv1.GetStatusRequest{})
+			st, err := rc.Member("idx-1").Admin().GetStatus(ctx, &adminv1.GetStatusRequest{})
 			return st.GetFigures(), err == nil && st.GetFigures()["partitions_paused"] == "1" &&
 				strings.Contains(st.GetFigures()[fmt.Sprintf("paused default.payments/%d", p)], rc.reg.url)
 		})
@@ -292,7 +292,7 @@ func TestRegistryOutage(t *testing.T) {
 func TestRegistryLatestMode(t *testing.T) {
 	t.Parallel()
 	rc := newRegCluster(t, true)
-	rc.kafka.CreateTopic("bare", 1, nil)
+	rc.Kafka.CreateTopic("bare", 1, nil)
 	const (
 		v1 = `{"type":"record","name":"Event","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"}]}`
 		v2 = `{"type":"record","name":"Event","fields":[{"name":"id","type":"long"},{"name":"name","type":"string"},
@@ -375,7 +375,7 @@ func TestRegistryLatestMode(t *testing.T) {
 func TestRegistryKeyDecoding(t *testing.T) {
 	t.Parallel()
 	rc := newRegCluster(t, true)
-	rc.kafka.CreateTopic("keyed", 1, nil)
+	rc.Kafka.CreateTopic("keyed", 1, nil)
 	const (
 		keySchema   = `{"type":"record","name":"Key","namespace":"shop","fields":[{"name":"tenant","type":"string"},{"name":"id","type":"long"}]}`
 		valueSchema = `{"type":"record","name":"Value","namespace":"shop","fields":[{"name":"body","type":"string"}]}`
@@ -457,13 +457,13 @@ func TestRegistryCreateTableErrors(t *testing.T) {
 	t.Parallel()
 	rc := newRegCluster(t, false)
 	rc.startRole("indexer", "idx-1")
-	rc.kafka.CreateTopic("errs", 1, nil)
+	rc.Kafka.CreateTopic("errs", 1, nil)
 	const good = `{"type":"record","name":"Good","fields":[{"name":"id","type":"long"}]}`
 	rc.reg.register("good-value", sr.Schema{Schema: good, Type: sr.TypeAvro})
 	rc.reg.register("errs-value", sr.Schema{Schema: `{"type":"record","name":"Node","namespace":"tree","fields":[
 		{"name":"v","type":"int"},{"name":"next","type":["null","tree.Node"],"default":null}]}`, Type: sr.TypeAvro})
 	rc.reg.register("proto-value", sr.Schema{Schema: "syntax = \"proto3\";\npackage p;\nmessage A { int64 id = 1; }\n", Type: sr.TypeProtobuf})
-	client := rc.client("idx-1")
+	client := rc.Member("idx-1").Admin()
 	ctx := context.Background()
 	avroReq := func(name, subject string, props map[string]string) *adminv1.CreateTableRequest {
 		return &adminv1.CreateTableRequest{Name: name, Topic: "errs", Format: adminv1.RecordFormat_RECORD_FORMAT_AVRO, ValueSubject: subject, Properties: props}

@@ -30,6 +30,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/tlsfiles/tlsfilestest"
+	"github.com/minkhq/mink/test/cluster"
 )
 
 // TLS and hardening of issue 14 with real processes: nodes started with --tls-* flags,
@@ -38,7 +39,7 @@ import (
 
 // tlsCluster is a cluster whose nodes serve TLS with certificates of one CA.
 type tlsCluster struct {
-	*cluster
+	*cluster.Cluster
 	ca     *tlsfilestest.CA
 	caFile string // the CA certificate, for clients (minkctl --tls-ca-file)
 	files  map[string]tlsfilestest.Files
@@ -46,7 +47,7 @@ type tlsCluster struct {
 }
 
 func newTLSCluster(t *testing.T) *tlsCluster {
-	tc := &tlsCluster{cluster: newCluster(t), ca: tlsfilestest.NewCA(t, "mink e2e ca"),
+	tc := &tlsCluster{Cluster: newCluster(t, 1500*time.Millisecond), ca: tlsfilestest.NewCA(t, "mink e2e ca"),
 		files: map[string]tlsfilestest.Files{}, conns: map[string]*grpc.ClientConn{}}
 	tc.caFile = filepath.Join(t.TempDir(), "ca.crt")
 	tlsfilestest.WriteFile(t, tc.caFile, tc.ca.PEM)
@@ -60,22 +61,21 @@ func newTLSCluster(t *testing.T) *tlsCluster {
 
 // tlsStart starts a node with its own certificate (for the loopback addresses it
 // listens on) and the cluster's CA as --tls-client-ca-file.
-func (tc *tlsCluster) tlsStart(role, id string, extra ...string) *proc {
-	tc.t.Helper()
-	files, _ := tc.ca.Write(tc.t, tc.t.TempDir(), id, tlsfilestest.Loopback...)
+func (tc *tlsCluster) tlsStart(role, id string, extra ...string) *cluster.Node {
+	tc.T.Helper()
+	files, _ := tc.ca.Write(tc.T, tc.T.TempDir(), id, tlsfilestest.Loopback...)
 	tc.files[id] = files
-	return tc.start(role, id, 1500*time.Millisecond, append([]string{"--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
+	return tc.Start(role, id, append([]string{"--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
 		"--tls-client-ca-file", files.ClientCAs}, extra...)...)
 }
 
 // tlsFileServer starts a TLS file server and returns its catalog URL (https://).
 func (tc *tlsCluster) tlsFileServer(id string, extra ...string) string {
-	tc.t.Helper()
-	tc.tlsStart("fileserver", id, append([]string{"--catalog-addr", "127.0.0.1:0", "--s3-addr", "127.0.0.1:0",
-		"--cache-dir", tc.t.TempDir(), "--cache-bytes", "256MiB"}, extra...)...)
+	tc.T.Helper()
+	tc.tlsStart("fileserver", id, append([]string{"--cache-bytes", "256MiB"}, extra...)...)
 	addrs := tc.tlsAddrs(id, true)
 	if !strings.HasPrefix(addrs["s3"], "https://") {
-		tc.t.Errorf("%s advertises S3 endpoint %q, want https://", id, addrs["s3"])
+		tc.T.Errorf("%s advertises S3 endpoint %q, want https://", id, addrs["s3"])
 	}
 	return "https://" + addrs["catalog"]
 }
@@ -83,8 +83,8 @@ func (tc *tlsCluster) tlsFileServer(id string, extra ...string) string {
 // tlsAddrs waits until node id answers over TLS and returns its advertised addresses
 // (with fileServer, once they include the catalog's and S3's).
 func (tc *tlsCluster) tlsAddrs(id string, fileServer bool) map[string]string {
-	tc.t.Helper()
-	return waitFor(tc.t, 20*time.Second, id+" to answer over TLS", func() (map[string]string, bool) {
+	tc.T.Helper()
+	return waitFor(tc.T, 20*time.Second, id+" to answer over TLS", func() (map[string]string, bool) {
 		st, err := tc.tlsClient(id).GetStatus(context.Background(), &adminv1.GetStatusRequest{})
 		return st.GetAddrs(), err == nil && st.GetAddrs()["metrics"] != "" && (!fileServer || st.GetAddrs()["s3"] != "")
 	})
@@ -92,11 +92,11 @@ func (tc *tlsCluster) tlsAddrs(id string, fileServer bool) map[string]string {
 
 // tlsClient is an admin client of node id over TLS, without a client certificate.
 func (tc *tlsCluster) tlsClient(id string) adminv1.AdminServiceClient {
-	tc.t.Helper()
+	tc.T.Helper()
 	if tc.conns[id] == nil {
-		conn, err := grpc.NewClient(tc.addr(id), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: tc.ca.Pool()})))
+		conn, err := grpc.NewClient(tc.Member(id).Addr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: tc.ca.Pool()})))
 		if err != nil {
-			tc.t.Fatal(err)
+			tc.T.Fatal(err)
 		}
 		tc.conns[id] = conn
 	}
@@ -134,13 +134,13 @@ func hostPort(u string) string {
 // replacing its files: every listener serves the new one to new connections, no restart.
 func TestTLSCluster(t *testing.T) {
 	c := newTLSCluster(t)
-	c.kafka.CreateTopic("events", 4, nil)
+	c.Kafka.CreateTopic("events", 4, nil)
 	c.tlsStart("indexer", "idx-a")
 	c.tlsStart("writer", "wr-1")
 	cat1 := c.tlsFileServer("fs-1")
 	cat2 := c.tlsFileServer("fs-2")
-	fs1 := c.procs["fs-1"]
-	a := c.addr("idx-a")
+	fs1 := c.Node("fs-1").Process()
+	a := c.Member("idx-a").Addr()
 	c.tlsAddrs("idx-a", false)
 	c.tlsAddrs("wr-1", false)
 
@@ -201,7 +201,7 @@ func TestTLSCluster(t *testing.T) {
 	// A table, records in all four partitions, read back through each file server.
 	ok("table", "create", "events", "--column", "id:long:required", "--column", "msg:string",
 		"--property", "mink.range.max-age=200ms", "--property", "mink.commit.interval=200ms")
-	prod := c.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	prod := c.Kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	const perPart = 25
 	var recs []*kgo.Record
 	for p := range int32(4) {
@@ -260,7 +260,7 @@ func TestTLSCluster(t *testing.T) {
 	next := c.ca.Issue(t, "fs-1", tlsfilestest.Loopback...)
 	c.files["fs-1"].Replace(t, next)
 	rotated := time.Now()
-	listeners := map[string]string{"gRPC": c.addr("fs-1"), "catalog": hostPort(cat1), "S3": hostPort(c.tlsAddrs("fs-1", true)["s3"]), "metrics": metrics}
+	listeners := map[string]string{"gRPC": c.Member("fs-1").Addr(), "catalog": hostPort(cat1), "S3": hostPort(c.tlsAddrs("fs-1", true)["s3"]), "metrics": metrics}
 	for name, addr := range listeners {
 		waitFor(t, 10*time.Second, "fs-1's "+name+" listener to serve the new certificate", func() (string, bool) {
 			s, err := tlsSerial(t, addr, c.ca.Pool())
@@ -272,11 +272,11 @@ func TestTLSCluster(t *testing.T) {
 	}
 	t.Logf("every listener of fs-1 served the rotated certificate %v after its files changed", time.Since(rotated).Round(time.Millisecond))
 	select {
-	case <-fs1.done:
+	case <-fs1.Done():
 		t.Fatal("fs-1 exited during the rotation")
 	default:
 	}
-	if out, errOut, code := minkctl(t, nil, "--addr", c.addr("fs-1"), "--tls-ca-file", c.caFile, "scan", "events", "--catalog", cat1, "--limit", "0"); code != 0 || !strings.Contains(out, "(100 rows)") {
+	if out, errOut, code := minkctl(t, nil, "--addr", c.Member("fs-1").Addr(), "--tls-ca-file", c.caFile, "scan", "events", "--catalog", cat1, "--limit", "0"); code != 0 || !strings.Contains(out, "(100 rows)") {
 		t.Errorf("after the rotation, minkctl through fs-1: exit %d: %s %s", code, out, errOut)
 	}
 }
@@ -296,7 +296,7 @@ func TestTLSMinkctlToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.tlsStart("writer", "wr-1", "--auth-config", authFile)
-	a := c.addr("wr-1")
+	a := c.Member("wr-1").Addr()
 	waitFor(t, 20*time.Second, "wr-1 to answer with the token", func() (string, bool) {
 		out, errOut, code := minkctl(t, []string{"MINK_TOKEN=" + secret}, "--addr", a, "--tls-ca-file", c.caFile, "status")
 		return out + errOut, code == 0 && strings.Contains(out, "wr-1")
@@ -313,9 +313,9 @@ func TestTLSMinkctlToken(t *testing.T) {
 }
 
 // tlsRSS is a process's resident set size, from /proc/<pid>/status.
-func tlsRSS(t *testing.T, p *proc) int64 {
+func tlsRSS(t *testing.T, p *cluster.Process) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,17 +380,17 @@ func tlsCut(conns []net.Conn, since time.Time, deadline time.Duration) (int, tim
 // 64 connections per listener, makes the 65th S3 client wait — its gRPC and catalog
 // still answer — and serves it when a slot frees.
 func TestConnectionFlood(t *testing.T) {
-	c := newCluster(t)
+	c := newCluster(t, 1500*time.Millisecond)
 	const headerTimeout = 10 * time.Second // httplimit.DefaultReadHeaderTimeout; gRPC's handshake bound too
 	catalog := ctlFileServer(t, c, "fs-1")
 	capCatalog := ctlFileServer(t, c, "fs-cap", "--max-connections", "64")
-	fs1 := c.procs["fs-1"]
-	st, err := c.client("fs-1").GetStatus(context.Background(), &adminv1.GetStatusRequest{})
+	fs1 := c.Node("fs-1").Process()
+	st, err := c.Member("fs-1").Admin().GetStatus(context.Background(), &adminv1.GetStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s3 := st.GetAddrs()["s3"]
-	capSt, err := c.client("fs-cap").GetStatus(context.Background(), &adminv1.GetStatusRequest{})
+	capSt, err := c.Member("fs-cap").Admin().GetStatus(context.Background(), &adminv1.GetStatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +416,7 @@ func TestConnectionFlood(t *testing.T) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		conn, err := grpc.NewClient(c.addr(id), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(c.Member(id).Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			return 0, err
 		}
@@ -435,7 +435,7 @@ func TestConnectionFlood(t *testing.T) {
 
 	opened := time.Now()
 	idleS3 := tlsHoldIdle(t, hostPort(s3), 2000)
-	idleGRPC := tlsHoldIdle(t, c.addr("fs-1"), 500)
+	idleGRPC := tlsHoldIdle(t, c.Member("fs-1").Addr(), 500)
 	capIdle := tlsHoldIdle(t, hostPort(capS3), 64)
 	t.Logf("2000 idle S3, 500 idle gRPC and 64 idle connections to the capped node opened in %v", time.Since(opened).Round(time.Millisecond))
 
@@ -522,7 +522,7 @@ func TestConnectionFlood(t *testing.T) {
 		t.Errorf("after the flood: %v", err)
 	}
 	select {
-	case <-fs1.done:
+	case <-fs1.Done():
 		t.Fatal("fs-1 exited")
 	default:
 	}

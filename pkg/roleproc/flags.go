@@ -1,0 +1,59 @@
+package roleproc
+
+import (
+	"strings"
+	"time"
+)
+
+// Flags are the flags a role is started with on this machine: where Postgres and Kafka
+// are, where it listens, and for a file server its catalog, S3 and cache. Empty values are
+// left out (the role's defaults apply); Extra goes last, so it can override.
+type Flags struct {
+	NodeID          string
+	PostgresURL     string
+	KafkaBrokers    []string
+	GRPCAddr        string // "127.0.0.1:0": a free port, found with WaitStarted
+	MetricsAddr     string
+	LeaseTTL        time.Duration
+	ShutdownTimeout time.Duration
+	LogLevel        string
+	AuthConfig      string // --auth-config: the cluster's auth file; "" runs without auth
+
+	// The file server's.
+	CatalogAddr string
+	S3Addr      string
+	CacheDir    string
+	CacheBytes  string
+
+	Extra []string
+}
+
+// Args are the flags as a command line.
+func (f Flags) Args() []string {
+	var args []string
+	add := func(name, value string) {
+		if value != "" {
+			args = append(args, "--"+name, value)
+		}
+	}
+	dur := func(d time.Duration) string {
+		if d == 0 {
+			return ""
+		}
+		return d.String()
+	}
+	add("node-id", f.NodeID)
+	add("postgres-url", f.PostgresURL)
+	add("kafka-brokers", strings.Join(f.KafkaBrokers, ","))
+	add("grpc-addr", f.GRPCAddr)
+	add("metrics-addr", f.MetricsAddr)
+	add("lease-ttl", dur(f.LeaseTTL))
+	add("shutdown-timeout", dur(f.ShutdownTimeout))
+	add("log-level", f.LogLevel)
+	add("auth-config", f.AuthConfig)
+	add("catalog-addr", f.CatalogAddr)
+	add("s3-addr", f.S3Addr)
+	add("cache-dir", f.CacheDir)
+	add("cache-bytes", f.CacheBytes)
+	return append(args, f.Extra...)
+}
