@@ -375,3 +375,37 @@ func TestMonitoringCompose(t *testing.T) {
 		t.Errorf("%s.depends_on: want prometheus", svc("grafana"))
 	}
 }
+
+// TestMonitoringKubernetes: every workload is annotated for Prometheus's pod discovery,
+// on the port its container names metrics.
+func TestMonitoringKubernetes(t *testing.T) {
+	docs, _ := loadManifests(t, repoRoot(t))
+	n := 0
+	for _, d := range docs {
+		if d.Kind != "Deployment" && d.Kind != "StatefulSet" {
+			continue
+		}
+		n++
+		ann := dig(d.raw, "spec", "template", "metadata", "annotations")
+		if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/path"] != "/metrics" {
+			t.Errorf("%s: spec.template.metadata.annotations: want prometheus.io/scrape \"true\" and prometheus.io/path /metrics, have %v", d.where(), ann)
+			continue
+		}
+		var metricsPort any
+		containers, _ := dig(d.raw, "spec", "template", "spec")["containers"].([]any)
+		for _, c := range containers {
+			ports, _ := c.(map[string]any)["ports"].([]any)
+			for _, p := range ports {
+				if pm, _ := p.(map[string]any); pm["name"] == "metrics" {
+					metricsPort = pm["containerPort"]
+				}
+			}
+		}
+		if metricsPort == nil || fmt.Sprint(metricsPort) != fmt.Sprint(ann["prometheus.io/port"]) {
+			t.Errorf("%s: prometheus.io/port %v, but the container port named metrics is %v", d.where(), ann["prometheus.io/port"], metricsPort)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("%s: no workloads", k8sDir)
+	}
+}
