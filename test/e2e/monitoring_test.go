@@ -52,54 +52,62 @@ func (ex exported) add(node, name string, labels []*dto.LabelPair, extra ...stri
 	}
 }
 
-// scrape reads one node's /metrics as Prometheus would (text format) into ex.
-func scrape(t *testing.T, ex exported, node, addr string) {
+// families reads a node's /metrics as Prometheus would (text format).
+func families(t *testing.T, addr string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		t.Fatalf("scrape %s: %v", node, err)
+		t.Fatalf("scrape %s: %v", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		t.Fatalf("scrape %s: %s", node, resp.Status)
+		t.Fatalf("scrape %s: %s", addr, resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", node, err)
+		t.Fatalf("scrape %s: %v", addr, err)
 	}
-	for name, f := range fams {
-		for _, m := range f.GetMetric() {
-			switch f.GetType() {
-			case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
-				ex.add(node, name+"_bucket", m.GetLabel(), "le")
-				ex.add(node, name+"_sum", m.GetLabel())
-				ex.add(node, name+"_count", m.GetLabel())
-			case dto.MetricType_SUMMARY:
-				ex.add(node, name, m.GetLabel(), "quantile")
-				ex.add(node, name+"_sum", m.GetLabel())
-				ex.add(node, name+"_count", m.GetLabel())
-			default:
-				ex.add(node, name, m.GetLabel())
-			}
-		}
-	}
+	return fams
 }
 
-// scrapeAll scrapes every live node, at the metrics address its member row advertises.
-func scrapeAll(t *testing.T, c *cluster, via string) exported {
+// metricsAddrs are the live nodes' metrics addresses, as their member rows advertise them.
+func metricsAddrs(t *testing.T, c *cluster, via string) map[string]string {
 	t.Helper()
 	nodes, err := c.client(via).ListNodes(context.Background(), &adminv1.ListNodesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := exported{}
+	out := map[string]string{}
 	for _, n := range nodes.GetNodes() {
-		addr := n.GetAddrs()["metrics"]
-		if addr == "" {
+		if out[n.GetNodeId()] = n.GetAddrs()["metrics"]; out[n.GetNodeId()] == "" {
 			t.Fatalf("%s advertises no metrics address", n.GetNodeId())
 		}
-		scrape(t, ex, n.GetNodeId(), addr)
+	}
+	return out
+}
+
+// scrapeAll scrapes every live node.
+func scrapeAll(t *testing.T, c *cluster, via string) exported {
+	t.Helper()
+	ex := exported{}
+	for node, addr := range metricsAddrs(t, c, via) {
+		for name, f := range families(t, addr) {
+			for _, m := range f.GetMetric() {
+				switch f.GetType() {
+				case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+					ex.add(node, name+"_bucket", m.GetLabel(), "le")
+					ex.add(node, name+"_sum", m.GetLabel())
+					ex.add(node, name+"_count", m.GetLabel())
+				case dto.MetricType_SUMMARY:
+					ex.add(node, name, m.GetLabel(), "quantile")
+					ex.add(node, name+"_sum", m.GetLabel())
+					ex.add(node, name+"_count", m.GetLabel())
+				default:
+					ex.add(node, name, m.GetLabel())
+				}
+			}
+		}
 	}
 	return ex
 }
@@ -108,29 +116,10 @@ func scrapeAll(t *testing.T, c *cluster, via string) exported {
 // mink_writer_records_committed_total), or -1 before it reports the table.
 func committed(t *testing.T, c *cluster, writer, table string) int64 {
 	t.Helper()
-	nodes, err := c.client(writer).ListNodes(context.Background(), &adminv1.ListNodesRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes.GetNodes() {
-		if n.GetNodeId() != writer {
-			continue
-		}
-		resp, err := http.Get("http://" + n.GetAddrs()["metrics"] + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range fams["mink_writer_records_committed_total"].GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "table" && l.GetValue() == table {
-					return int64(m.GetCounter().GetValue())
-				}
+	for _, m := range families(t, metricsAddrs(t, c, writer)[writer])["mink_writer_records_committed_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "table" && l.GetValue() == table {
+				return int64(m.GetCounter().GetValue())
 			}
 		}
 	}
