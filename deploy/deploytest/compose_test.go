@@ -43,6 +43,7 @@ type composeService struct {
 	Restart         string      `yaml:"restart"`
 	Entrypoint      stringList  `yaml:"entrypoint"`
 	Command         stringList  `yaml:"command"`
+	Profiles        []string    `yaml:"profiles"`
 }
 
 func (s *composeService) healthy() bool {

@@ -115,6 +115,10 @@ type Manager struct {
 	members    []Member
 	tables     []TableView
 	tableNames map[int64]string
+	// The free leases the last completed round read, less what it took itself: for
+	// Free (metrics), never for decisions.
+	freeParts   map[int64]int32
+	freeWriters map[int64]bool
 
 	rounds, failed, statements, rowsRead, rowsWritten, acquired, released, lost atomic.Int64
 }
@@ -470,13 +474,23 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 	if err := m.release(ctx, act.Release); err != nil {
 		return err
 	}
+	var got []Lease
 	if len(act.Acquire) > 0 && settled {
-		if err := m.acquire(ctx, act.Acquire); err != nil {
+		if got, err = m.acquire(ctx, act.Acquire); err != nil {
 			return err
+		}
+	}
+	for _, l := range got {
+		// Free as the round read it, but no longer: this node took it.
+		if l.Kind == KindWriter {
+			delete(freeWriters, l.Table)
+		} else {
+			freeParts[l.Table]--
 		}
 	}
 	m.mu.Lock()
 	m.settled = true
+	m.freeParts, m.freeWriters = freeParts, freeWriters
 	m.mu.Unlock()
 	return nil
 }
@@ -742,9 +756,10 @@ func (m *Manager) expireLocally() {
 	}
 }
 
-// acquire takes free leases in one statement; Postgres decides who wins a race, and a
-// lease another node is taking at the same moment is skipped, not waited for.
-func (m *Manager) acquire(ctx context.Context, ss []Scope) error {
+// acquire takes free leases in one statement and returns those it got; Postgres decides
+// who wins a race, and a lease another node is taking at the same moment is skipped, not
+// waited for.
+func (m *Manager) acquire(ctx context.Context, ss []Scope) ([]Lease, error) {
 	kinds, tables, parts := scopeArrays(ss)
 	start := time.Now()
 	m.count(1)
@@ -762,7 +777,7 @@ func (m *Manager) acquire(ctx context.Context, ss []Scope) error {
 		RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, m.expires_at`,
 		m.cfg.NodeID, m.incarnation, kinds, tables, parts)
 	if err != nil {
-		return fmt.Errorf("lease: acquire: %w", err)
+		return nil, fmt.Errorf("lease: acquire: %w", err)
 	}
 	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
 		var l Lease
@@ -772,14 +787,14 @@ func (m *Manager) acquire(ctx context.Context, ss []Scope) error {
 		return l, err
 	})
 	if err != nil {
-		return fmt.Errorf("lease: acquire: %w", err)
+		return nil, fmt.Errorf("lease: acquire: %w", err)
 	}
 	m.rows(int64(len(got)), int64(len(got)))
 	for _, l := range got {
 		m.acquired.Add(1)
 		m.start(l, start, "acquired")
 	}
-	return nil
+	return got, nil
 }
 
 // release stops the workers of ss, then frees the leases in one statement. Stopping first
@@ -1020,6 +1035,37 @@ func (m *Manager) Held() []Lease {
 		}
 		return a.Partition < b.Partition
 	})
+	return out
+}
+
+// FreeLeases counts the leases of one kind of one table that had no live holder.
+type FreeLeases struct {
+	Table     int64
+	TableName string // "namespace.name"
+	Kind      Kind
+	Free      int
+}
+
+// Free counts, for every table and both kinds, the leases that had no live holder as of
+// the last completed round, less those the round itself took: a partition no indexer
+// indexes, a table no writer commits. A dead holder's lease counts as held until the
+// round that frees it, a lease_ttl after its last renewal. Nil before the first round.
+func (m *Manager) Free() []FreeLeases {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.freeParts == nil {
+		return nil
+	}
+	out := make([]FreeLeases, 0, 2*len(m.tables))
+	for _, t := range m.tables {
+		w := 0
+		if m.freeWriters[t.ID] {
+			w = 1
+		}
+		name := m.tableNames[t.ID]
+		out = append(out, FreeLeases{Table: t.ID, TableName: name, Kind: KindPartition, Free: int(max(0, m.freeParts[t.ID]))},
+			FreeLeases{Table: t.ID, TableName: name, Kind: KindWriter, Free: w})
+	}
 	return out
 }
 

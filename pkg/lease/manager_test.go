@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -699,4 +700,75 @@ func TestPostgresStopAndRestart(t *testing.T) {
 		}
 		return n == 97
 	})
+}
+
+// Free counts, per table and kind, the leases no live node holds as of the node's last
+// round, less what that round took itself; every role's node counts them.
+func TestFreeCountsLeasesWithoutHolder(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 5)
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	idle := func(ctx context.Context, _ lease.Lease) { <-ctx.Done() }
+	newNode := func(id string, role lease.Role, max int) *lease.Manager {
+		m, err := lease.NewManager(db, lease.Config{NodeID: id, Roles: []lease.Role{role}, GRPCAddr: id + ":7070",
+			TTL: time.Minute, MaxPartitions: max, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.OnLease(lease.KindPartition, idle)
+		m.OnLease(lease.KindWriter, idle)
+		if err := m.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Leave() })
+		return m
+	}
+	round := func(m *lease.Manager) {
+		t.Helper()
+		if err := m.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(who string, m *lease.Manager, parts, writers int) {
+		t.Helper()
+		got := map[lease.Kind]int{}
+		for _, f := range m.Free() {
+			if f.Table != tbl || f.TableName != "default.events" {
+				t.Fatalf("%s: free leases of an unknown table: %+v", who, f)
+			}
+			got[f.Kind] = f.Free
+		}
+		if len(got) != 2 || got[lease.KindPartition] != parts || got[lease.KindWriter] != writers {
+			t.Errorf("%s: free leases %v, want %d partitions and %d writers", who, got, parts, writers)
+		}
+	}
+
+	fs := newNode("fs-a", lease.RoleFileServer, 0)
+	if f := fs.Free(); f != nil {
+		t.Fatalf("free leases before any round: %v", f)
+	}
+	round(fs)
+	check("fs-a, nothing held", fs, 5, 1)
+
+	idx := newNode("idx-a", lease.RoleIndexer, 2)
+	round(idx) // watches the membership first
+	round(idx) // takes its cap
+	if n := len(idx.Held()); n != 2 {
+		t.Fatalf("idx-a holds %d partitions, want its cap of 2", n)
+	}
+	check("idx-a, right after taking 2", idx, 3, 1)
+	wr := newNode("wr-a", lease.RoleWriter, 0)
+	round(wr)
+	round(wr)
+	check("wr-a, right after taking the writer lease", wr, 3, 0)
+	round(fs)
+	check("fs-a, after both took theirs", fs, 3, 0)
+
+	// A clean leave frees at once: the next round of any node counts them again.
+	if err := idx.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	round(fs)
+	check("fs-a, after idx-a left", fs, 5, 0)
 }

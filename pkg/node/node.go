@@ -455,7 +455,10 @@ func leaseMetrics(meter metric.Meter, mgr *lease.Manager) error {
 		metric.WithDescription("1 while the node renewed recently enough to act under its leases."))
 	draining, err6 := meter.Int64ObservableGauge("mink.node.draining",
 		metric.WithDescription("1 while the node is draining."))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
+	free, err8 := meter.Int64ObservableGauge("mink.lease.free",
+		metric.WithDescription("Leases no live node holds, by kind and table, as of this node's last lease round: partitions nobody indexes, tables nobody commits. Every node reports the same figures."),
+		metric.WithUnit("{lease}"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
 		return err
 	}
 	b := func(v bool) int64 {
@@ -483,8 +486,12 @@ func leaseMetrics(meter metric.Meter, mgr *lease.Manager) error {
 		}
 		o.ObserveInt64(acting, b(mgr.Acting()))
 		o.ObserveInt64(draining, b(mgr.Draining()))
+		for _, f := range mgr.Free() {
+			o.ObserveInt64(free, int64(f.Free), metric.WithAttributes(
+				attribute.String("kind", string(f.Kind)), attribute.String("table", f.TableName)))
+		}
 		return nil
-	}, rounds, stmts, leaseRows, changes, held, acting, draining)
+	}, rounds, stmts, leaseRows, changes, held, acting, draining, free)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +156,14 @@ func TestRunLifecycle(t *testing.T) {
 	for _, m := range []string{"mink_lease_rounds_total", "mink_lease_statements_total", `mink_lease_rows_total{direction="written"`, `mink_lease_held{kind="partition"`, "mink_node_acting", "rpc_server_"} {
 		if !strings.Contains(string(body), m) {
 			t.Errorf("/metrics has no %s", m)
+		}
+	}
+	// n1 holds every partition and no node has the writer role: one lease of the table
+	// is free, its writer's.
+	for _, want := range []string{`mink_lease_free\{kind="partition",[^}]*table="default.events"\} 0\n`,
+		`mink_lease_free\{kind="writer",[^}]*table="default.events"\} 1\n`} {
+		if !regexp.MustCompile(want).Match(body) {
+			t.Errorf("/metrics does not match %s", want)
 		}
 	}
 

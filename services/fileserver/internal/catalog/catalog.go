@@ -64,6 +64,8 @@ import (
 	"unicode/utf8"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
@@ -166,7 +168,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.door(mux), nil
+	return c.door(routed(mux)), nil
 }
 
 // newCatalog is the catalog and its routes, without the door.
@@ -208,6 +210,21 @@ func newCatalog(o Options) (*catalog, *http.ServeMux, error) {
 	}
 	mux.HandleFunc("/", c.noRoute)
 	return c, mux, nil
+}
+
+// routed labels a request's HTTP metrics with its route (http.route, as
+// "/v1/namespaces/{namespace}/tables/{table}"), so table loads are told from other calls:
+// otelhttp reads the route from the request the mux saw, and the door hands the mux a
+// copy.
+func routed(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+			if _, pattern := mux.Handler(r); strings.Contains(pattern, "/") {
+				l.Add(attribute.String("http.route", pattern[strings.IndexByte(pattern, '/'):])) // without the method
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (c *catalog) noRoute(w http.ResponseWriter, r *http.Request) {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -207,10 +208,17 @@ func New(o Options) (_ *Server, err error) {
 	// call of a forwarded read is a child of the S3 request it serves.
 	httpOpts := []otelhttp.Option{otelhttp.WithMeterProvider(o.MeterProvider),
 		otelhttp.WithTracerProvider(o.TracerProvider), otelhttp.WithPropagators(o.Propagator)}
-	s.catalog = otelhttp.NewHandler(cat, "iceberg-rest", httpOpts...)
-	s.s3 = otelhttp.NewHandler(s3h, "s3", append(httpOpts, otelhttp.WithSpanNameFormatter(
+	s.catalog = otelhttp.NewHandler(cat, "iceberg-rest", append(httpOpts, doorLabel("catalog"))...)
+	s.s3 = otelhttp.NewHandler(s3h, "s3", append(httpOpts, doorLabel("s3"), otelhttp.WithSpanNameFormatter(
 		func(_ string, r *http.Request) string { return "s3 " + r.Method }))...)
 	return s, nil
+}
+
+// doorLabel names the listener in its HTTP metrics (door="catalog" or "s3"): their
+// ports differ from node to node, the door does not.
+func doorLabel(door string) otelhttp.Option {
+	attrs := []attribute.KeyValue{attribute.String("door", door)}
+	return otelhttp.WithMetricAttributesFn(func(*http.Request) []attribute.KeyValue { return attrs })
 }
 
 // CatalogAddr and S3Addr are the bound listen addresses; S3Endpoint is the URL table

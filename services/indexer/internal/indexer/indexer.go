@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -44,6 +45,16 @@ type Indexer struct {
 
 	metrics metrics
 	paused  sync.Map // "ns.table/partition" → why its indexing is paused
+	held    sync.Map // lease.Scope → *partition, for every partition this node indexes now
+}
+
+// partition is what the metrics say of one partition while this node holds its lease:
+// a partition handed to another node leaves this node's figures with its worker.
+type partition struct {
+	table     string
+	partition int32
+	lag       atomic.Int64 // -1 until the first poll has measured it
+	paused    atomic.Bool
 }
 
 // Options are what an Indexer needs.
@@ -57,7 +68,6 @@ type Options struct {
 
 type metrics struct {
 	records, bytes, ranges, decodeErrors metric.Int64Counter
-	lag                                  metric.Int64Gauge
 }
 
 // New prepares an indexer that reports its metrics to o.Meter.
@@ -77,9 +87,31 @@ func New(o Options) (*Indexer, error) {
 	ix.metrics.bytes = counter("mink.indexer.bytes", "bytes of Kafka record keys and values indexed", "By")
 	ix.metrics.ranges = counter("mink.indexer.ranges", "ranges cut and stored", "{range}")
 	ix.metrics.decodeErrors = counter("mink.indexer.decode_errors", "records that did not fit the table schema (stored with _mink_error)", "{record}")
-	g, e := m.Int64Gauge("mink.indexer.lag", metric.WithDescription("records between the indexed position and the last stable offset"), metric.WithUnit("{record}"))
-	ix.metrics.lag = g
-	return ix, errors.Join(err, e)
+	lag, e1 := m.Int64ObservableGauge("mink.indexer.lag",
+		metric.WithDescription("Records between the indexed position and the last stable offset, per partition this node indexes."),
+		metric.WithUnit("{record}"))
+	paused, e2 := m.Int64ObservableGauge("mink.indexer.paused",
+		metric.WithDescription("1 while indexing of a partition this node holds is paused, retrying after a failure (GetStatus says why); 0 while it runs."))
+	if err = errors.Join(err, e1, e2); err != nil {
+		return nil, err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		ix.held.Range(func(_, v any) bool {
+			p := v.(*partition)
+			attrs := metric.WithAttributes(attribute.String("table", p.table), attribute.Int("partition", int(p.partition)))
+			if n := p.lag.Load(); n >= 0 {
+				o.ObserveInt64(lag, n, attrs)
+			}
+			var n int64
+			if p.paused.Load() {
+				n = 1
+			}
+			o.ObserveInt64(paused, n, attrs)
+			return true
+		})
+		return nil
+	}, lag, paused)
+	return ix, err
 }
 
 // Work is the lease.Worker of partition leases: it indexes until ctx ends, retrying after
@@ -90,6 +122,10 @@ func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 	log := ix.Log.With("table", l.TableName, "partition", l.Partition, "epoch", l.Epoch)
 	name := fmt.Sprintf("%s/%d", l.TableName, l.Partition)
 	defer ix.paused.Delete(name)
+	ps := &partition{table: l.TableName, partition: l.Partition}
+	ps.lag.Store(-1)
+	ix.held.Store(l.Scope, ps)
+	defer ix.held.CompareAndDelete(l.Scope, ps)
 	paused := false
 	backoff := 200 * time.Millisecond
 	resumed := func() {
@@ -99,19 +135,21 @@ func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 		paused = false
 		backoff = 200 * time.Millisecond // the next failure is a new one: retry it soon
 		ix.paused.Delete(name)
+		ps.paused.Store(false)
 		if err := ranges.SetIndexError(ctx, ix.DB, l, ""); err != nil {
 			log.Debug("could not clear why indexing paused", "error", err)
 		}
 		log.Info("indexing resumed")
 	}
 	for ctx.Err() == nil {
-		err := ix.index(ctx, l, log, resumed)
+		err := ix.index(ctx, l, ps, log, resumed)
 		if ctx.Err() != nil || errors.Is(err, lease.ErrLeaseLost) {
 			return
 		}
 		why := pauseReason(err)
 		paused = true
 		ix.paused.Store(name, why)
+		ps.paused.Store(true)
 		if serr := ranges.SetIndexError(ctx, ix.DB, l, why); serr != nil {
 			log.Debug("could not record why indexing paused", "error", serr)
 		}
@@ -171,7 +209,7 @@ type cut struct {
 	latestAt    time.Time // when latest-mode ids were last compared with the registry's
 }
 
-func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, resumed func()) error {
+func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log *slog.Logger, resumed func()) error {
 	tbl, err := tables.GetByID(ctx, ix.DB, l.Table)
 	if err != nil {
 		return err
@@ -334,7 +372,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 		}
 		resumed() // a poll and its records went through
 		if lso := tail.LastStable(); lso >= 0 {
-			ix.metrics.lag.Record(ctx, max(0, lso-c.next), attrs)
+			ps.lag.Store(max(0, lso-c.next))
 		}
 		if c.next > c.start && (c.bytes >= props.RangeTargetBytes || time.Since(c.opened) >= props.RangeMaxAge) {
 			if err := ix.store(ctx, l, c, attrs, log); err != nil {

@@ -17,7 +17,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
@@ -72,8 +76,13 @@ func newEnv(t *testing.T) *env {
 // startIndexer runs one indexer node in this process: a lease manager whose partition
 // workers are the real indexer.
 func (e *env) startIndexer(t *testing.T, id string) (stop func()) {
+	return e.startIndexerWith(t, id, noop.NewMeterProvider().Meter("test"))
+}
+
+// startIndexerWith is startIndexer reporting its metrics to meter.
+func (e *env) startIndexerWith(t *testing.T, id string, meter metric.Meter) (stop func()) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ix, err := indexer.New(indexer.Options{DB: e.db, Kafka: e.kc, Meter: noop.NewMeterProvider().Meter("test"), Logger: log})
+	ix, err := indexer.New(indexer.Options{DB: e.db, Kafka: e.kc, Meter: meter, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,4 +452,72 @@ func rebuildMain() {
 		panic(err)
 	}
 	json.NewEncoder(os.Stdout).Encode(map[string]any{"Size": fs.Size, "SHA256": fs.SHA256})
+}
+
+// gauges are the values of an int64 gauge of table by partition, as a scrape would read
+// them now.
+func gauges(t *testing.T, r *sdkmetric.ManualReader, name, table string) map[int64]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, d := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+				p, _ := d.Attributes.Value(attribute.Key("partition"))
+				if tbl, _ := d.Attributes.Value(attribute.Key("table")); tbl.AsString() == table {
+					out[p.AsInt64()] = d.Value
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Lag and pause figures are those of the partitions the node holds now: measured after
+// each poll, and gone with the lease, so a partition handed to another node is never
+// reported by two (one of them frozen at its last value).
+func TestLagFollowsTheLease(t *testing.T) {
+	e := newEnv(t)
+	e.createTable(t, "lagged", 2, nil)
+	for p := int32(0); p < 2; p++ {
+		e.produce(t, "lagged", p, jsonEvents(0, 40)...)
+	}
+	ra, rb := sdkmetric.NewManualReader(), sdkmetric.NewManualReader()
+	meter := func(r sdkmetric.Reader) metric.Meter {
+		return sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)).Meter("test")
+	}
+	caughtUp := func(r *sdkmetric.ManualReader) func() bool {
+		return func() bool {
+			lag, paused := gauges(t, r, "mink.indexer.lag", "default.lagged"), gauges(t, r, "mink.indexer.paused", "default.lagged")
+			return len(lag) == 2 && lag[0] == 0 && lag[1] == 0 && len(paused) == 2 && paused[0] == 0 && paused[1] == 0
+		}
+	}
+	// A table of 2 partitions over a topic of 1: partition 1 cannot be indexed.
+	e.kafka.CreateTopic("ghost", 1, nil)
+	if _, err := tables.Create(context.Background(), e.db, tables.Table{Name: "ghost", Spec: spec}, 2); err != nil {
+		t.Fatal(err)
+	}
+	stopA := e.startIndexerWith(t, "idx-a", meter(ra))
+	leasetest.Eventually(t, 20*time.Second, "idx-a to report both partitions caught up, none paused", caughtUp(ra))
+	leasetest.Eventually(t, 20*time.Second, "idx-a to report partition 1 of ghost paused, not 0", func() bool {
+		p := gauges(t, ra, "mink.indexer.paused", "default.ghost")
+		return len(p) == 2 && p[0] == 0 && p[1] == 1
+	})
+	stopA()
+	for _, tbl := range []string{"default.lagged", "default.ghost"} {
+		if lag, paused := gauges(t, ra, "mink.indexer.lag", tbl), gauges(t, ra, "mink.indexer.paused", tbl); len(lag)+len(paused) != 0 {
+			t.Fatalf("idx-a holds nothing and still reports %s: lag %v, paused %v", tbl, lag, paused)
+		}
+	}
+	e.startIndexerWith(t, "idx-b", meter(rb))
+	for p := int32(0); p < 2; p++ {
+		e.produce(t, "lagged", p, jsonEvents(40, 10)...)
+	}
+	leasetest.Eventually(t, 20*time.Second, "idx-b to report both partitions caught up", caughtUp(rb))
 }

@@ -89,6 +89,9 @@ func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*ta
 		assemblyDone: make(chan []merge, 1),
 		repairDone:   make(chan []repair, 1),
 	}
+	// The series exists from the lease's start, so that increase() over a window counts
+	// this node's first commit too (alerts on a table that stopped committing use it).
+	w.m.records.Add(ctx, 0, tw.attrs)
 	if err := tw.loadSchemas(ctx); err != nil {
 		return nil, err
 	}
@@ -400,7 +403,9 @@ func (tw *tableWriter) commitNew(ctx context.Context) error {
 		cover[p.Partition] = nc
 		lag += max(0, p.IndexedEnd-next)
 	}
-	tw.w.m.lag.Record(ctx, lag, tw.attrs)
+	if ht, ok := tw.w.held.Load(tw.l.Scope); ok {
+		ht.(*heldTable).lag.Store(lag)
+	}
 	if len(cover) == 0 {
 		if metaChanged {
 			return tw.commitMeta(ctx)
@@ -483,6 +488,7 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 		id := s.SnapshotID
 		snapID = &id
 	}
+	began := time.Now()
 	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		for _, f := range add {
@@ -521,6 +527,12 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 		}
 		return nil
 	})
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	tw.w.m.commitTime.Record(ctx, time.Since(began).Seconds(), metric.WithAttributes(
+		attribute.String("table", tw.tbl.FullName()), attribute.String("operation", op), attribute.String("result", result)))
 	if err != nil {
 		tw.w.m.conflicts.Add(ctx, 1, tw.attrs)
 		return fmt.Errorf("commit %s as version %d: %w", op, res.Version, err)

@@ -27,9 +27,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/minkhq/mink/pkg/kafkasrc"
@@ -44,6 +47,7 @@ type Writer struct {
 	codecs *tablecodec.Codecs
 	log    *slog.Logger
 	m      metrics
+	held   sync.Map // lease.Scope → *heldTable, for every table this node writes now
 
 	// beforeStore, when set (tests), runs after a commit's files are built and before
 	// they are stored, and before file problems are cleared ("clear-problems"): where a
@@ -53,8 +57,20 @@ type Writer struct {
 
 type metrics struct {
 	commits, conflicts, filesAdded, filesRemoved, records, assembled, collected, repaired metric.Int64Counter
-	lag                                                                                   metric.Int64Gauge
+	commitTime                                                                            metric.Float64Histogram
 }
+
+// heldTable is what the metrics say of one table while this node holds its writer lease:
+// a table handed to another node leaves this node's figures with its worker.
+type heldTable struct {
+	table string
+	lag   atomic.Int64 // -1 until the first commit round has measured it
+}
+
+// commitBuckets are the commit duration histogram's bounds in seconds (OpenTelemetry's
+// defaults are for milliseconds): from a quick transaction to one that waited out a
+// slow Postgres.
+var commitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30}
 
 // Options are what a Writer needs.
 type Options struct {
@@ -95,9 +111,27 @@ func New(o Options) (*Writer, error) {
 	w.m.assembled = counter("mink.writer.assembled_bytes", "bytes of merged files built by assembly", "By")
 	w.m.repaired = counter("mink.writer.files_repaired", "data files the file servers reported (rebuild differs, offsets gone), by outcome: rebuilt (replaced), emptied (dropped: no row left), expired (left to expiry), intact or stale (report cleared)", "{file}")
 	w.m.collected = counter("mink.writer.collected_rows", "rows deleted by collection, by kind (data_file, meta_file, range)", "{row}")
-	g, e := m.Int64Gauge("mink.writer.snapshot_lag", metric.WithDescription("offsets indexed but not yet in the current snapshot, over all partitions of a table"), metric.WithUnit("{offset}"))
-	w.m.lag = g
-	return w, errors.Join(err, e)
+	var e1, e2 error
+	w.m.commitTime, e1 = m.Float64Histogram("mink.writer.commit.duration",
+		metric.WithDescription("Time of the fenced transaction that stores a commit and makes it current, by operation and result (ok, failed)."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(commitBuckets...))
+	lag, e2 := m.Int64ObservableGauge("mink.writer.snapshot_lag",
+		metric.WithDescription("Offsets indexed but not yet in the current snapshot, over all partitions of a table this node writes."),
+		metric.WithUnit("{offset}"))
+	if err = errors.Join(err, e1, e2); err != nil {
+		return nil, err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		w.held.Range(func(_, v any) bool {
+			t := v.(*heldTable)
+			if n := t.lag.Load(); n >= 0 {
+				o.ObserveInt64(lag, n, metric.WithAttributes(attribute.String("table", t.table)))
+			}
+			return true
+		})
+		return nil
+	}, lag)
+	return w, err
 }
 
 // Work is the lease.Worker of writer leases: it works on the table until ctx ends (the
@@ -105,6 +139,10 @@ func New(o Options) (*Writer, error) {
 // Postgres or Kafka being unreachable.
 func (w *Writer) Work(ctx context.Context, l lease.Lease) {
 	log := w.log.With("table", l.TableName, "table_id", l.Table, "node", l.Holder, "epoch", l.Epoch)
+	ht := &heldTable{table: l.TableName}
+	ht.lag.Store(-1)
+	w.held.Store(l.Scope, ht)
+	defer w.held.CompareAndDelete(l.Scope, ht)
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
 		err := w.run(ctx, l, log)
