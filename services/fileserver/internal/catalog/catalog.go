@@ -53,6 +53,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
+	"github.com/minkhq/mink/services/fileserver/internal/plan"
 )
 
 // Exception types of the spec's 404s.
@@ -77,8 +78,11 @@ type Options struct {
 	// the tail (default 30s), so a load answers 503 within it rather than hang.
 	LiveTimeout time.Duration
 	// Auth checks credentials; nil: auth off, every caller is auth.Anonymous.
-	Auth   *auth.Authority
-	Logger *slog.Logger
+	Auth *auth.Authority
+	// PlanBatchFiles is how many file scan tasks a planning answer holds (package plan;
+	// default plan.DefaultBatchFiles).
+	PlanBatchFiles int
+	Logger         *slog.Logger
 }
 
 // Loader makes live loads: *live.Loader.
@@ -106,14 +110,14 @@ func S3Config(endpoint, region string) map[string]string {
 // Endpoints are the endpoints /v1/config advertises: the read side only, so clients
 // refuse writes before sending them, and use HEAD for existence checks. With auth on,
 // EndpointCredentials too.
-var Endpoints = []string{
+var Endpoints = append([]string{
 	"GET /v1/{prefix}/namespaces",
 	"GET /v1/{prefix}/namespaces/{namespace}",
 	"HEAD /v1/{prefix}/namespaces/{namespace}",
 	"GET /v1/{prefix}/namespaces/{namespace}/tables",
 	"GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 	"HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
-}
+}, plan.Endpoints...) // server-side scan planning
 
 // EndpointCredentials is the spec's loadCredentials: fresh vended credentials for a
 // table, which clients call before the ones a load gave them expire.
@@ -186,6 +190,12 @@ func New(o Options) (http.Handler, error) {
 	mux.HandleFunc("GET /v1/namespaces/{namespace}/tables/{table}", c.loadTable)
 	mux.HandleFunc("GET /v1/namespaces/{namespace}/tables/{table}/credentials", c.loadCredentials)
 	mux.HandleFunc("POST /v1/namespaces/{namespace}/tables/{table}/metrics", c.metrics)
+	planner, err := plan.New(plan.Options{DB: o.DB, Catalog: planCatalog{c}, LookupTimeout: o.LookupTimeout,
+		BatchFiles: o.PlanBatchFiles, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	planner.Register(mux)
 	for _, p := range []string{
 		"POST /v1/namespaces",
 		"DELETE /v1/namespaces/{namespace}",
