@@ -67,7 +67,8 @@ func parseFilter(raw json.RawMessage, names, plan *iceberg.Schema, caseSensitive
 	}
 	expr, err := iceberg.ParseExpr(b, plan)
 	if err != nil {
-		return filter{}, apierr.Invalid("filter", "%s", clip(strings.TrimPrefix(err.Error(), iceberg.ErrInvalidArgument.Error()+": ")))
+		msg := strings.TrimPrefix(err.Error(), iceberg.ErrInvalidArgument.Error()+": ")
+		return filter{}, apierr.Invalid("filter", "%s", clip(strings.ReplaceAll(msg, "\n", "; ")))
 	}
 	return filter{expr: expr, exact: n.exact, set: true}, nil
 }
