@@ -29,8 +29,10 @@ import (
 	"go.yaml.in/yaml/v3"
 	"pgregory.net/rapid"
 
+	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/plan"
 )
 
@@ -282,11 +284,7 @@ func TestPlanAnswersInTheSpecShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var loaded []string
-	for _, task := range local {
-		loaded = append(loaded, task.File.FilePath())
-	}
-	slices.Sort(loaded)
+	loaded := taskPaths(local)
 	if len(loaded) != 2*4 {
 		t.Fatalf("the load names %d files, want 8 (3 commits and a tail, 2 partitions)", len(loaded))
 	}
@@ -860,4 +858,314 @@ func compareValues(a, b any) int {
 		return bytes.Compare(a, b.([]byte))
 	}
 	panic(fmt.Sprintf("no order of %T", a))
+}
+
+// addTable adds a table with the env table's committed metadata.
+func (le *liveEnv) addTable(name string) {
+	le.t.Helper()
+	tbl, err := tables.Create(le.ctx, le.db, tables.Table{Namespace: ns, Name: name, Topic: le.name, Spec: spec}, livePartitions)
+	if err != nil {
+		le.t.Fatal(err)
+	}
+	if _, err := le.db.Exec(le.ctx, `INSERT INTO mink_table_meta (table_id, metadata_key, version) VALUES ($1, $2, 1)`, tbl.ID, le.metaKey); err != nil {
+		le.t.Fatal(err)
+	}
+}
+
+// liveCalls counts the live loads n made or answered.
+func liveCalls(n *node) int64 {
+	s := n.srv.LiveStats()
+	return s.Loads + s.Reused + s.Committed + s.Disabled + s.Failed
+}
+
+// taskPaths are the files of tasks that iceberg-go planned, in order.
+func taskPaths(tasks []table.FileScanTask) []string {
+	var out []string
+	for _, task := range tasks {
+		out = append(out, task.File.FilePath())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A point-in-time plan of a committed snapshot needs no live load; an incremental one
+// names the files appended between its snapshots; both as iceberg-go plans them itself.
+func TestPlanSnapshotsAndIncrementalScans(t *testing.T) {
+	le := newLiveEnv(t, nil, false)
+	n := le.startNodes(1)[0]
+	var snaps []int64
+	for range 3 {
+		le.produce(8)
+		le.index(1 << 62)
+		le.commit()
+		snaps = append(snaps, le.base.Metadata.CurrentSnapshot().SnapshotID)
+	}
+	le.produce(4) // a tail, in loads only
+	tbl, err := le.catalogClient(n).LoadTable(le.ctx, table.Identifier{ns, le.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := le.planner(n)
+	plan := func(body string) []string { t.Helper(); return paths(p.all(p.plan(body))) }
+	// What iceberg-go plans for itself from the load.
+	localPlan := func(tasks []table.FileScanTask, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return taskPaths(tasks)
+	}
+
+	before := liveCalls(n)
+	for _, s := range snaps {
+		got := plan(fmt.Sprintf(`{"snapshot-id": %d, "use-snapshot-schema": true}`, s))
+		if want := localPlan(tbl.Scan(table.WithSnapshotID(s)).PlanFiles(le.ctx)); !slices.Equal(got, want) || len(got) == 0 {
+			t.Fatalf("snapshot %d: planned %v, iceberg-go plans %v", s, got, want)
+		}
+	}
+	if got := liveCalls(n); got != before {
+		t.Fatalf("plans of committed snapshots made %d live loads", got-before)
+	}
+
+	inc := func(from *int64, to int64) []string {
+		t.Helper()
+		s := tbl.NewIncrementalAppendScan().ToSnapshot(to)
+		if from != nil {
+			s = s.FromSnapshotExclusive(*from)
+		}
+		return localPlan(s.PlanFiles(le.ctx))
+	}
+	got := plan(fmt.Sprintf(`{"start-snapshot-id": %d, "end-snapshot-id": %d}`, snaps[0], snaps[2]))
+	if want := inc(&snaps[0], snaps[2]); !slices.Equal(got, want) || len(got) != 4 {
+		t.Fatalf("incremental (%d, %d]: planned %v, iceberg-go plans %v", snaps[0], snaps[2], got, want)
+	}
+	got = plan(fmt.Sprintf(`{"end-snapshot-id": %d}`, snaps[1]))
+	if want := inc(nil, snaps[1]); !slices.Equal(got, want) || len(got) != 4 {
+		t.Fatalf("incremental up to %d: planned %v, iceberg-go plans %v", snaps[1], got, want)
+	}
+	// Up to the live snapshot of the load: the tail is the last append.
+	current := tbl.Metadata().CurrentSnapshot().SnapshotID
+	got = plan(fmt.Sprintf(`{"start-snapshot-id": %d, "end-snapshot-id": %d}`, snaps[2], current))
+	if want := inc(&snaps[2], current); !slices.Equal(got, want) || len(got) != 2 {
+		t.Fatalf("incremental from the last commit to the load's snapshot: planned %v, iceberg-go plans %v", got, want)
+	}
+	p.fails(http.MethodPost, "/plan", fmt.Sprintf(`{"start-snapshot-id": %d, "end-snapshot-id": %d}`, snaps[2], snaps[0]),
+		http.StatusBadRequest, "BadRequestException", "is not an ancestor")
+}
+
+// Bad input is a 400 naming what is wrong; a plan id or plan task that is not one, is
+// of another table or another kind, is the spec's 404; none tells of Mink's insides.
+func TestPlanRefusesBadRequests(t *testing.T) {
+	le := newLiveEnv(t, nil, false)
+	n := le.startNode("fs-a", nodeOptions{planBatch: 1})
+	le.waitMembers([]*node{n})
+	le.produce(5)
+	le.index(1 << 62)
+	le.commit()
+	p := le.planner(n)
+	const bad = "BadRequestException"
+	for _, c := range []struct{ body, says string }{
+		{`{`, "not a PlanTableScanRequest"},
+		{`[]`, "not a PlanTableScanRequest"},
+		{`{} {}`, "more than one JSON value"},
+		{`{"snapshot-id": "1"}`, "snapshot-id: a string is not a valid value here"},
+		{`{"snapshot-id": 1, "end-snapshot-id": 2}`, "point-in-time"},
+		{`{"start-snapshot-id": 1}`, "end-snapshot-id: is required"},
+		{`{"min-rows-requested": -1}`, "min-rows-requested: is negative"},
+		{`{"snapshot-id": 12345}`, "has no snapshot 12345"},
+		{`{"end-snapshot-id": 12345}`, "end-snapshot-id: table default.clicks has no snapshot 12345"},
+		{`{"filter": {"type": "lt", "term": "nope", "value": 1}}`, `filter.term: the table has no column "nope"`},
+		{`{"filter": {"type": "lt", "term": "ID", "value": 1}}`, `no column "ID"`},
+		{`{"filter": {"type": "bogus"}}`, `unknown expression type "bogus"`},
+		{`{"filter": {"type": "lt", "term": "id", "value": "ten"}}`, "filter: "},
+		{`{"filter": 5}`, "an expression is true, false or an object"},
+		{`{"select": ["id", "nope"]}`, `select[1]: the table has no column "nope"`},
+		{`{"stats-fields": ["nope"]}`, `stats-fields[0]: the table has no column "nope"`},
+	} {
+		p.fails(http.MethodPost, "/plan", c.body, http.StatusBadRequest, bad, c.says)
+	}
+	ans := p.plan(`{}`)
+	if len(ans.PlanTasks) == 0 {
+		t.Fatal("no plan tasks with a batch of one file")
+	}
+	p.fails(http.MethodGet, "/plan/garbage", "", http.StatusNotFound, "NoSuchPlanIdException", "does not exist")
+	p.fails(http.MethodDelete, "/plan/p1.AAAA.AAAAAAAAAAAAAAAA", "", http.StatusNotFound, "NoSuchPlanIdException", "does not exist")
+	p.fails(http.MethodGet, "/plan/"+ans.PlanTasks[0], "", http.StatusNotFound, "NoSuchPlanIdException", "is a plan task")
+	p.fails(http.MethodPost, "/tasks", `{}`, http.StatusBadRequest, bad, "plan-task")
+	p.fails(http.MethodPost, "/tasks", `{"plan-task": 5}`, http.StatusBadRequest, bad, "plan-task")
+	p.fails(http.MethodPost, "/tasks", `{"plan-task": "garbage"}`, http.StatusNotFound, "NoSuchPlanTaskException", "does not exist")
+	p.fails(http.MethodPost, "/tasks", `{"plan-task": "`+ans.PlanID+`"}`, http.StatusNotFound, "NoSuchPlanTaskException", "is a plan id")
+	edited := ans.PlanTasks[0][:len(ans.PlanTasks[0])-3] + "xyz"
+	p.fails(http.MethodPost, "/tasks", `{"plan-task": "`+edited+`"}`, http.StatusNotFound, "NoSuchPlanTaskException", "does not exist")
+
+	// Another table's plan id and plan task are not this table's.
+	le.addTable("other")
+	po := planner{t: t, base: n.catalog + "/v1/namespaces/" + ns + "/tables/other"}
+	po.fails(http.MethodGet, "/plan/"+ans.PlanID, "", http.StatusNotFound, "NoSuchPlanIdException", "of another table")
+	po.fails(http.MethodPost, "/tasks", `{"plan-task": "`+ans.PlanTasks[0]+`"}`, http.StatusNotFound, "NoSuchPlanTaskException", "of another table")
+
+	// Missing tables and namespaces, as a load says them.
+	pt := planner{t: t, base: n.catalog + "/v1/namespaces/" + ns + "/tables/nope"}
+	pt.fails(http.MethodPost, "/plan", `{}`, http.StatusNotFound, "NoSuchTableException", "does not exist")
+	pt.fails(http.MethodPost, "/tasks", `{"plan-task": "`+ans.PlanTasks[0]+`"}`, http.StatusNotFound, "NoSuchTableException", "does not exist")
+	pn := planner{t: t, base: n.catalog + "/v1/namespaces/nope/tables/clicks"}
+	pn.fails(http.MethodGet, "/plan/"+ans.PlanID, "", http.StatusNotFound, "NoSuchNamespaceException", "does not exist")
+
+	// A body past the catalog's bound, sent without a length.
+	req, err := http.NewRequest(http.MethodPost, p.base+"/plan", io.MultiReader(strings.NewReader(`{"select": ["`+strings.Repeat("x", 2<<20)+`"]}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || icebergError(t, body).Type != "RequestTooLargeException" {
+		t.Fatalf("a 2 MiB body: %d %s", resp.StatusCode, body)
+	}
+
+	// /v1/config names planning's endpoints, as the spec spells them.
+	resp, cfg := get(t, http.MethodGet, n.catalog+"/v1/config", nil)
+	var config struct {
+		Endpoints []string `json:"endpoints"`
+	}
+	if err := json.Unmarshal(cfg, &config); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("config: %d %s", resp.StatusCode, cfg)
+	}
+	for _, want := range []string{
+		"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan",
+		"GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
+		"DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}",
+		"POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/tasks",
+	} {
+		if !slices.Contains(config.Endpoints, want) {
+			t.Errorf("config endpoints lack %q: %v", want, config.Endpoints)
+		}
+	}
+}
+
+// Plan tasks are answered from their metadata file while it is stored, then from the
+// committed metadata while it has their snapshot; a live load's expire with the load.
+func TestPlanTasksLiveAsLongAsTheirSnapshot(t *testing.T) {
+	le := newLiveEnv(t, map[string]string{"mink.live-load": "false"}, false)
+	n := le.startNode("fs-a", nodeOptions{planBatch: 1})
+	le.waitMembers([]*node{n})
+	le.produce(5)
+	le.index(1 << 62)
+	le.commit()
+	p := le.planner(n)
+	ans := p.plan(`{}`)
+	first := paths(p.all(ans))
+	planned := le.metaKey
+	le.produce(5)
+	le.index(1 << 62)
+	le.commit()
+	// The first commit's metadata leaves the metadata log and is collected; its
+	// snapshot is still the committed metadata's.
+	if _, err := le.db.Exec(le.ctx, `DELETE FROM mink_meta_files WHERE key = $1`, planned); err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(p.all(ans)); !slices.Equal(got, first) {
+		t.Fatalf("after the metadata file went: %v, want %v", got, first)
+	}
+	code, body := p.do(http.MethodGet, "/plan/"+ans.PlanID, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET plan after the metadata file went: %d %s", code, body)
+	}
+
+	// A live load's plan: its snapshot is in the load alone.
+	if _, err := le.db.Exec(le.ctx, `UPDATE mink_tables SET properties = '{}' WHERE id = $1`, le.table.ID); err != nil {
+		t.Fatal(err)
+	}
+	le.produce(5)
+	live := p.plan(`{}`)
+	if n := len(p.all(live)); n != 6 {
+		t.Fatalf("the live plan has %d files, want 6 (two commits and a tail)", n)
+	}
+	if _, err := le.db.Exec(le.ctx, `UPDATE mink_meta_files SET expires_at = now() - interval '1 second' WHERE table_id = $1 AND expires_at IS NOT NULL`, le.table.ID); err != nil {
+		t.Fatal(err)
+	}
+	p.fails(http.MethodPost, "/tasks", `{"plan-task": "`+live.PlanTasks[0]+`"}`, http.StatusNotFound, "NoSuchPlanTaskException", "is gone")
+	p.fails(http.MethodGet, "/plan/"+live.PlanID, "", http.StatusNotFound, "NoSuchPlanIdException", "is gone")
+}
+
+// Planning is authorized as a load: 401 without credentials, 403 for a table the
+// principal may not read (whatever else the request says), and for one it may, the
+// plan with S3 credentials scoped to the table when asked; iceberg-go reads every row
+// with those.
+func TestPlanIsAuthorizedAsALoad(t *testing.T) {
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+	le := newLiveEnv(t, nil, false)
+	a, err := auth.New(&auth.File{ClusterSecret: catClusterSecret, Principals: []auth.PrincipalConfig{
+		{ID: "etl", Secret: catEtlSecret, Role: auth.RoleReader, Tables: []string{"default.clicks"}},
+		{ID: "nosy", Secret: catOpsSecret, Role: auth.RoleReader, Tables: []string{"default.orders"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := le.startNode("fs-a", nodeOptions{auth: a, planBatch: 1})
+	le.waitMembers([]*node{n})
+	le.produce(5)
+	le.index(1 << 62)
+	le.commit()
+	le.produce(3)
+	// nosy's table, so that nosy sees the namespace (else it is absent to nosy: 404).
+	le.addTable("orders")
+
+	etl := le.planner(n)
+	etl.header = map[string]string{"Authorization": "Bearer " + catEtlSecret}
+	ans := etl.plan(`{}`)
+	if len(ans.StorageCredentials) != 0 {
+		t.Fatalf("credentials nobody asked for: %+v", ans.StorageCredentials)
+	}
+	anon := le.planner(n)
+	nosy := le.planner(n)
+	nosy.header = map[string]string{"Authorization": "Bearer " + catOpsSecret}
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/plan", `{}`},
+		{http.MethodPost, "/plan", `{"filter": {"type": "bogus"}}`},
+		{http.MethodGet, "/plan/" + ans.PlanID, ""},
+		{http.MethodGet, "/plan/garbage", ""},
+		{http.MethodDelete, "/plan/" + ans.PlanID, ""},
+		{http.MethodPost, "/tasks", `{"plan-task": "` + ans.PlanTasks[0] + `"}`},
+		{http.MethodPost, "/tasks", `{}`},
+	} {
+		anon.fails(c.method, c.path, c.body, http.StatusUnauthorized, "NotAuthorizedException", "no credentials")
+		nosy.fails(c.method, c.path, c.body, http.StatusForbidden, "ForbiddenException", `principal "nosy" may not read table default.clicks`)
+	}
+
+	etl.header[("X-Iceberg-Access-Delegation")] = "vended-credentials"
+	code, body := etl.do(http.MethodPost, "/plan", `{}`)
+	var vended planAnswer
+	if err := json.Unmarshal(body, &vended); err != nil || code != http.StatusOK || len(vended.StorageCredentials) != 1 {
+		t.Fatalf("plan with vended credentials: %d %s", code, body)
+	}
+	if sc := vended.StorageCredentials[0]; sc.Prefix != "s3://mink/default/clicks/" || sc.Config["s3.session-token"] == "" {
+		t.Fatalf("credentials %+v", sc)
+	}
+
+	// iceberg-go, which asks for vended credentials and has no S3 keys of its own.
+	cat, err := rest.NewCatalog(le.ctx, "mink", n.catalog, rest.WithCredential("etl:"+catEtlSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	tbl, err := cat.LoadTable(le.ctx, table.Identifier{ns, le.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := tbl.Scan(table.WithScanPlanningMode(table.ScanPlanningRemote)).ToArrowTable(le.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	sameRows(t, "remote plan with vended credentials", rowsOf(t, at), le.rows)
 }
