@@ -191,7 +191,7 @@ func New(o Options) (http.Handler, error) {
 	mux.HandleFunc("GET /v1/namespaces/{namespace}/tables/{table}/credentials", c.loadCredentials)
 	mux.HandleFunc("POST /v1/namespaces/{namespace}/tables/{table}/metrics", c.metrics)
 	planner, err := plan.New(plan.Options{DB: o.DB, Catalog: planCatalog{c}, LookupTimeout: o.LookupTimeout,
-		BatchFiles: o.PlanBatchFiles, Logger: o.Logger})
+		BatchFiles: o.PlanBatchFiles})
 	if err != nil {
 		return nil, err
 	}

@@ -40,10 +40,8 @@ import (
 // load names, the live tail included, and with a filter exactly the matching rows.
 func TestPlanIcebergGoRemotePlanning(t *testing.T) {
 	le := newLiveEnv(t, nil, false)
-	n := le.startNodes(1)[0]
-	le.produce(30)
-	le.index(1 << 62)
-	le.commit()
+	n := le.planningNode(nodeOptions{})
+	le.commitRound(30)
 	le.produce(20) // the tail: neither indexed nor committed
 
 	cat := le.catalogClient(n)
@@ -269,9 +267,7 @@ func TestPlanAnswersInTheSpecShapes(t *testing.T) {
 	b := le.startNode("fs-b", nodeOptions{planBatch: 2})
 	le.waitMembers([]*node{a, b})
 	for range 3 {
-		le.produce(10)
-		le.index(1 << 62)
-		le.commit()
+		le.commitRound(10)
 	}
 	le.produce(5) // and a tail
 
@@ -651,8 +647,7 @@ func (g *genFilter) spelled(t *rapid.T, schema *iceberg.Schema, anyCase bool) an
 // matches its rows exactly as the filter does. Checked by reading every file.
 func TestPlanNeverPrunesAMatchingRow(t *testing.T) {
 	le := newLiveEnv(t, nil, false)
-	n := le.startNode("fs-a", nodeOptions{planBatch: 3})
-	le.waitMembers([]*node{n})
+	n := le.planningNode(nodeOptions{planBatch: 3})
 	for range 3 {
 		le.produceVaried(12)
 		le.index(1 << 62)
@@ -860,6 +855,22 @@ func compareValues(a, b any) int {
 	panic(fmt.Sprintf("no order of %T", a))
 }
 
+// planningNode starts a file server with options o, and waits until it sees itself.
+func (le *liveEnv) planningNode(o nodeOptions) *node {
+	le.t.Helper()
+	n := le.startNode("fs-a", o)
+	le.waitMembers([]*node{n})
+	return n
+}
+
+// commitRound produces n records to each partition, indexes and commits them.
+func (le *liveEnv) commitRound(n int) {
+	le.t.Helper()
+	le.produce(n)
+	le.index(1 << 62)
+	le.commit()
+}
+
 // addTable adds a table with the env table's committed metadata.
 func (le *liveEnv) addTable(name string) {
 	le.t.Helper()
@@ -892,12 +903,10 @@ func taskPaths(tasks []table.FileScanTask) []string {
 // names the files appended between its snapshots; both as iceberg-go plans them itself.
 func TestPlanSnapshotsAndIncrementalScans(t *testing.T) {
 	le := newLiveEnv(t, nil, false)
-	n := le.startNodes(1)[0]
+	n := le.planningNode(nodeOptions{})
 	var snaps []int64
 	for range 3 {
-		le.produce(8)
-		le.index(1 << 62)
-		le.commit()
+		le.commitRound(8)
 		snaps = append(snaps, le.base.Metadata.CurrentSnapshot().SnapshotID)
 	}
 	le.produce(4) // a tail, in loads only
@@ -957,11 +966,8 @@ func TestPlanSnapshotsAndIncrementalScans(t *testing.T) {
 // of another table or another kind, is the spec's 404; none tells of Mink's insides.
 func TestPlanRefusesBadRequests(t *testing.T) {
 	le := newLiveEnv(t, nil, false)
-	n := le.startNode("fs-a", nodeOptions{planBatch: 1})
-	le.waitMembers([]*node{n})
-	le.produce(5)
-	le.index(1 << 62)
-	le.commit()
+	n := le.planningNode(nodeOptions{planBatch: 1})
+	le.commitRound(5)
 	p := le.planner(n)
 	const bad = "BadRequestException"
 	for _, c := range []struct{ body, says string }{
@@ -1050,18 +1056,13 @@ func TestPlanRefusesBadRequests(t *testing.T) {
 // committed metadata while it has their snapshot; a live load's expire with the load.
 func TestPlanTasksLiveAsLongAsTheirSnapshot(t *testing.T) {
 	le := newLiveEnv(t, map[string]string{"mink.live-load": "false"}, false)
-	n := le.startNode("fs-a", nodeOptions{planBatch: 1})
-	le.waitMembers([]*node{n})
-	le.produce(5)
-	le.index(1 << 62)
-	le.commit()
+	n := le.planningNode(nodeOptions{planBatch: 1})
+	le.commitRound(5)
 	p := le.planner(n)
 	ans := p.plan(`{}`)
 	first := paths(p.all(ans))
 	planned := le.metaKey
-	le.produce(5)
-	le.index(1 << 62)
-	le.commit()
+	le.commitRound(5)
 	// The first commit's metadata leaves the metadata log and is collected; its
 	// snapshot is still the committed metadata's.
 	if _, err := le.db.Exec(le.ctx, `DELETE FROM mink_meta_files WHERE key = $1`, planned); err != nil {
@@ -1111,11 +1112,8 @@ func TestPlanIsAuthorizedAsALoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := le.startNode("fs-a", nodeOptions{auth: a, planBatch: 1})
-	le.waitMembers([]*node{n})
-	le.produce(5)
-	le.index(1 << 62)
-	le.commit()
+	n := le.planningNode(nodeOptions{auth: a, planBatch: 1})
+	le.commitRound(5)
 	le.produce(3)
 	// nosy's table, so that nosy sees the namespace (else it is absent to nosy: 404).
 	le.addTable("orders")

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -102,7 +101,6 @@ type Options struct {
 	// TokenTTL is how long plan ids and plan tasks are answered (default
 	// DefaultTokenTTL), while their metadata is still stored.
 	TokenTTL time.Duration
-	Logger   *slog.Logger
 }
 
 // Planner serves planning's endpoints.
@@ -124,9 +122,6 @@ func New(o Options) (*Planner, error) {
 	}
 	if o.TokenTTL <= 0 {
 		o.TokenTTL = DefaultTokenTTL
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
 	}
 	return &Planner{o: o, now: time.Now}, nil
 }
@@ -232,20 +227,11 @@ func (p *Planner) answer(w http.ResponseWriter, r *http.Request, src source, k s
 }
 
 func (p *Planner) fetchPlanningResult(w http.ResponseWriter, r *http.Request) {
-	l, err := p.o.Catalog.Table(r, NoMetadata)
-	if err != nil {
-		p.o.Catalog.Fail(w, r, err, "")
+	tbl, t, ok := p.planID(w, r)
+	if !ok {
 		return
 	}
-	t, err := p.token(l.Table, r.PathValue("plan"), "plan id")
-	if err == nil && t.Batch != 0 {
-		err = apierr.New(apierr.NotFound, "plan id %s is a plan task: fetch it with POST .../tasks", clip(r.PathValue("plan")))
-	}
-	if err != nil {
-		p.o.Catalog.Fail(w, r, err, noSuchPlanID)
-		return
-	}
-	src, err := p.replay(r, l.Table, t, "plan")
+	src, err := p.replay(r, tbl, t, "plan")
 	if err != nil {
 		p.o.Catalog.Fail(w, r, err, noSuchPlanID)
 		return
@@ -256,20 +242,28 @@ func (p *Planner) fetchPlanningResult(w http.ResponseWriter, r *http.Request) {
 // cancelPlanning answers 204 for a plan id of the table: a plan holds nothing to
 // release.
 func (p *Planner) cancelPlanning(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := p.planID(w, r); ok {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// planID reads the plan id of r's path, of the table the path names, which the caller
+// may read; false: answered already.
+func (p *Planner) planID(w http.ResponseWriter, r *http.Request) (tables.Table, token, bool) {
 	l, err := p.o.Catalog.Table(r, NoMetadata)
 	if err != nil {
 		p.o.Catalog.Fail(w, r, err, "")
-		return
+		return tables.Table{}, token{}, false
 	}
 	t, err := p.token(l.Table, r.PathValue("plan"), "plan id")
 	if err == nil && t.Batch != 0 {
-		err = apierr.New(apierr.NotFound, "plan id %s is a plan task", clip(r.PathValue("plan")))
+		err = apierr.New(apierr.NotFound, "plan id %s is a plan task: fetch its tasks with POST .../tasks", clip(r.PathValue("plan")))
 	}
 	if err != nil {
 		p.o.Catalog.Fail(w, r, err, noSuchPlanID)
-		return
+		return tables.Table{}, token{}, false
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return l.Table, t, true
 }
 
 func (p *Planner) fetchScanTasks(w http.ResponseWriter, r *http.Request) {

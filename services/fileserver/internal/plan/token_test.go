@@ -2,9 +2,14 @@ package plan
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/tables"
 )
 
 func testToken() token {
@@ -65,4 +70,39 @@ func FuzzDecodeToken(f *testing.F) {
 			t.Fatalf("%+v encoded and decoded as %+v, %v", tok, back, err)
 		}
 	})
+}
+
+// A token is answered for its own table until it expires; else it is a 404 that says
+// why, never another table's plan.
+func TestTokenOfItsTableUntilItExpires(t *testing.T) {
+	now := time.Now()
+	p := &Planner{o: Options{TokenTTL: time.Hour}, now: func() time.Time { return now }}
+	tok := testToken()
+	tok.Expires = now.Add(time.Minute).UnixMilli()
+	s, err := tok.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, other := tables.Table{ID: 42, Namespace: "default", Name: "t"}, tables.Table{ID: 43, Namespace: "default", Name: "u"}
+	if got, err := p.token(mine, s, "plan id"); err != nil || !reflect.DeepEqual(got, tok) {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, c := range []struct {
+		t     tables.Table
+		s     string
+		after time.Duration
+		says  string
+	}{
+		{other, s, 0, "of another table"},
+		{mine, s, time.Minute, "has expired"},
+		{mine, s[:len(s)-2], 0, "does not exist"},
+		{mine, "", 0, "does not exist"},
+	} {
+		now = time.Now().Add(c.after)
+		_, err := p.token(c.t, c.s, "plan id")
+		var e *apierr.Error
+		if !errors.As(err, &e) || e.Kind != apierr.NotFound || !strings.Contains(e.Msg, c.says) {
+			t.Errorf("table %d, %.20s, %s later: %v; want NotFound saying %q", c.t.ID, c.s, c.after, err, c.says)
+		}
+	}
 }
