@@ -346,6 +346,24 @@ func TestPlanAnswersInTheSpecShapes(t *testing.T) {
 		}
 	}
 
+	// What no statistics decide (a function) keeps every file, and the residual is
+	// the request's own filter; beside a predicate they do decide, in an and, that one
+	// prunes.
+	fn := `{"type":"eq","left":{"type":"apply","function":"lower","arguments":[{"type":"reference","name":"msg"}]},"right":"x"}`
+	orFilter := `{"type":"or","left":` + fn + `,"right":{"type":"lt","term":"id","value":-5}}`
+	kept := pa.all(pa.plan(`{"filter": ` + orFilter + `}`))
+	if !slices.Equal(paths(kept), loaded) {
+		t.Fatalf("a function or'ed: planned %v, want every file", paths(kept))
+	}
+	for _, task := range kept {
+		if string(task.Residual) != orFilter {
+			t.Fatalf("residual %s, want the request's filter %s", task.Residual, orFilter)
+		}
+	}
+	if got := pa.all(pa.plan(`{"filter": {"type":"and","left":` + fn + `,"right":{"type":"lt","term":"id","value":-5}}}`)); len(got) != 0 {
+		t.Fatalf("a function and'ed with id < -5: planned %v, want none", paths(got))
+	}
+
 	// A filter on the partition alone leaves nothing to filter in the files kept.
 	part := pa.all(pa.plan(`{"filter": {"type": "eq", "term": "_kafka_partition", "value": 1}}`))
 	if len(part) != len(loaded)/2 {
