@@ -32,6 +32,7 @@ import (
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/plan"
 )
@@ -1184,4 +1185,35 @@ func TestPlanIsAuthorizedAsALoad(t *testing.T) {
 	}
 	defer at.Release()
 	sameRows(t, "remote plan with vended credentials", rowsOf(t, at), le.rows)
+}
+
+// With Postgres down a plan is a 503 naming it, as a load is, and its plan tasks too
+// (never a 404: they are not gone); once Postgres answers, the same plan tasks are
+// answered, without a restart.
+func TestPlanDuringPostgresOutage(t *testing.T) {
+	e := newEnv(t, envOptions{privatePostgres: true})
+	n := e.startNode("fs-a", nodeOptions{planBatch: 2})
+	e.waitMembers([]*node{n})
+	p := planner{t: t, base: n.catalog + "/v1/namespaces/" + ns + "/tables/" + tableName}
+	ans := p.plan(`{"filter": {"type": "gt", "term": "id", "value": 3}}`)
+	want := paths(p.all(ans))
+	if len(want) != len(e.files) || len(ans.PlanTasks) == 0 {
+		t.Fatalf("planned %d files in %d plan tasks, want %d files in some", len(want), len(ans.PlanTasks), len(e.files))
+	}
+	if err := e.pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	p.fails(http.MethodPost, "/plan", `{}`, http.StatusServiceUnavailable, "ServiceUnavailableException", "postgres")
+	p.fails(http.MethodPost, "/tasks", `{"plan-task": "`+ans.PlanTasks[0]+`"}`, http.StatusServiceUnavailable, "ServiceUnavailableException", "postgres")
+	p.fails(http.MethodGet, "/plan/"+ans.PlanID, "", http.StatusServiceUnavailable, "ServiceUnavailableException", "postgres")
+	if err := e.pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.Eventually(t, 20*time.Second, "plans to work again", func() bool {
+		code, _ := p.do(http.MethodPost, "/tasks", `{"plan-task": "`+ans.PlanTasks[0]+`"}`)
+		return code == http.StatusOK
+	})
+	if got := paths(p.all(ans)); !slices.Equal(got, want) {
+		t.Fatalf("after the outage: %v, want %v", got, want)
+	}
 }

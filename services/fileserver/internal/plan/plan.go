@@ -190,7 +190,7 @@ func (p *Planner) source(r *http.Request, req request) (source, error) {
 func (p *Planner) answer(w http.ResponseWriter, r *http.Request, src source, k scanKey, expires int64, withID bool) {
 	pl, err := p.scan(r.Context(), k, src)
 	if errors.Is(err, errGone) {
-		err = apierr.Wrap(apierr.NotFound, err, "the plan's snapshot is gone from table %s: plan the scan again", src.table.FullName())
+		err = apierr.New(apierr.NotFound, "the plan's snapshot is gone from table %s: plan the scan again", src.table.FullName())
 	}
 	if err != nil {
 		p.o.Catalog.Fail(w, r, err, noSuchPlanID)
@@ -298,7 +298,7 @@ func (p *Planner) fetchScanTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	pl, err := p.scan(r.Context(), t.scanKey, src)
 	if errors.Is(err, errGone) {
-		err = apierr.Wrap(apierr.NotFound, err, "plan task %s: its plan's snapshot is gone from table %s", clip(*req.PlanTask), l.Table.FullName())
+		err = apierr.New(apierr.NotFound, "plan task %s: its plan's snapshot is gone from table %s", clip(*req.PlanTask), l.Table.FullName())
 	}
 	if err != nil {
 		p.o.Catalog.Fail(w, r, err, noSuchPlanTask)
@@ -344,7 +344,7 @@ func (p *Planner) replay(r *http.Request, t tables.Table, tok token, what string
 		return newSource(t, tok.Metadata, content)
 	}
 	if !errors.Is(err, icebergmeta.ErrNoMetaFile) {
-		return source{}, metaErr(t, err)
+		return source{}, planErr(t, err)
 	}
 	l, err := p.o.Catalog.Table(r, Committed)
 	if err != nil {
@@ -362,15 +362,6 @@ func (p *Planner) replay(r *http.Request, t tables.Table, tok token, what string
 		return source{}, apierr.New(apierr.NotFound, "the snapshot of this %s is gone from table %s: plan the scan again", what, t.FullName())
 	}
 	return src, nil
-}
-
-// metaErr names Postgres when a metadata read could not reach it.
-func metaErr(t tables.Table, err error) error {
-	switch apierr.Classify(err) {
-	case apierr.Unavailable, apierr.DeadlineExceeded:
-		return apierr.Wrap(apierr.Unavailable, err, "plan a scan of table %s: postgres is unavailable", t.FullName())
-	}
-	return fmt.Errorf("plan a scan of table %s: read its metadata: %w", t.FullName(), err)
 }
 
 // body reads r's body, within the catalog's bound; false: answered already.
