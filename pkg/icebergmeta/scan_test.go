@@ -1,9 +1,7 @@
 package icebergmeta_test
 
 import (
-	"bytes"
 	"context"
-	"io/fs"
 	"slices"
 	"testing"
 	"time"
@@ -15,42 +13,6 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
 )
-
-// storeIO serves the store as an Iceberg FileIO, as the S3 endpoint serves
-// mink_meta_files.
-type storeIO store
-
-func (s storeIO) Open(name string) (iceio.File, error) {
-	key, err := layout.KeyOf(name)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
-	}
-	b, ok := s[key]
-	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	return memFile{Reader: bytes.NewReader(b), name: name, size: int64(len(b))}, nil
-}
-
-func (storeIO) Remove(string) error { return fs.ErrPermission }
-
-type memFile struct {
-	*bytes.Reader
-	name string
-	size int64
-}
-
-func (memFile) Close() error                 { return nil }
-func (f memFile) Stat() (fs.FileInfo, error) { return fileInfo(f), nil }
-
-type fileInfo memFile
-
-func (f fileInfo) Name() string     { return f.name }
-func (f fileInfo) Size() int64      { return f.size }
-func (fileInfo) Mode() fs.FileMode  { return 0o444 }
-func (fileInfo) ModTime() time.Time { return time.Time{} }
-func (fileInfo) IsDir() bool        { return false }
-func (fileInfo) Sys() any           { return nil }
 
 // iceberg-go plans scans over what Commit writes: every file, and with filters, pruned
 // by partition (manifest partition summaries and partition values) and by column
@@ -78,7 +40,7 @@ func TestIcebergGoPlansScans(t *testing.T) {
 		base = current(t, s, res)
 	}
 	it := table.New(table.Identifier{"ns", "events"}, base.Metadata, layout.URI(base.Key),
-		func(context.Context) (iceio.IO, error) { return storeIO(s), nil }, nil)
+		func(ctx context.Context) (iceio.IO, error) { return icebergmeta.FileIO(ctx, s), nil }, nil)
 	plan := func(filter iceberg.BooleanExpression) []string {
 		t.Helper()
 		var opts []table.ScanOption

@@ -72,6 +72,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
+	"github.com/minkhq/mink/services/fileserver/internal/plan"
 )
 
 // Exception types of the spec's 404s.
@@ -99,10 +100,13 @@ type Options struct {
 	// Auth checks credentials; nil: auth off, every caller is auth.Anonymous.
 	Auth *auth.Authority
 	// Routes are more endpoints to serve (and advertise) behind the catalog's door, after
-	// its own: another package's part of the spec. One may take over a refused write
-	// endpoint; none may repeat a served one.
+	// its own and planning's: another package's part of the spec. One may take over a
+	// refused write endpoint; none may repeat a served one.
 	Routes []Route
-	Logger *slog.Logger
+	// PlanBatchFiles is how many file scan tasks a planning answer holds (package plan;
+	// default plan.DefaultBatchFiles).
+	PlanBatchFiles int
+	Logger         *slog.Logger
 }
 
 // Loader makes live loads: *live.Loader.
@@ -205,7 +209,16 @@ func newCatalog(o Options) (*catalog, *http.ServeMux, error) {
 	// so not advertised.
 	mux.HandleFunc("GET "+pathConfig, c.config)
 	mux.HandleFunc("POST "+tokensPath, c.tokens)
-	if c.endpoints, err = c.register(mux, o.Routes); err != nil {
+	planner, err := plan.New(plan.Options{DB: o.DB, Catalog: planCatalog{c}, LookupTimeout: o.LookupTimeout,
+		BatchFiles: o.PlanBatchFiles})
+	if err != nil {
+		return nil, nil, err
+	}
+	var routes []Route
+	for _, rt := range planner.Routes() {
+		routes = append(routes, Route{rt.Method, rt.Path, rt.Handler})
+	}
+	if c.endpoints, err = c.register(mux, append(routes, o.Routes...)); err != nil {
 		return nil, nil, err
 	}
 	mux.HandleFunc("/", c.noRoute)

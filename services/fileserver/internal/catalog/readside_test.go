@@ -107,12 +107,12 @@ func TestEndpointsAreWhatIsServed(t *testing.T) {
 		}
 	}
 
-	// Another package's routes: served, advertised, and one may take a refused endpoint.
-	plan := "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan"
+	// Another package's routes (planning's are served so already): served, advertised,
+	// and one may take a refused endpoint.
+	extraPath := "/v1/{prefix}/namespaces/{namespace}/tables/{table}/extra/{extra-id}"
 	extra := []Route{
-		{http.MethodPost, pathTable + "/plan", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }},
-		{http.MethodGet, pathTable + "/plan/{plan-id}", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("X-Plan", r.PathValue("plan_id"))
+		{http.MethodGet, extraPath, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Extra", r.PathValue("extra_id"))
 			w.WriteHeader(299)
 		}},
 		{http.MethodPost, pathRenameTable, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }},
@@ -123,15 +123,15 @@ func TestEndpointsAreWhatIsServed(t *testing.T) {
 	}
 	f.h = h
 	advertised = f.endpoints()
-	for _, e := range []string{plan, "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/plan/{plan-id}", "POST /v1/{prefix}/tables/rename"} {
+	for _, e := range []string{"GET " + extraPath, "POST /v1/{prefix}/tables/rename"} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, request(e))
 		if w.Code != 299 || !slices.Contains(advertised, e) {
 			t.Errorf("extra %s: %d, advertised %v", e, w.Code, slices.Contains(advertised, e))
 		}
 	}
-	if a := f.do("GET", "/v1/namespaces/default/tables/orders/plan/p-7", nil); a.header.Get("X-Plan") != "p-7" {
-		t.Errorf("plan-id read as %q", a.header.Get("X-Plan"))
+	if a := f.do("GET", "/v1/namespaces/default/tables/orders/extra/p-7", nil); a.header.Get("X-Extra") != "p-7" {
+		t.Errorf("extra-id read as %q", a.header.Get("X-Extra"))
 	}
 	for _, bad := range [][]Route{
 		{{http.MethodGet, pathTable, c.loadTable}},

@@ -324,6 +324,7 @@ type nodeOptions struct {
 	// reads dial other nodes with. limits bound the HTTP servers.
 	tls, peerTLS *tls.Config
 	limits       httplimit.Limits
+	planBatch    int // file scan tasks per planning answer (0: the default)
 }
 
 func (e *env) startNode(id string, o nodeOptions) *node {
@@ -344,7 +345,7 @@ func (e *env) startNode(id string, o nodeOptions) *node {
 		Auth: o.auth, S3Endpoint: o.s3Endpoint, CacheDir: o.cacheDir, CacheBytes: o.cacheBytes, ShutdownTimeout: 2 * time.Second,
 		MemberRefresh: 100 * time.Millisecond, LookupTimeout: 2 * time.Second, ProblemTTL: time.Minute,
 		MeterProvider: mp, TracerProvider: e.tp, Propagator: prop, Logger: log,
-		TLS: o.tls, HTTPLimits: o.limits, DialOptions: tlsDialOptions(o.peerTLS, e.tp, mp, prop),
+		TLS: o.tls, HTTPLimits: o.limits, DialOptions: tlsDialOptions(o.peerTLS, e.tp, mp, prop), PlanBatchFiles: o.planBatch,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -81,6 +81,9 @@ type Options struct {
 	// LiveTimeout bounds the live part of a table load: Kafka's offsets and the tail's
 	// builds (default 30s).
 	LiveTimeout time.Duration
+	// PlanBatchFiles is how many file scan tasks one answer of server-side planning
+	// holds (default 1000).
+	PlanBatchFiles int
 
 	// DialOptions are the node's options for calls to other nodes (pkg/node's
 	// Deps.DialOptions: telemetry, the node's peer token, TLS), used for forwarded reads
@@ -196,7 +199,8 @@ func New(o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	cat, err := catalog.New(catalog.Options{DB: o.DB, FileIO: catalog.S3Config(s.s3Endpoint, o.Region),
-		LookupTimeout: o.LookupTimeout, Live: s.live, LiveTimeout: o.LiveTimeout, Auth: o.Auth, Logger: s.log})
+		LookupTimeout: o.LookupTimeout, Live: s.live, LiveTimeout: o.LiveTimeout, Auth: o.Auth,
+		PlanBatchFiles: o.PlanBatchFiles, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
