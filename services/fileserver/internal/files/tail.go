@@ -38,6 +38,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -457,7 +458,7 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 	if size != fs.Size || sha != fs.SHA256 {
 		return fail(fmt.Errorf("tail file %s is recorded with %d bytes and sha256 %s, built with %d bytes and sha256 %s", key, size, sha, fs.Size, fs.SHA256))
 	}
-	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: ETag(fs.SHA256), LastModified: created.UTC()}); err != nil {
+	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: objects.ETag(fs.SHA256), LastModified: objects.LastModified(created)}); err != nil {
 		return fail(fmt.Errorf("cache tail file %s: %w", key, err))
 	}
 	s.met.built(ctx, "tail")
