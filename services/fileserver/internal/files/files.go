@@ -4,8 +4,9 @@
 // owner: this node, or another one over gRPC (mink.file.v1.FileService). The owner serves
 // the file from its disk cache, or builds it first: a data file from its Kafka offsets,
 // checked against the size and checksum recorded in mink_data_files; a metadata file from
-// mink_meta_files. Concurrent reads of a file being built share the build. Measure builds
-// the tail files of live table loads at their owners (tail.go).
+// mink_meta_files (pkg/objects looks both up). Concurrent reads of a file being built
+// share the build. Measure builds the tail files of live table loads at their owners
+// (tail.go). List reads a page of the bucket's listing (list.go).
 //
 // What a read needs when the file is cached is all in the cache, and the member list is
 // held in memory, so cached files are still served while Postgres or Kafka is down.
