@@ -4,13 +4,13 @@
 //
 // Lookup finds any recorded key, live-load tails included; List names only the committed
 // files: the writer's metadata files (metadata JSON, manifest lists, manifests) and the
-// data files its snapshots added. A live load's tail files and metadata files (rows with
-// an expiry, under metadata/live/ for the latter) belong to that one load, are readable
-// for mink.live.ttl only and change with every load, so they are not listed; once a
-// commit names a tail file, its row no longer expires and it is listed. A committed file
-// stays listed until the writer collects it (after the snapshots naming it expire), and
-// GET answers it until then too: a listing names no key that GET then answers 404 for,
-// unless collection deletes it in between.
+// data files its snapshots added. A live load's tail files (data rows marked live) and
+// metadata files (under metadata/live/, with an expiry) belong to that one load, are
+// readable for mink.live.ttl only and change with every load, so they are not listed;
+// once a commit names a tail file, it is listed. A committed file stays listed until the
+// writer collects it (after the snapshots naming it expire), and GET answers it until
+// then too: a listing names no key that GET then answers 404 for, unless collection
+// deletes it in between.
 //
 // Sizes, ETags and times come from the same columns GET's do: a data file's size and
 // checksum are the ones recorded at indexing (a build is checked against them before it
@@ -268,7 +268,7 @@ func page(ctx context.Context, db lease.DB, table int64, from, after, to string,
 const pageTemplate = `
 	SELECT key, size, sha256, created_at FROM (
 		(SELECT key, file_size AS size, sha256, created_at FROM mink_data_files
-		  WHERE table_id = $1 AND expires_at IS NULL
+		  WHERE table_id = $1 AND NOT live
 		    AND key COLLATE "C" >= $2 AND key COLLATE "C" > $3 %s
 		  ORDER BY key COLLATE "C" LIMIT $4)
 		UNION ALL

@@ -103,10 +103,13 @@ func newBucket(t *testing.T, icu bool) *bucket {
 		for p := range int32(2) {
 			for j, n := range dataNames {
 				key := layout.TablePrefix(ns, name) + fmt.Sprintf("data/_kafka_partition=%d/%s.parquet", p, n)
-				b.addData(t, tbl, key, p, int64(j), false)
+				b.addData(t, tbl, key, p, int64(j), committed)
 			}
 			// A live load's tail file: readable, never listed.
-			b.addData(t, tbl, layout.TablePrefix(ns, name)+fmt.Sprintf("data/_kafka_partition=%d/tail.parquet", p), p, 100, true)
+			b.addData(t, tbl, layout.TablePrefix(ns, name)+fmt.Sprintf("data/_kafka_partition=%d/tail.parquet", p), p, 100, tail)
+			// A committed file a live load measured again: its expiry (past now) keeps it
+			// for that load; it is committed, and listed.
+			b.addData(t, tbl, layout.TablePrefix(ns, name)+fmt.Sprintf("data/_kafka_partition=%d/remeasured.parquet", p), p, 101, remeasured)
 		}
 		for _, n := range []string{"00001-a.metadata.json", "00002-b.metadata.json", "snap-1.avro", "m1.avro", "M1.avro"} {
 			b.addMeta(t, tbl, layout.MetadataKey(ns, name, n), false)
@@ -117,23 +120,35 @@ func newBucket(t *testing.T, icu bool) *bucket {
 	return b
 }
 
-func (b *bucket) addData(t *testing.T, tbl tables.Table, key string, p int32, start int64, tail bool) {
+// How a data file's row came to be: as the writer's commit writes it, as a live load
+// records a tail, or committed and then measured again by a live load.
+const (
+	committed = iota
+	tail
+	remeasured
+)
+
+func (b *bucket) addData(t *testing.T, tbl tables.Table, key string, p int32, start int64, how int) {
 	t.Helper()
 	sum := sha256.Sum256([]byte(key))
 	var expires *time.Time
-	if tail {
+	switch how {
+	case tail:
 		e := time.Now().Add(time.Hour)
+		expires = &e
+	case remeasured:
+		e := time.Now().Add(-time.Minute)
 		expires = &e
 	}
 	settings, _ := json.Marshal(map[string]any{})
 	_, err := b.db.Exec(context.Background(), `INSERT INTO mink_data_files
-		(table_id, key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, '{}', now() - $10 * interval '1 second', $9)`,
-		tbl.ID, key, p, start, start+1, 1000+len(key), hex.EncodeToString(sum[:]), settings, expires, float64(len(key)))
+		(table_id, key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats, created_at, expires_at, live)
+		VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, '{}', now() - $10 * interval '1 second', $9, $11)`,
+		tbl.ID, key, p, start, start+1, 1000+len(key), hex.EncodeToString(sum[:]), settings, expires, float64(len(key)), how == tail)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tail {
+	if how != tail {
 		b.listed = append(b.listed, key)
 	}
 }
@@ -161,6 +176,14 @@ func (b *bucket) all() []tables.Table {
 		ts = append(ts, t)
 	}
 	return ts
+}
+
+func keysOf(l Listing) []string {
+	var out []string
+	for _, o := range l.Objects {
+		out = append(out, o.Key)
+	}
+	return out
 }
 
 // entry is an object ("K" and its key) or a common prefix ("P" and it).
@@ -247,7 +270,7 @@ func TestListMatchesS3(t *testing.T) {
 			ctx := context.Background()
 			if icu {
 				// The test means something: this database's own order is not S3's.
-				rows, _ := b.db.Query(ctx, `SELECT key FROM mink_data_files WHERE expires_at IS NULL
+				rows, _ := b.db.Query(ctx, `SELECT key FROM mink_data_files WHERE NOT live
 					UNION ALL SELECT key FROM mink_meta_files WHERE expires_at IS NULL ORDER BY 1`)
 				own, err := pgx.CollectRows(rows, pgx.RowTo[string])
 				if err != nil || slices.Equal(own, b.listed) {
@@ -279,9 +302,12 @@ func TestListMatchesS3(t *testing.T) {
 				}
 			}
 			// A tail is readable (GET serves it) but not listed.
-			tail := layout.TablePrefix("ns", "a") + "data/_kafka_partition=0/tail.parquet"
-			if _, err := Lookup(ctx, b.db, tail); err != nil || slices.Contains(b.listed, tail) {
+			tailKey := layout.TablePrefix("ns", "a") + "data/_kafka_partition=0/tail.parquet"
+			if _, err := Lookup(ctx, b.db, tailKey); err != nil || slices.Contains(keysOf(l), tailKey) {
 				t.Errorf("tail file: %v", err)
+			}
+			if re := layout.TablePrefix("ns", "a") + "data/_kafka_partition=0/remeasured.parquet"; !slices.Contains(keysOf(l), re) {
+				t.Errorf("a committed file measured again by a live load is not listed")
 			}
 			if _, err := Lookup(ctx, b.db, "ns/a/data/none"); apierr.Classify(err) != apierr.NotFound {
 				t.Errorf("unknown key: %v", err)

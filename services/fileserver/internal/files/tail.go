@@ -480,8 +480,8 @@ func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration
 		return time.Time{}, 0, "", fmt.Errorf("record tail file %s: ttl %v outside (0, %v]", r.key, ttl, maxTTL)
 	}
 	err = s.o.DB.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
-			record_count, file_size, sha256, settings, stats, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond')
+			record_count, file_size, sha256, settings, stats, expires_at, live)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond', true)
 		ON CONFLICT (key) DO UPDATE SET expires_at = LEAST(
 			GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
 			now() + $12::bigint * interval '1 millisecond')
