@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -22,6 +23,7 @@ type codedError struct {
 	code codes.Code
 	msg  string
 	err  error
+	size int64 // OutOfRange: the size of the object the range is not within; -1 unknown
 }
 
 func (e *codedError) Error() string {
@@ -30,13 +32,45 @@ func (e *codedError) Error() string {
 	}
 	return e.msg
 }
-func (e *codedError) Unwrap() error              { return e.err }
-func (e *codedError) GRPCStatus() *status.Status { return status.New(e.code, e.Error()) }
+func (e *codedError) Unwrap() error { return e.err }
+func (e *codedError) GRPCStatus() *status.Status {
+	st := status.New(e.code, e.Error())
+	if e.code == codes.OutOfRange && e.size >= 0 {
+		// The size travels with a forwarded answer, for the 416's Content-Range.
+		info := &errdetails.ErrorInfo{Reason: reasonRange, Domain: domain,
+			Metadata: map[string]string{"size": strconv.FormatInt(e.size, 10)}}
+		if d, err := st.WithDetails(info); err == nil {
+			st = d
+		}
+	}
+	return st
+}
 
-// RangeErr says a requested byte range is not satisfiable: S3 InvalidRange (416), gRPC
-// OUT_OF_RANGE.
-func RangeErr(format string, args ...any) error {
-	return &codedError{code: codes.OutOfRange, msg: fmt.Sprintf(format, args...)}
+const (
+	domain      = "mink"
+	reasonRange = "RANGE_NOT_SATISFIABLE"
+)
+
+// RangeErr says a requested byte range is not satisfiable within an object of size bytes
+// (-1: unknown): S3 InvalidRange (416) with Content-Range "bytes */<size>", gRPC
+// OUT_OF_RANGE with the size in an ErrorInfo detail.
+func RangeErr(size int64, format string, args ...any) error {
+	return &codedError{code: codes.OutOfRange, msg: fmt.Sprintf(format, args...), size: max(size, -1)}
+}
+
+// rangeSize is the object size an OutOfRange error carries, here or from another node.
+func rangeSize(err error) (int64, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonRange && info.GetDomain() == domain {
+			n, err := strconv.ParseInt(info.GetMetadata()["size"], 10, 64)
+			return n, err == nil && n >= 0
+		}
+	}
+	return 0, false
 }
 
 // DataLossErr says the bytes that were recorded can no longer be produced: a file rebuilt
@@ -154,7 +188,13 @@ type S3Error struct {
 	Key        string   `xml:"Key,omitempty"`
 	Resource   string   `xml:"Resource,omitempty"`
 	RequestID  string   `xml:"RequestId,omitempty"`
-	Status     int      `xml:"-"`
+	// ArgumentName and ArgumentValue name the request parameter at fault in an
+	// InvalidArgument, as S3 does.
+	ArgumentName  string `xml:"ArgumentName,omitempty"`
+	ArgumentValue string `xml:"ArgumentValue,omitempty"`
+	Status        int    `xml:"-"`
+	// ContentRange is the header of a 416: "bytes */<size>".
+	ContentRange string `xml:"-"`
 }
 
 // S3 is the S3 error of err (the caller fills in bucket, key, resource and request id).
@@ -167,6 +207,9 @@ func S3(err error) S3Error {
 	switch grpcCode(err) {
 	case codes.OutOfRange:
 		e.Status, e.Code = http.StatusRequestedRangeNotSatisfiable, "InvalidRange"
+		if n, ok := rangeSize(err); ok {
+			e.ContentRange = "bytes */" + strconv.FormatInt(n, 10)
+		}
 		return e
 	case codes.DataLoss:
 		return e
@@ -174,6 +217,10 @@ func S3(err error) S3Error {
 	switch Classify(err) {
 	case InvalidArgument:
 		e.Status, e.Code = http.StatusBadRequest, "InvalidArgument"
+		var ae *Error
+		if errors.As(err, &ae) {
+			e.ArgumentName = ae.Field
+		}
 	case NotFound:
 		e.Status, e.Code = http.StatusNotFound, "NoSuchKey"
 	case Unavailable, DeadlineExceeded, Aborted:
@@ -205,6 +252,9 @@ func WriteS3(w http.ResponseWriter, r *http.Request, e S3Error) {
 	body = append([]byte(xml.Header), body...)
 	h := w.Header()
 	h.Del("Content-Range")
+	if e.ContentRange != "" {
+		h.Set("Content-Range", e.ContentRange)
+	}
 	h.Del("ETag")
 	h.Del("Last-Modified")
 	h.Set("Content-Type", "application/xml")

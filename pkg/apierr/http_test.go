@@ -1,12 +1,14 @@
 package apierr_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -30,8 +32,8 @@ func TestHTTPMappings(t *testing.T) {
 		{"postgres down", pgDown, 503, "ServiceUnavailableException", 503, "ServiceUnavailable"},
 		{"wrapped unavailable", fmt.Errorf("load: %w", pgDown), 503, "ServiceUnavailableException", 503, "ServiceUnavailable"},
 		{"busy", apierr.New(apierr.ResourceExhausted, "no space"), 429, "TooManyRequestsException", 503, "SlowDown"},
-		{"range", apierr.RangeErr("range bytes=9- is not satisfiable"), 400, "BadRequestException", 416, "InvalidRange"},
-		{"wrapped range", fmt.Errorf("read: %w", apierr.RangeErr("no")), 400, "BadRequestException", 416, "InvalidRange"},
+		{"range", apierr.RangeErr(9, "range bytes=9- is not satisfiable"), 400, "BadRequestException", 416, "InvalidRange"},
+		{"wrapped range", fmt.Errorf("read: %w", apierr.RangeErr(-1, "no")), 400, "BadRequestException", 416, "InvalidRange"},
 		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k cannot be served"), 500, "ServiceFailureException", 500, "InternalError"},
 		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), 406, "UnsupportedOperationException", 501, "NotImplemented"},
 		{"bug", errors.New("boom"), 500, "ServiceFailureException", 500, "InternalError"},
@@ -58,8 +60,24 @@ func TestHTTPMappings(t *testing.T) {
 		t.Errorf("message of a forwarded error: %q", m)
 	}
 	// The gRPC-coded errors keep their codes through GRPC, so they cross nodes.
-	if got := status.Code(apierr.GRPC(fmt.Errorf("x: %w", apierr.RangeErr("no")))); got != codes.OutOfRange {
+	if got := status.Code(apierr.GRPC(fmt.Errorf("x: %w", apierr.RangeErr(-1, "no")))); got != codes.OutOfRange {
 		t.Errorf("GRPC(range) = %v", got)
+	}
+	// A 416 says the object's size (Content-Range: bytes */<size>), here and from another
+	// node; a range error of unknown size says none.
+	for name, err := range map[string]error{
+		"local":   fmt.Errorf("read: %w", apierr.RangeErr(1234, "no")),
+		"forward": apierr.GRPC(fmt.Errorf("read: %w", apierr.RangeErr(1234, "no"))),
+	} {
+		if e := apierr.S3(err); e.Status != 416 || e.ContentRange != "bytes */1234" {
+			t.Errorf("%s range error: %+v", name, e)
+		}
+	}
+	if e := apierr.S3(apierr.RangeErr(-1, "no")); e.ContentRange != "" {
+		t.Errorf("range error of unknown size: Content-Range %q", e.ContentRange)
+	}
+	if e := apierr.S3(apierr.Invalid("max-keys", "not a number")); e.ArgumentName != "max-keys" || !strings.Contains(e.Message, "max-keys") {
+		t.Errorf("invalid argument: %+v", e)
 	}
 	if got := status.Code(apierr.GRPC(apierr.DataLossErr(nil, "gone"))); got != codes.DataLoss {
 		t.Errorf("GRPC(data loss) = %v", got)
@@ -91,5 +109,23 @@ func TestWriteBodies(t *testing.T) {
 	apierr.WriteS3(rec, httptest.NewRequest("HEAD", "/mink/k", nil), e)
 	if rec.Code != http.StatusNotFound || rec.Body.Len() != 0 || rec.Header().Get("X-Mink-Error-Code") != "NoSuchKey" {
 		t.Errorf("s3 HEAD: %d %q", rec.Code, rec.Body)
+	}
+
+	// A 416 replaces the Content-Range a handler set with the unsatisfied one.
+	for _, method := range []string{"GET", "HEAD"} {
+		rec = httptest.NewRecorder()
+		rec.Header().Set("Content-Range", "bytes 0-9/100")
+		apierr.WriteS3(rec, httptest.NewRequest(method, "/mink/k", nil), apierr.S3(apierr.RangeErr(100, "bytes=200- is not satisfiable")))
+		if rec.Code != 416 || rec.Header().Get("Content-Range") != "bytes */100" {
+			t.Errorf("s3 %s 416: %d, Content-Range %q", method, rec.Code, rec.Header().Get("Content-Range"))
+		}
+	}
+	rec = httptest.NewRecorder()
+	e = apierr.S3(apierr.Invalid("max-keys", "not an integer"))
+	e.ArgumentValue = "ten"
+	apierr.WriteS3(rec, httptest.NewRequest("GET", "/mink?max-keys=ten", nil), e)
+	if err := xml.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.ArgumentName != "max-keys" || got.ArgumentValue != "ten" ||
+		!bytes.Contains(rec.Body.Bytes(), []byte("<ArgumentName>max-keys</ArgumentName>")) {
+		t.Errorf("s3 InvalidArgument body: %s %v", rec.Body, err)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -100,4 +102,14 @@ func Migrate(ctx context.Context, db *pgxpool.Pool) error {
 		}
 	}
 	return nil
+}
+
+// Created is when the schema was first applied: when the cluster was made (S3's creation
+// date of its bucket).
+func Created(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (time.Time, error) {
+	var t time.Time
+	err := db.QueryRow(ctx, `SELECT applied_at FROM mink_schema_migrations WHERE version = 1`).Scan(&t)
+	return t, err
 }

@@ -4,8 +4,9 @@
 // owner: this node, or another one over gRPC (mink.file.v1.FileService). The owner serves
 // the file from its disk cache, or builds it first: a data file from its Kafka offsets,
 // checked against the size and checksum recorded in mink_data_files; a metadata file from
-// mink_meta_files. Concurrent reads of a file being built share the build. Measure builds
-// the tail files of live table loads at their owners (tail.go).
+// mink_meta_files (pkg/objects looks both up). Concurrent reads of a file being built
+// share the build. Measure builds the tail files of live table loads at their owners
+// (tail.go). List reads a page of the bucket's listing (list.go).
 //
 // What a read needs when the file is cached is all in the cache, and the member list is
 // held in memory, so cached files are still served while Postgres or Kafka is down.
@@ -23,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -34,6 +34,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/peers"
 	"github.com/minkhq/mink/pkg/rangefile"
@@ -121,6 +122,7 @@ type Store struct {
 	measured map[string]recalled       // tail builds of the last minute
 	problems map[string]problem
 	logged   map[string]time.Time // rate-limited log lines: when last logged
+	created  time.Time            // the bucket's creation date, once read
 	builds   sync.WaitGroup
 }
 
@@ -344,42 +346,15 @@ func (s *Store) fillShared(ctx context.Context, key string) error {
 	}
 }
 
-// fileRow is what Postgres records of a file.
-type fileRow struct {
-	key       string
-	data      bool // a data file; else a metadata file
-	tableID   int64
-	partition int32
-	start     int64
-	end       int64
-	size      int64
-	sha256    string
-	settings  []byte
-	created   time.Time
-	content   []byte // metadata files
-}
-
 // lookup reads what Postgres records of key.
-func (s *Store) lookup(ctx context.Context, key string) (fileRow, error) {
+func (s *Store) lookup(ctx context.Context, key string) (objects.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
 	defer cancel()
-	r := fileRow{key: key}
-	var kind string
-	err := s.o.DB.QueryRow(ctx, `
-		SELECT 'data', table_id, partition, start_offset, end_offset, file_size, sha256, settings, created_at, NULL::bytea
-		  FROM mink_data_files WHERE key = $1
-		UNION ALL
-		SELECT 'meta', table_id, 0, 0, 0, octet_length(content), '', NULL::jsonb, created_at, content
-		  FROM mink_meta_files WHERE key = $1
-		LIMIT 1`, key).Scan(&kind, &r.tableID, &r.partition, &r.start, &r.end, &r.size, &r.sha256, &r.settings, &r.created, &r.content)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, apierr.New(apierr.NotFound, "no file %s in bucket mink", key)
-	}
-	if err != nil {
+	r, err := objects.Lookup(ctx, s.o.DB, key)
+	if err != nil && apierr.Classify(err) != apierr.NotFound {
 		return r, postgresErr(err, "look up %s", key)
 	}
-	r.data = kind == "data"
-	return r, nil
+	return r, err
 }
 
 // postgresErr names Postgres in an outage: a dependency that cannot be reached, or not
@@ -403,16 +378,16 @@ func (s *Store) fill(key string) error {
 		}
 		return err
 	}
-	if !r.data {
+	if !r.Data {
 		return s.fillMeta(ctx, r)
 	}
 	return s.fillData(ctx, r)
 }
 
-func (s *Store) fillMeta(ctx context.Context, r fileRow) error {
-	sum := sha256.Sum256(r.content)
+func (s *Store) fillMeta(ctx context.Context, r objects.Record) error {
+	sum := sha256.Sum256(r.Content)
 	err := s.commit(r, hex.EncodeToString(sum[:]), func(w io.Writer) (int64, error) {
-		n, err := w.Write(r.content)
+		n, err := w.Write(r.Content)
 		return int64(n), err
 	})
 	if err != nil {
@@ -423,34 +398,34 @@ func (s *Store) fillMeta(ctx context.Context, r fileRow) error {
 	return nil
 }
 
-func (s *Store) fillData(ctx context.Context, r fileRow) error {
+func (s *Store) fillData(ctx context.Context, r objects.Record) error {
 	start := time.Now()
-	t, err := tables.GetByID(ctx, s.o.DB, r.tableID)
+	t, err := tables.GetByID(ctx, s.o.DB, r.TableID)
 	if err != nil {
 		if apierr.Classify(err) == apierr.NotFound {
-			err = apierr.New(apierr.NotFound, "no file %s in bucket mink: its table (id %d) was dropped", r.key, r.tableID)
+			err = apierr.New(apierr.NotFound, "no file %s in bucket mink: its table (id %d) was dropped", r.Key, r.TableID)
 		} else {
-			err = postgresErr(err, "look up the table of %s", r.key)
+			err = postgresErr(err, "look up the table of %s", r.Key)
 		}
 		s.met.buildFailed(ctx, "data", reasonOf(err))
 		return err
 	}
 	var settings parquetbuild.Settings
-	if err := json.Unmarshal(r.settings, &settings); err != nil {
-		err = fmt.Errorf("file %s: recorded settings: %w", r.key, err)
+	if err := json.Unmarshal(r.Settings, &settings); err != nil {
+		err = fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
 		s.met.buildFailed(ctx, "data", "error")
 		return err
 	}
-	err = s.commit(r, r.sha256, func(w io.Writer) (int64, error) {
-		fs, err := rangefile.BuildOffsets(ctx, s.o.Kafka, s.o.Codecs, t, settings, r.partition, r.start, r.end, w)
+	err = s.commit(r, r.SHA256, func(w io.Writer) (int64, error) {
+		fs, err := rangefile.BuildOffsets(ctx, s.o.Kafka, s.o.Codecs, t, settings, r.Partition, r.Start, r.End, w)
 		if err != nil {
 			return 0, s.buildErr(ctx, t, r, err)
 		}
-		if fs.Size != r.size || fs.SHA256 != r.sha256 {
+		if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
 			detail := fmt.Sprintf("rebuilt from topic %q partition %d offsets [%d, %d) it is %d bytes with sha256 %s, but %d bytes with sha256 %s were recorded; Kafka no longer yields the indexed records (compacted or rewritten?)",
-				t.Topic, r.partition, r.start, r.end, fs.Size, fs.SHA256, r.size, r.sha256)
+				t.Topic, r.Partition, r.Start, r.End, fs.Size, fs.SHA256, r.Size, r.SHA256)
 			err := apierr.DataLossErr(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail),
-				"file %s cannot be served: its bytes differ from the recorded ones; it is reported for replacement", r.key)
+				"file %s cannot be served: its bytes differ from the recorded ones; it is reported for replacement", r.Key)
 			s.reportProblem(t, r, "mismatch", detail, err)
 			return 0, err
 		}
@@ -461,75 +436,65 @@ func (s *Store) fillData(ctx context.Context, r fileRow) error {
 		return err
 	}
 	s.met.built(ctx, "data")
-	s.log.Debug("built a data file", "key", r.key, "table", t.FullName(), "partition", r.partition,
-		"start_offset", r.start, "end_offset", r.end, "bytes", r.size, "elapsed", time.Since(start))
+	s.log.Debug("built a data file", "key", r.Key, "table", t.FullName(), "partition", r.Partition,
+		"start_offset", r.Start, "end_offset", r.End, "bytes", r.Size, "elapsed", time.Since(start))
 	return nil
 }
 
 // commit writes a file into the cache through write, which checks what it wrote and
 // returns its size; only a file whose written size matches the record is committed.
-func (s *Store) commit(r fileRow, sha string, write func(io.Writer) (int64, error)) error {
-	if limit := s.o.Cache.Stats().Max; r.size > limit {
-		return apierr.New(apierr.ResourceExhausted, "file %s is %d bytes, more than this node's whole cache (--cache-bytes %d)", r.key, r.size, limit)
+func (s *Store) commit(r objects.Record, sha string, write func(io.Writer) (int64, error)) error {
+	if limit := s.o.Cache.Stats().Max; r.Size > limit {
+		return apierr.New(apierr.ResourceExhausted, "file %s is %d bytes, more than this node's whole cache (--cache-bytes %d)", r.Key, r.Size, limit)
 	}
-	p, err := s.o.Cache.Create(r.size)
+	p, err := s.o.Cache.Create(r.Size)
 	if err != nil {
 		if errors.Is(err, filecache.ErrNoSpace) {
-			return apierr.Wrap(apierr.ResourceExhausted, err, "no cache space to build %s now", r.key)
+			return apierr.Wrap(apierr.ResourceExhausted, err, "no cache space to build %s now", r.Key)
 		}
-		return fmt.Errorf("build %s: %w", r.key, err)
+		return fmt.Errorf("build %s: %w", r.Key, err)
 	}
 	n, err := write(p)
-	if err == nil && (n != r.size || p.Written() != r.size) {
-		err = fmt.Errorf("build %s: wrote %d bytes (measured %d), want %d", r.key, p.Written(), n, r.size)
+	if err == nil && (n != r.Size || p.Written() != r.Size) {
+		err = fmt.Errorf("build %s: wrote %d bytes (measured %d), want %d", r.Key, p.Written(), n, r.Size)
 	}
 	if err != nil {
 		p.Abort()
 		return err
 	}
-	return p.Commit(filecache.Entry{Key: r.key, Size: r.size, ETag: ETag(sha), LastModified: r.created.UTC()})
-}
-
-// ETag is the entity tag of a file with the given SHA-256 (hex): the first 128 bits,
-// quoted. It is the same on every node and in every rebuild, and has the shape of an S3
-// ETag (32 hex digits) for clients that expect one.
-func ETag(sha256hex string) string {
-	if len(sha256hex) > 32 {
-		sha256hex = sha256hex[:32]
-	}
-	return `"` + sha256hex + `"`
+	return p.Commit(filecache.Entry{Key: r.Key, Size: r.Size, ETag: objects.ETag(sha), LastModified: objects.LastModified(r.Created)})
 }
 
 // buildErr says why a build from Kafka failed, naming Kafka when it is Kafka's doing.
-func (s *Store) buildErr(ctx context.Context, t tables.Table, r fileRow, err error) error {
-	where := fmt.Sprintf("topic %q partition %d offsets [%d, %d)", t.Topic, r.partition, r.start, r.end)
+func (s *Store) buildErr(ctx context.Context, t tables.Table, r objects.Record, err error) error {
+	where := fmt.Sprintf("topic %q partition %d offsets [%d, %d)", t.Topic, r.Partition, r.Start, r.End)
 	switch {
 	case errors.Is(err, kafkasrc.ErrOffsetsGone):
 		detail := where + " are no longer in Kafka (retention or deleted records)"
-		e := apierr.DataLossErr(err, "file %s cannot be built: %s; it is reported for replacement", r.key, detail)
+		e := apierr.DataLossErr(err, "file %s cannot be built: %s; it is reported for replacement", r.Key, detail)
 		s.reportProblem(t, r, "offsets_gone", detail, e)
 		return e
 	case errors.Is(err, kafkasrc.ErrUnavailable), errors.Is(err, kafkasrc.ErrUnknownTopic), errors.Is(err, kafkasrc.ErrNotStable):
-		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s from %s: kafka is unavailable", r.key, where)
+		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s from %s: kafka is unavailable", r.Key, where)
 	case errors.Is(err, kafkasrc.ErrClosed), s.base.Err() != nil:
-		return apierr.Wrap(apierr.Unavailable, errors.Join(errStopping, err), "cannot build %s: file server %s", r.key, s.o.NodeID)
+		return apierr.Wrap(apierr.Unavailable, errors.Join(errStopping, err), "cannot build %s: file server %s", r.Key, s.o.NodeID)
 	case ctx.Err() != nil:
-		return apierr.Wrap(apierr.Unavailable, err, "building %s took longer than %v", r.key, s.o.BuildTimeout)
+		return apierr.Wrap(apierr.Unavailable, err, "building %s took longer than %v", r.Key, s.o.BuildTimeout)
 	}
-	return fmt.Errorf("build %s from %s: %w", r.key, where, err)
+	return fmt.Errorf("build %s from %s: %w", r.Key, where, err)
 }
 
 // reportProblem reports a file that cannot be served with its recorded bytes, so that the
 // table's writer replaces it: an error log line, a metric, and a row in
 // mink_file_problems. The error is also remembered for ProblemTTL so that retries do not
 // each rebuild the file.
-func (s *Store) reportProblem(t tables.Table, r fileRow, reason, detail string, err error) {
+func (s *Store) reportProblem(t tables.Table, r objects.Record, reason, detail string, err error) {
 	s.mu.Lock()
-	s.problems[r.key] = problem{err: err, until: time.Now().Add(s.o.ProblemTTL)}
+	s.problems[r.Key] = problem{err: err, until: time.Now().Add(s.o.ProblemTTL)}
 	s.mu.Unlock()
 	s.log.Error("file cannot be served with its recorded bytes; reported for replacement",
-		"key", r.key, "table", t.FullName(), "table_id", r.tableID, "partition", r.partition,
-		"start_offset", r.start, "end_offset", r.end, "reason", reason, "detail", detail)
+		"key", r.Key, "table", t.FullName(), "table_id", r.TableID, "partition", r.Partition,
+		"start_offset", r.Start, "end_offset", r.End, "reason", reason, "detail", detail)
 	ctx, cancel := context.WithTimeout(s.base, s.o.LookupTimeout)
 	defer cancel()
 	s.met.reportedFile(ctx, reason)
@@ -537,13 +502,13 @@ func (s *Store) reportProblem(t tables.Table, r fileRow, reason, detail string, 
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (key) DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail,
 			reported_by = EXCLUDED.reported_by, last_seen = now(), reports = mink_file_problems.reports + 1`,
-		r.key, r.tableID, reason, detail, s.o.NodeID)
+		r.Key, r.TableID, reason, detail, s.o.NodeID)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(dbErr, &pgErr) && pgErr.Code == "42P01": // undefined_table
-		s.log.Warn("mink_file_problems does not exist (schema older than the file-problems migration): the problem is only logged", "key", r.key)
+		s.log.Warn("mink_file_problems does not exist (schema older than the file-problems migration): the problem is only logged", "key", r.Key)
 	case dbErr != nil:
-		s.log.Warn("could not record the file problem in Postgres; it is logged only", "key", r.key, "error", dbErr)
+		s.log.Warn("could not record the file problem in Postgres; it is logged only", "key", r.Key, "error", dbErr)
 	}
 }
 

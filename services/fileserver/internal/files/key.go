@@ -2,6 +2,7 @@ package files
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -67,23 +68,24 @@ func (r *Range) String() string {
 
 // Resolve turns r into an offset and length within a file of size bytes, as HTTP does: a
 // last byte past the end is clamped, a suffix longer than the file is the whole file;
-// a range that starts at or past the end (or an empty suffix) is not satisfiable.
+// a range that starts at or past the end (or an empty suffix) is not satisfiable, an
+// error that carries the size for the 416's Content-Range.
 func (r *Range) Resolve(size int64) (off, n int64, err error) {
 	if r == nil {
 		return 0, size, nil
 	}
 	if r.IsSuffix {
 		if r.Suffix <= 0 || size == 0 {
-			return 0, 0, apierr.RangeErr("range %s is not satisfiable: the file has %d bytes", r, size)
+			return 0, 0, apierr.RangeErr(size, "range %s is not satisfiable: the file has %d bytes", r, size)
 		}
 		n = min(r.Suffix, size)
 		return size - n, n, nil
 	}
 	if r.First < 0 || r.Last >= 0 && r.Last < r.First {
-		return 0, 0, apierr.RangeErr("range %s is not a valid range", r)
+		return 0, 0, apierr.RangeErr(size, "range %s is not a valid range", r)
 	}
 	if r.First >= size {
-		return 0, 0, apierr.RangeErr("range %s is not satisfiable: the file has %d bytes", r, size)
+		return 0, 0, apierr.RangeErr(size, "range %s is not satisfiable: the file has %d bytes", r, size)
 	}
 	last := size - 1
 	if r.Last >= 0 && r.Last < last {
@@ -92,49 +94,61 @@ func (r *Range) Resolve(size int64) (off, n int64, err error) {
 	return r.First, last - r.First + 1, nil
 }
 
-// ParseRange reads an HTTP Range header: one range in bytes ("bytes=a-b", "bytes=a-",
-// "bytes=-n"), as S3 supports. An empty header is the whole file (nil). Anything else
-// (several ranges, another unit, a malformed range) is an error: answering a malformed
-// range with a whole 128 MiB file would hide the client's mistake.
-func ParseRange(h string) (*Range, error) {
-	if h == "" {
-		return nil, nil
+// ParseRange reads an HTTP Range header as RFC 9110 and S3 do: one byte range
+// ("bytes=a-b", "bytes=a-", "bytes=-n") is that range; anything else (no header, another
+// unit, several ranges, a range that does not parse or ends before it starts) is nil,
+// the whole file, since a server ignores a Range header it does not take. Whether the
+// range is satisfiable is Resolve's to say, once the size is known. Numbers too large
+// for an int64 are as large as an int64: a first byte beyond any file, or a suffix
+// longer than it.
+func ParseRange(h string) *Range {
+	unit, spec, ok := strings.Cut(h, "=")
+	if !ok || !strings.EqualFold(unit, "bytes") {
+		return nil
 	}
-	spec, ok := strings.CutPrefix(h, "bytes=")
+	var one string
+	for part := range strings.SplitSeq(spec, ",") {
+		// A list may have empty elements (RFC 9110 section 5.6.1); more than one range
+		// is served whole.
+		if part = strings.Trim(part, " \t"); part == "" {
+			continue
+		}
+		if one != "" {
+			return nil
+		}
+		one = part
+	}
+	first, last, ok := strings.Cut(one, "-")
 	if !ok {
-		return nil, apierr.RangeErr("range %q: only byte ranges (bytes=...) are supported", h)
-	}
-	if strings.Contains(spec, ",") {
-		return nil, apierr.RangeErr("range %q: only one range per request is supported", h)
-	}
-	first, last, ok := strings.Cut(strings.TrimSpace(spec), "-")
-	if !ok {
-		return nil, apierr.RangeErr("range %q is malformed", h)
+		return nil
 	}
 	num := func(s string) (int64, bool) {
 		if s == "" || strings.TrimLeft(s, "0123456789") != "" {
 			return 0, false
 		}
 		v, err := strconv.ParseInt(s, 10, 64)
-		return v, err == nil
+		if err != nil { // only digits: out of range
+			v = math.MaxInt64
+		}
+		return v, true
 	}
 	if first == "" {
 		n, ok := num(last)
 		if !ok {
-			return nil, apierr.RangeErr("range %q is malformed", h)
+			return nil
 		}
-		return &Range{IsSuffix: true, Suffix: n}, nil
+		return &Range{IsSuffix: true, Suffix: n}
 	}
 	f, ok := num(first)
 	if !ok {
-		return nil, apierr.RangeErr("range %q is malformed", h)
+		return nil
 	}
 	if last == "" {
-		return &Range{First: f, Last: -1}, nil
+		return &Range{First: f, Last: -1}
 	}
 	l, ok := num(last)
 	if !ok || l < f {
-		return nil, apierr.RangeErr("range %q is malformed: the last byte is before the first", h)
+		return nil
 	}
-	return &Range{First: f, Last: l}, nil
+	return &Range{First: f, Last: l}
 }

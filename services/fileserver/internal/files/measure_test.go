@@ -236,6 +236,29 @@ func TestMeasureBoundedByTheTable(t *testing.T) {
 		t.Errorf("a 30s measure expires in %v", d)
 	}
 
+	// A tail's row is a live load's; once a commit names it, it stays committed (listed)
+	// when a load measures it again, with an expiry that keeps it for that load.
+	live := func(key string) bool {
+		var l bool
+		if err := e.db.QueryRow(e.ctx, `SELECT live FROM mink_data_files WHERE key = $1`, key).Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if !live(m.Key) {
+		t.Errorf("a measured tail %s is not marked as a live load's", m.Key)
+	}
+	if _, err := e.db.Exec(e.ctx, `UPDATE mink_data_files SET expires_at = NULL, live = false WHERE key = $1`, m.Key); err != nil { // the writer's commit
+		t.Fatal(err)
+	}
+	if _, err := e.measureOver("fs-1", e.ctx, &filev1.ReadFileRequest{Key: span(2),
+		Measure: &filev1.MeasureSpec{MaxBytes: 1000, TtlMs: 30_000}}, peer); err != nil {
+		t.Fatal(err)
+	}
+	if live(m.Key) || e.expiresIn(m.Key) <= 0 {
+		t.Errorf("a committed file measured again: live %v, expires in %v; want committed, kept for the load", live(m.Key), e.expiresIn(m.Key))
+	}
+
 	// Refused, and nothing recorded.
 	before := e.dataFiles()
 	for name, c := range map[string]struct {

@@ -38,6 +38,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -457,7 +458,7 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 	if size != fs.Size || sha != fs.SHA256 {
 		return fail(fmt.Errorf("tail file %s is recorded with %d bytes and sha256 %s, built with %d bytes and sha256 %s", key, size, sha, fs.Size, fs.SHA256))
 	}
-	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: ETag(fs.SHA256), LastModified: created.UTC()}); err != nil {
+	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: objects.ETag(fs.SHA256), LastModified: objects.LastModified(created)}); err != nil {
 		return fail(fmt.Errorf("cache tail file %s: %w", key, err))
 	}
 	s.met.built(ctx, "tail")
@@ -479,8 +480,8 @@ func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration
 		return time.Time{}, 0, "", fmt.Errorf("record tail file %s: ttl %v outside (0, %v]", r.key, ttl, maxTTL)
 	}
 	err = s.o.DB.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
-			record_count, file_size, sha256, settings, stats, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond')
+			record_count, file_size, sha256, settings, stats, expires_at, live)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond', true)
 		ON CONFLICT (key) DO UPDATE SET expires_at = LEAST(
 			GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
 			now() + $12::bigint * interval '1 millisecond')

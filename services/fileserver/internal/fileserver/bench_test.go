@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/minkhq/mink/pkg/filecache"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/owner"
-	"github.com/minkhq/mink/services/fileserver/internal/files"
 )
 
 // BenchmarkCachedRead measures the read path of a cached 64 MiB file over loopback:
@@ -36,7 +36,7 @@ func BenchmarkCachedRead(b *testing.B) {
 	if _, err := io.CopyN(p, rand.Reader, size); err != nil {
 		b.Fatal(err)
 	}
-	if err := p.Commit(filecache.Entry{Key: key, Size: size, ETag: files.ETag("00"), LastModified: time.Now()}); err != nil {
+	if err := p.Commit(filecache.Entry{Key: key, Size: size, ETag: objects.ETag("00"), LastModified: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
 	var nodes []*node

@@ -3,10 +3,12 @@ package fileserver_test
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,7 +232,7 @@ func (le *liveEnv) commit() {
 		if _, err := le.db.Exec(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
 				file_size, sha256, settings, stats)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-			ON CONFLICT (key) DO UPDATE SET expires_at = NULL`,
+			ON CONFLICT (key) DO UPDATE SET expires_at = NULL, live = false`, // as the writer commits
 			le.table.ID, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats); err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +393,17 @@ func TestLiveLoadSeesEveryRecord(t *testing.T) {
 		t.Errorf("load over indexed ranges: %d builds, %d tail files; want 0 and 2", got, l.tailFiles())
 	}
 	tailKeys := dataFileKeys(t, l.tbl)
+	// A listing names no live load's file, tail data or load metadata; the commit names
+	// the tail files, and then a listing does.
+	for _, k := range listedKeys(t, a) {
+		if slices.Contains(tailKeys, k) || strings.Contains(k, "/metadata/live/") {
+			t.Errorf("before the commit, the listing names %s, a live load's", k)
+		}
+	}
 	le.commit()
+	if listed := listedKeys(t, b); !isSubset(tailKeys, listed) {
+		t.Errorf("after the commit, the listing %v does not name the committed tail files %v", listed, tailKeys)
+	}
 	for _, k := range tailKeys {
 		if !strings.Contains(k, "00000000000000000040-00000000000000000060") {
 			t.Errorf("tail file %s is not the indexed range [40, 60)", k)
@@ -500,6 +512,35 @@ func dataFileKeys(t testing.TB, tbl *table.Table) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// listedKeys lists the whole bucket through n's S3 API, ListObjectsV2 page by page.
+func listedKeys(t testing.TB, n *node) []string {
+	t.Helper()
+	var keys []string
+	token := ""
+	for {
+		u := n.s3 + "/mink?list-type=2&max-keys=3"
+		if token != "" {
+			u += "&continuation-token=" + url.QueryEscape(token)
+		}
+		resp, body := get(t, "GET", u, nil)
+		var page struct {
+			Contents              []struct{ Key string }
+			IsTruncated           bool
+			NextContinuationToken string
+		}
+		if err := xml.Unmarshal(body, &page); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("listing: %d %v %s", resp.StatusCode, err, body)
+		}
+		for _, c := range page.Contents {
+			keys = append(keys, c.Key)
+		}
+		if !page.IsTruncated {
+			return keys
+		}
+		token = page.NextContinuationToken
+	}
 }
 
 func isSubset(sub, of []string) bool {

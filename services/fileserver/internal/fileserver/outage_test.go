@@ -57,6 +57,12 @@ func TestPostgresOutage(t *testing.T) {
 		if se := s3Error(t, body); resp.StatusCode != 503 || se.Code != "ServiceUnavailable" || !strings.Contains(se.Message, "postgres") {
 			t.Errorf("%s: uncached read while Postgres is down: %d %+v", n.id, resp.StatusCode, se)
 		}
+		// A listing reads Postgres: 503 naming it, without the driver's words.
+		resp, body = get(t, "GET", n.s3+"/mink?list-type=2", nil)
+		if se := s3Error(t, body); resp.StatusCode != 503 || se.Code != "ServiceUnavailable" || !strings.Contains(se.Message, "postgres is unavailable") ||
+			strings.Contains(se.Message, "127.0.0.1") || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: listing while Postgres is down: %d %+v", n.id, resp.StatusCode, se)
+		}
 		// Cached files, whichever node the read lands on: served, from the owner.
 		for _, f := range []dataFile{fb, fa} {
 			resp, body := get(t, "GET", objectURL(n, f.key), map[string]string{"Range": "bytes=4-"})
@@ -78,6 +84,9 @@ func TestPostgresOutage(t *testing.T) {
 	e.waitMembers(nodes)
 	if resp, body := get(t, "GET", objectURL(a, uncached.key), nil); resp.StatusCode != 200 || !bytes.Equal(body, uncached.bytes) {
 		t.Errorf("uncached read after Postgres is back: %d", resp.StatusCode)
+	}
+	if resp, body := get(t, "GET", b.s3+"/mink?list-type=2", nil); resp.StatusCode != 200 || !bytes.Contains(body, []byte("<Key>"+uncached.key+"</Key>")) {
+		t.Errorf("listing after Postgres is back: %d %s", resp.StatusCode, body)
 	}
 	for _, n := range nodes {
 		got, err := e.scan(n)

@@ -204,7 +204,7 @@ func New(o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s3h, err := s3api.New(s.store, o.Auth, meter, s.log)
+	s3h, err := s3api.New(s3api.Options{Files: s.store, Auth: o.Auth, Region: o.Region, Meter: meter, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}

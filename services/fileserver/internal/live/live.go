@@ -712,8 +712,8 @@ func (l *Loader) store(ctx context.Context, t tables.Table, ttl time.Duration, a
 			b := &pgx.Batch{}
 			for _, f := range add {
 				b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
-						file_size, sha256, settings, stats, expires_at)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond')
+						file_size, sha256, settings, stats, expires_at, live)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond', true)
 					ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)`,
 					t.ID, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, ms)
 			}

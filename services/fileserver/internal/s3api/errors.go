@@ -30,6 +30,7 @@ func bounded(e apierr.S3Error) apierr.S3Error {
 	e.Key = truncate(e.Key, maxEchoKey)
 	e.Resource = truncate(e.Resource, maxEchoKey)
 	e.BucketName = truncate(e.BucketName, maxEchoBucket)
+	e.ArgumentValue = truncate(e.ArgumentValue, maxEchoKey)
 	if len(long) > maxEchoKey {
 		e.Message = strings.ReplaceAll(e.Message, long, e.Key)
 	}
@@ -80,8 +81,8 @@ func authorized(p *auth.Principal, key string) (string, bool) {
 }
 
 // subresources are the query parameters that make a request another S3 operation than
-// GetObject or HeadObject (or HeadBucket): Mink serves none of them. Listing
-// (list-type, prefix, ...) is answered as listing.
+// GetObject or HeadObject (or HeadBucket): Mink serves none of them but ?location of the
+// bucket (GetBucketLocation). Listing (list-type, prefix, ...) is answered as listing.
 var subresources = map[string]bool{
 	"accelerate": true, "acl": true, "analytics": true, "attributes": true, "cors": true,
 	"delete": true, "encryption": true, "intelligent-tiering": true, "inventory": true,

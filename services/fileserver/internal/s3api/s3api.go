@@ -1,16 +1,31 @@
-// Package s3api is the S3 API of a file server: path-style GetObject (with one byte
-// Range) and HeadObject of every file in the one bucket, "mink", as S3-compatible
-// clients (iceberg-go's, Spark's S3A, Trino's, PyIceberg's) send them. Everything else
-// answers an S3 XML error: NoSuchBucket for other buckets, NotImplemented for listing
-// and subresources (?acl, ?tagging, ...), MethodNotAllowed for writes. Bodies stream
-// from the cache file (sendfile) or from the owner's gRPC stream; a file is never held
-// whole in memory.
+// Package s3api is the S3 API of a file server, path-style, as S3-compatible clients
+// (iceberg-go's, Spark's S3A, Trino's, PyIceberg's, DuckDB's, aws-cli) send it, over the
+// one bucket, "mink":
+//
+//   - GetObject and HeadObject of every file a snapshot names, with conditionals and one
+//     byte Range. A Range header that is not one byte range (several, another unit, one
+//     that does not parse or ends before it starts) is ignored, as RFC 9110 and S3 do:
+//     the whole file. A range that starts past the end is 416 InvalidRange with
+//     Content-Range: bytes */<size>.
+//   - ListObjectsV2 (list-type=2: prefix, delimiter, max-keys up to 1000, start-after,
+//     continuation-token, encoding-type=url; fetch-owner is ignored) and ListObjects
+//     (marker): the committed files of the tables the principal may read, in UTF-8 byte
+//     order (pkg/objects says which files those are, and why a live load's are not
+//     listed). A continuation token is opaque; one that was changed is InvalidArgument.
+//   - ListBuckets (GET /), HeadBucket and GetBucketLocation of the one bucket.
+//
+// Everything else answers an S3 XML error: NoSuchBucket for other buckets,
+// NotImplemented for subresources (?acl, ?tagging, ...), MethodNotAllowed for writes,
+// InvalidArgument naming the parameter at fault (ArgumentName) for a bad one. Bodies
+// stream from the cache file (sendfile) or from the owner's gRPC stream; a file is never
+// held whole in memory.
 //
 // With auth on, every request must carry an AWS Signature Version 4 (header or
 // presigned URL) that pkg/auth verifies, by a principal that may read the table the
 // key's first two segments name ("<namespace>/<table>/..."); vended credentials read
-// their one table only. A failing request touches nothing: it is refused before the
-// key is looked up, so it neither fills the cache nor reads Postgres or Kafka.
+// their one table only, and list only it. A failing request touches nothing: it is
+// refused before the key is looked up, so it neither fills the cache nor reads Postgres
+// or Kafka.
 package s3api
 
 import (
@@ -33,38 +48,60 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
 )
 
-// Opener opens files at their owner: *files.Store.
-type Opener interface {
+// Files are the bucket's files: *files.Store.
+type Files interface {
+	// Open opens a file at its owner.
 	Open(ctx context.Context, key string, rng *files.Range, infoOnly bool) (*files.Object, error)
+	// List lists a page of the files of the tables readable allows.
+	List(ctx context.Context, q objects.Query, readable func(namespace, name string) bool) (objects.Listing, error)
+	// BucketCreated is the bucket's creation date.
+	BucketCreated(ctx context.Context) (time.Time, error)
+}
+
+// Options configure a Handler.
+type Options struct {
+	Files Files
+	// Auth verifies every request's signature and who may read what; nil is auth off
+	// (every request is anonymous and may read every file, as before auth).
+	Auth   *auth.Authority
+	Region string       // the bucket's region, as HeadBucket and GetBucketLocation say it; default us-east-1
+	Meter  metric.Meter // nil: no metrics
+	Logger *slog.Logger
 }
 
 // Handler serves the S3 API.
 type Handler struct {
-	files Opener
-	auth  *auth.Authority // nil: auth off
-	log   *slog.Logger
-	bytes metric.Int64Counter
+	files  Files
+	auth   *auth.Authority // nil: auth off
+	region string
+	log    *slog.Logger
+	bytes  metric.Int64Counter
 }
 
-// New returns the S3 handler over files. a verifies every request's signature and who
-// may read what; nil is auth off (every request is anonymous and may read every file,
-// as before auth). meter may be nil.
-func New(f Opener, a *auth.Authority, meter metric.Meter, log *slog.Logger) (*Handler, error) {
-	if meter == nil {
-		meter = noop.NewMeterProvider().Meter("")
+// New returns the S3 handler of o.
+func New(o Options) (*Handler, error) {
+	if o.Files == nil {
+		return nil, errors.New("s3api: Files is required")
 	}
-	if log == nil {
-		log = slog.Default()
+	if o.Meter == nil {
+		o.Meter = noop.NewMeterProvider().Meter("")
 	}
-	bytes, err := meter.Int64Counter("mink.fileserver.bytes_served",
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Region == "" {
+		o.Region = "us-east-1"
+	}
+	bytes, err := o.Meter.Int64Counter("mink.fileserver.bytes_served",
 		metric.WithDescription("File bytes sent, by api (s3: to clients; forward: to other file servers)."), metric.WithUnit("By"))
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{files: f, auth: a, log: log, bytes: bytes}, nil
+	return &Handler{files: o.Files, auth: o.Auth, region: o.Region, log: o.Logger, bytes: bytes}, nil
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -105,8 +142,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if bucket == "" {
-		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented",
-			Message: "listing buckets is not supported: Mink serves one bucket, " + layout.Bucket})
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", "GET")
+			fail(apierr.S3Error{Status: http.StatusMethodNotAllowed, Code: "MethodNotAllowed",
+				Message: "Mink's S3 API is read-only: " + r.Method + " / is not allowed (GET / lists the buckets)"})
+			return
+		}
+		h.listBuckets(w, r, id, p, query, fail)
 		return
 	}
 	if b, err := url.PathUnescape(bucket); err != nil || b != layout.Bucket {
@@ -120,18 +162,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "Mink's S3 API is read-only: " + r.Method + " is not allowed"})
 		return
 	}
-	if sub, ok := subresource(query); ok {
-		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented", BucketName: layout.Bucket,
-			Message: "the ?" + sub + " subresource is not supported: Mink's S3 API serves GetObject, HeadObject and HeadBucket only"})
+	bucketLevel := !hasKey || rawKey == ""
+	if _, ok := query["location"]; ok && bucketLevel && r.Method == http.MethodGet {
+		h.location(w, r)
 		return
 	}
-	if !hasKey || rawKey == "" {
+	if sub, ok := subresource(query); ok {
+		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented", BucketName: layout.Bucket,
+			Message: "the ?" + sub + " subresource is not supported: Mink's S3 API serves GetObject, HeadObject, " +
+				"ListObjectsV2, ListObjects, ListBuckets, HeadBucket and GetBucketLocation only"})
+		return
+	}
+	if bucketLevel {
 		if r.Method == http.MethodHead { // HeadBucket: the bucket exists
+			w.Header().Set("X-Amz-Bucket-Region", h.region)
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented", BucketName: layout.Bucket,
-			Message: "listing objects is not supported: engines find files through the Iceberg catalog"})
+		h.list(w, r, id, p, query, fail)
 		return
 	}
 	key, err := url.PathUnescape(rawKey)
@@ -154,32 +202,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.object(w, r, id, key, fail)
 }
 
+// failure is the S3 error of err, a failure of Mink's own (not of the request's form):
+// the client is told Mink's words; what it is not told (a driver's words, a path) is
+// logged under the request id its error carries.
+func (h *Handler) failure(r *http.Request, id, what string, err error, attrs ...any) apierr.S3Error {
+	e := apierr.S3(err)
+	e.Message = publicMessage(err, e)
+	if r.Context().Err() == nil {
+		level := slog.LevelDebug
+		switch {
+		case e.Status == http.StatusInternalServerError:
+			level = slog.LevelWarn
+		case e.Status >= 500:
+			level = slog.LevelInfo
+		}
+		h.log.Log(r.Context(), level, what, append([]any{"request_id", id, "code", e.Code, "error", err}, attrs...)...)
+	}
+	return e
+}
+
 // object answers GetObject and HeadObject.
 func (h *Handler) object(w http.ResponseWriter, r *http.Request, id, key string, fail func(apierr.S3Error)) {
-	var rng *files.Range
+	// A Range header that is not one byte range is ignored, as RFC 9110 says: the whole
+	// file.
+	rng := files.ParseRange(r.Header.Get("Range"))
 	keyErr := func(err error) {
-		e := apierr.S3(err)
-		e.Message = publicMessage(err, e)
+		e := h.failure(r, id, "s3 read failed", err, "key", key, "range", rng.String())
 		e.BucketName, e.Key = layout.Bucket, key
-		if r.Context().Err() == nil {
-			// What the client is not told (a driver's words, a path) is here, under
-			// the request id its error carries.
-			level := slog.LevelDebug
-			switch {
-			case e.Status == http.StatusInternalServerError:
-				level = slog.LevelWarn
-			case e.Status >= 500:
-				level = slog.LevelInfo
-			}
-			h.log.Log(r.Context(), level, "s3 read failed", "request_id", id, "key", key, "range", rng.String(),
-				"code", e.Code, "error", err)
-		}
 		fail(e)
-	}
-	rng, err := files.ParseRange(r.Header.Get("Range"))
-	if err != nil {
-		keyErr(err)
-		return
 	}
 	head := r.Method == http.MethodHead
 	obj, err := h.files.Open(r.Context(), key, rng, head)

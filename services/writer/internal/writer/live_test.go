@@ -17,7 +17,7 @@ import (
 // Live loads leave rows a file server wrote: tail data files (mink_data_files with
 // expires_at) and metadata files under metadata/live/ (mink_meta_files with expires_at).
 // Collection never removes them before they expire, removes them after, and a commit
-// that names a tail file's identical range makes it the writer's for good.
+// that names a tail file's identical range makes it the writer's for good (and listed).
 func TestCollectionOfLiveLoadRows(t *testing.T) {
 	f := newFixture(t, 1, nil)
 	f.produce(0, 10)
@@ -37,8 +37,8 @@ func TestCollectionOfLiveLoadRows(t *testing.T) {
 		stats, _ := json.Marshal(fs.Columns)
 		key := layout.DataKey(f.tbl.Namespace, f.tbl.Name, 0, start, end, fs.SHA256)
 		if _, err := f.db.Exec(f.ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
-				file_size, sha256, settings, stats, expires_at)
-			VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8, $9, now() + $10::float8 * interval '1 millisecond')
+				file_size, sha256, settings, stats, expires_at, live)
+			VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8, $9, now() + $10::float8 * interval '1 millisecond', true)
 			ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)`,
 			f.tbl.ID, key, start, end, fs.RowCount, fs.Size, fs.SHA256, settings, stats, float64(ttl.Milliseconds())); err != nil {
 			t.Fatal(err)
@@ -113,11 +113,12 @@ func TestCollectionOfLiveLoadRows(t *testing.T) {
 		t.Fatalf("the commit names %+v, want the range [10, 20) as file %s", fs, tail)
 	}
 	var expires *time.Time
-	if err := f.db.QueryRow(f.ctx, `SELECT expires_at FROM mink_data_files WHERE key = $1`, tail).Scan(&expires); err != nil {
+	var live bool
+	if err := f.db.QueryRow(f.ctx, `SELECT expires_at, live FROM mink_data_files WHERE key = $1`, tail).Scan(&expires, &live); err != nil {
 		t.Fatal(err)
 	}
-	if expires != nil {
-		t.Fatalf("the committed tail file still expires at %v", expires)
+	if expires != nil || live {
+		t.Fatalf("the committed tail file still expires at %v, or is still a live load's (%v): S3 listings leave it out", expires, live)
 	}
 	leasetest.Eventually(t, 10*time.Second, "the load's TTL to pass", func() bool {
 		var passed bool

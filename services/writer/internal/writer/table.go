@@ -493,11 +493,11 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 		b := &pgx.Batch{}
 		for _, f := range add {
 			// A live-load tail file with the same key (same offsets and bytes) may exist:
-			// once committed it no longer expires.
+			// once committed it no longer expires, and it is committed (listed) for good.
 			b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
 					file_size, sha256, settings, stats)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-				ON CONFLICT (key) DO UPDATE SET expires_at = NULL`,
+				ON CONFLICT (key) DO UPDATE SET expires_at = NULL, live = false`,
 				tw.l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats)
 		}
 		for _, f := range res.Files {
