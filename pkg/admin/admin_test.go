@@ -25,6 +25,7 @@ import (
 	"github.com/minkhq/mink/pkg/admin"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
@@ -125,7 +126,7 @@ func startNodeWith(t *testing.T, db *pgxpool.Pool, id string, role lease.Role, o
 		<-serveDone
 		srv.Close()
 	})
-	waitFor(t, 10*time.Second, id+" to register", func() (bool, bool) { return true, !n.mgr.StartedAt().IsZero() })
+	await.For(t, 10*time.Second, id+" to register", func() (bool, bool) { return true, !n.mgr.StartedAt().IsZero() })
 	return n
 }
 
@@ -297,7 +298,7 @@ func TestDrainThroughAnotherNode(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 10*time.Second, "b to hold 3 leases", func() (int, bool) { n := heldByB(); return n, n == 3 })
+	await.For(t, 10*time.Second, "b to hold 3 leases", func() (int, bool) { n := heldByB(); return n, n == 3 })
 
 	dr, err := a.client.DrainNode(ctx, &adminv1.DrainNodeRequest{Node: "b"})
 	if err != nil || dr.GetNodeId() != "b" || !dr.GetDraining() || len(dr.GetLeases()) != 0 {
@@ -318,7 +319,7 @@ func TestDrainThroughAnotherNode(t *testing.T) {
 	if _, err := a.client.UndrainNode(ctx, &adminv1.UndrainNodeRequest{Node: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "b to take its leases back", func() (int, bool) { n := heldByB(); return n, n == 3 })
+	await.For(t, 10*time.Second, "b to take its leases back", func() (int, bool) { n := heldByB(); return n, n == 3 })
 }
 
 // tables is a real (if small) Tables: it answers from what it is given, to show the
@@ -388,21 +389,4 @@ func badField(err error) string {
 		}
 	}
 	return ""
-}
-
-func waitFor[T any](t *testing.T, timeout time.Duration, what string, cond func() (T, bool)) T {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		v, ok := cond()
-		if ok {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last: %v", timeout, what, v)
-		}
-		<-tick.C
-	}
 }

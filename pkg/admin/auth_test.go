@@ -18,6 +18,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/lease"
@@ -151,7 +152,7 @@ func TestAuthAdminAPI(t *testing.T) {
 			t.Fatalf("admin creates %s.%s: %v", req.GetNamespace(), req.GetName(), err)
 		}
 	}
-	waitFor(t, 10*time.Second, "b to hold the 3 partition leases", func() (int, bool) {
+	await.For(t, 10*time.Second, "b to hold the 3 partition leases", func() (int, bool) {
 		n := 0
 		for _, l := range b.mgr.Held() {
 			if l.Kind == lease.KindPartition {

@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/await"
 )
 
 const (
@@ -281,7 +282,7 @@ func TestReloadAndWatch(t *testing.T) {
 
 	// A change to the file is picked up.
 	write(body(`,{"id":"etl","secret":"` + etlSecret + `","role":"reader","tables":["default.*"]}`))
-	waitFor(t, func() bool { return a.Principals() == 2 })
+	await.True(t, 5*time.Second, "the condition", func() bool { return a.Principals() == 2 })
 	if _, err := a.Secret("etl", etlSecret); err != nil {
 		t.Fatal(err)
 	}
@@ -301,23 +302,12 @@ func TestReloadAndWatch(t *testing.T) {
 	write(body(""))
 	time.Sleep(50 * time.Millisecond) // Watch is waiting for a signal
 	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	waitFor(t, func() bool { return a.Principals() == 1 })
+	await.True(t, 5*time.Second, "the condition", func() bool { return a.Principals() == 1 })
 	if _, err := a.Secret("etl", etlSecret); kind(err) != apierr.Unauthenticated {
 		t.Fatal("a removed principal still authenticates")
 	}
 	cancel2()
 	<-done2
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // signNone is a token whose header says it needs no signature: the classic forgery.

@@ -244,15 +244,3 @@ func waitNoHubGoroutines(t testing.TB) {
 }
 
 func runtimeStack(buf []byte) int { return runtime.Stack(buf, true) }
-
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting for time
-	}
-}

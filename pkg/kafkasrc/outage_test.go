@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/record"
@@ -36,7 +37,7 @@ func TestBrokerDownAndBack(t *testing.T) {
 		_, _, err := tl.Poll(context.Background()) // only the outage can end it
 		waiting <- err
 	}()
-	waitFor(t, 5*time.Second, "the tailer to wait", hubRunning)
+	await.True(t, 5*time.Second, "the tailer to wait", hubRunning)
 
 	c.Stop()
 	start := time.Now()
@@ -83,7 +84,7 @@ func TestBrokerDownAndBack(t *testing.T) {
 	// Back on the same address with the same data: the same Client and Tailer carry on.
 	c.Restart()
 	restarted := time.Now()
-	waitFor(t, 20*time.Second, "reads to work again", func() bool {
+	await.True(t, 20*time.Second, "reads to work again", func() bool {
 		err := cl.ReadRange(context.Background(), topic, 0, 0, 20, func(record.Record) error { return nil })
 		return err == nil
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/record"
@@ -220,7 +221,7 @@ func TestTailerLeavesNothingRunning(t *testing.T) {
 		}()
 	}
 	// Wait until they really wait: the hub's loops are running.
-	waitFor(t, 5*time.Second, "tailers to wait", hubRunning)
+	await.True(t, 5*time.Second, "tailers to wait", hubRunning)
 
 	// Losing the lease: cancel, then Close. Poll returns at once (well before the 2s
 	// long poll ends) and nothing of the Tailers keeps running.
@@ -244,7 +245,7 @@ func TestTailerLeavesNothingRunning(t *testing.T) {
 	tl := kafkasrc.NewTailer(cl, "idle", 1, 0)
 	done := make(chan error, 1)
 	go func() { _, _, err := tl.Poll(context.Background()); done <- err }()
-	waitFor(t, 5*time.Second, "tailer to wait", hubRunning)
+	await.True(t, 5*time.Second, "tailer to wait", hubRunning)
 	tl.Close()
 	if err := <-done; !errors.Is(err, kafkasrc.ErrClosed) {
 		t.Fatalf("Poll after Close = %v, want ErrClosed", err)
@@ -258,7 +259,7 @@ func TestTailerLeavesNothingRunning(t *testing.T) {
 	tl = kafkasrc.NewTailer(cl, "idle", 2, 0)
 	defer tl.Close()
 	go func() { _, _, err := tl.Poll(context.Background()); done <- err }()
-	waitFor(t, 5*time.Second, "tailer to wait", hubRunning)
+	await.True(t, 5*time.Second, "tailer to wait", hubRunning)
 	cl.Close()
 	if err := <-done; !errors.Is(err, kafkasrc.ErrClosed) {
 		t.Fatalf("Poll when the Client closes = %v, want ErrClosed", err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/record"
@@ -174,7 +175,7 @@ func TestTransactions(t *testing.T) {
 			recs, next, err := tl.Poll(pollCtx)
 			res <- result{recs, next, err}
 		}()
-		waitFor(t, 5*time.Second, "the tailer to wait", hubRunning)
+		await.True(t, 5*time.Second, "the tailer to wait", hubRunning)
 		l.end(kgo.TryAbort)
 		aborted := time.Now()
 		r := <-res

@@ -104,6 +104,9 @@ type Manager struct {
 	roundSeq   uint64 // rounds started
 	lastOK     uint64 // the latest started round that completed without error
 	registered bool
+	// changed is closed, and replaced, whenever something Changed's callers wait for
+	// happened: registration, a round's end (its leases moved, Acting may have changed).
+	changed chan struct{}
 	base       context.Context // parent of worker contexts; ends when Run ends
 	wg         sync.WaitGroup
 
@@ -139,6 +142,7 @@ func NewManager(db DB, cfg Config) (*Manager, error) {
 		incarnation: fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]),
 		workers:     map[Kind]Worker{},
 		kick:        make(chan struct{}, 1),
+		changed:     make(chan struct{}),
 		held:        map[Scope]*held{},
 		base:        context.Background(),
 	}, nil
@@ -297,6 +301,7 @@ func (m *Manager) Register(ctx context.Context) error {
 	m.registered = true
 	m.settled = false
 	m.lastRenew = start
+	m.notifyLocked()
 	m.mu.Unlock()
 	m.log.Info("registered", "roles", m.cfg.Roles, "grpc_addr", m.cfg.GRPCAddr, "incarnation", m.incarnation, "adopted", len(leases))
 	for _, l := range leases {
@@ -352,14 +357,15 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
 	defer cancel()
 	defer func() {
-		m.mu.Lock()
-		m.lastErr = err
-		m.mu.Unlock()
 		if err != nil {
 			m.failed.Add(1)
 		} else {
 			m.rounds.Add(1)
 		}
+		m.mu.Lock()
+		m.lastErr = err
+		m.notifyLocked()
+		m.mu.Unlock()
 	}()
 	m.expireLocally()
 	m.mu.Lock()
@@ -1092,11 +1098,9 @@ func (m *Manager) AwaitRound(ctx context.Context) error {
 	want := m.roundSeq + 1
 	m.mu.Unlock()
 	m.Kick()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
 	for {
 		m.mu.Lock()
-		done := m.lastOK >= want
+		done, changed := m.lastOK >= want, m.changed
 		m.mu.Unlock()
 		if done {
 			return nil
@@ -1104,9 +1108,23 @@ func (m *Manager) AwaitRound(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("lease: waiting for a round: %w", context.Cause(ctx))
-		case <-tick.C:
+		case <-changed:
 		}
 	}
+}
+
+// Changed returns a channel closed at the next registration or end of a round (whatever
+// it did): what callers waiting on Acting, Held or Stats wake on, instead of polling.
+// Take the channel before reading the state it guards, so nothing falls between.
+func (m *Manager) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+func (m *Manager) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
 }
 
 // Draining reports whether the node is draining.

@@ -772,3 +772,54 @@ func TestFreeCountsLeasesWithoutHolder(t *testing.T) {
 	round(fs)
 	check("fs-a, after idx-a left", fs, 5, 0)
 }
+
+// Changed is closed at registration and at the end of every round, failed ones too, so
+// waiters wake on the event instead of polling.
+func TestChangedAtRegistrationAndEveryRound(t *testing.T) {
+	db := newDB(t)
+	cdb := &leasetest.CuttableDB{DB: db}
+	m, err := lease.NewManager(cdb, lease.Config{NodeID: "n1", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "n1:7070", TTL: ttl,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Leave()
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	ctx := context.Background()
+	c := m.Changed()
+	if closed(c) {
+		t.Fatal("Changed closed before anything happened")
+	}
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(c) {
+		t.Fatal("Changed not closed by registration")
+	}
+	c = m.Changed()
+	if closed(c) {
+		t.Fatal("a fresh Changed is closed already")
+	}
+	if err := m.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(c) {
+		t.Fatal("Changed not closed by a round")
+	}
+	c = m.Changed()
+	cdb.Cut(true)
+	if err := m.Round(ctx); err == nil {
+		t.Fatal("a round with Postgres cut succeeded")
+	}
+	if !closed(c) {
+		t.Fatal("Changed not closed by a failed round")
+	}
+	cdb.Cut(false)
+}

@@ -321,13 +321,15 @@ func (n *Node) Run(ctx context.Context) error {
 		// Ready once registered: the node is a member and takes its share of leases.
 		// (Acting, not StartedAt: the lease library sets StartedAt before its
 		// registration commits.)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for !mgr.Acting() {
+		for {
+			changed := mgr.Changed()
+			if mgr.Acting() {
+				break
+			}
 			select {
 			case <-gctx.Done():
 				return nil
-			case <-tick.C:
+			case <-changed:
 			}
 		}
 		hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) // a no-op after Shutdown

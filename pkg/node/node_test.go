@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
@@ -134,7 +135,7 @@ func TestRunLifecycle(t *testing.T) {
 	admin := adminv1.NewAdminServiceClient(conn)
 
 	table := addTable(t, db, "events", 4)
-	st := waitFor(t, 10*time.Second, "n1 to hold the 4 partition leases", func() (*adminv1.GetStatusResponse, bool) {
+	st := await.For(t, 10*time.Second, "n1 to hold the 4 partition leases", func() (*adminv1.GetStatusResponse, bool) {
 		st, err := admin.GetStatus(ctx, &adminv1.GetStatusRequest{})
 		return st, err == nil && countKind(st.GetLeases(), adminv1.LeaseKind_LEASE_KIND_PARTITION) == 4
 	})
@@ -178,7 +179,7 @@ func TestRunLifecycle(t *testing.T) {
 	if _, err := admin.UndrainNode(ctx, &adminv1.UndrainNodeRequest{Node: "n1"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "n1 to take its leases back", func() (int, bool) {
+	await.For(t, 10*time.Second, "n1 to take its leases back", func() (int, bool) {
 		h := heldBy(t, db, table, "n1")
 		return h, h == 4
 	})
@@ -286,24 +287,6 @@ func waitServing(t *testing.T, conn *grpc.ClientConn) {
 		if r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			return
 		}
-	}
-}
-
-// waitFor polls cond until it holds; the last value is returned, or shown on timeout.
-func waitFor[T any](t *testing.T, timeout time.Duration, what string, cond func() (T, bool)) T {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		v, ok := cond()
-		if ok {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last: %v", timeout, what, v)
-		}
-		<-tick.C
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
 	"github.com/minkhq/mink/pkg/pgtest"
@@ -187,7 +188,7 @@ func TestTLSListenersAndPeers(t *testing.T) {
 
 	// A forwarded call: n1 dials n2 over TLS (verified against the CA) and presents n1's
 	// certificate.
-	st := waitFor(t, 10*time.Second, "n1 to forward GetStatus to n2", func() (*adminv1.GetStatusResponse, bool) {
+	st := await.For(t, 10*time.Second, "n1 to forward GetStatus to n2", func() (*adminv1.GetStatusResponse, bool) {
 		st, err := status1(conn, "n2")
 		return st, err == nil && st.GetNodeId() == "n2"
 	})
@@ -230,7 +231,7 @@ func TestTLSListenersAndPeers(t *testing.T) {
 	next := ca.Issue(t, "n1", tlsfilestest.Loopback...)
 	files1.Replace(t, next)
 	rotated := time.Now()
-	waitFor(t, 10*time.Second, "the gRPC listener to serve the rotated certificate", func() (*big.Int, bool) {
+	await.For(t, 10*time.Second, "the gRPC listener to serve the rotated certificate", func() (*big.Int, bool) {
 		s := serverSerial(t, addr1, roots)
 		return s, s.Cmp(next.Leaf.SerialNumber) == 0
 	})
@@ -243,7 +244,7 @@ func TestTLSListenersAndPeers(t *testing.T) {
 	}
 	// A broken rotation (a key that is not the certificate's) leaves the last good pair.
 	tlsfilestest.WriteFile(t, files1.Key, ca.Issue(t, "n1").KeyPEM)
-	waitFor(t, 10*time.Second, "n1 to refuse the broken pair", func() (bool, bool) {
+	await.For(t, 10*time.Second, "n1 to refuse the broken pair", func() (bool, bool) {
 		ok := n1.logs.has("TLS certificate not reloaded; the one in force stays")
 		return ok, ok
 	})
@@ -270,7 +271,7 @@ func TestTLSPeerCertificateIsVerified(t *testing.T) {
 	conn := dial(t, n1.n.GRPCAddr().String(), &tls.Config{RootCAs: roots})
 	waitServing(t, conn)
 	waitServing(t, dial(t, n2.n.GRPCAddr().String(), &tls.Config{RootCAs: roots}))
-	waitFor(t, 10*time.Second, "n1 to list n2 as a member", func() (int, bool) {
+	await.For(t, 10*time.Second, "n1 to list n2 as a member", func() (int, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		l, err := adminv1.NewAdminServiceClient(conn).ListNodes(ctx, &adminv1.ListNodesRequest{})

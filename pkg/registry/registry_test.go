@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/schemafmt"
 )
@@ -194,7 +195,7 @@ func TestShared(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() { results[i], errs[i] = c.ByID(t.Context(), 12) })
 	}
-	waitFor(t, func() bool { return n.get("/schemas/ids/12") == 1 })
+	await.True(t, 5*time.Second, "the condition", func() bool { return n.get("/schemas/ids/12") == 1 })
 	time.Sleep(50 * time.Millisecond) // let every caller join the flight
 
 	cancel()
@@ -213,17 +214,6 @@ func TestShared(t *testing.T) {
 	}
 	if got := n.get("/schemas/ids/12"); got != 1 {
 		t.Errorf("%d concurrent callers made %d requests for the id, want 1", callers+1, got)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

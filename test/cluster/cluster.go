@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
@@ -469,23 +470,11 @@ func (c *Cluster) PartitionLeases(table int64, holder string) map[int32]Lease {
 
 // --- Waiting ---
 
-// WaitFor polls cond until it holds and returns its value; on timeout the last value is
-// shown. Every wait of a scenario is on a condition, never a fixed sleep.
+// WaitFor waits until cond holds (await.For) and returns its value; on timeout the last
+// value is shown. Every wait of a scenario is on a condition, never a fixed sleep.
 func WaitFor[T any](t testing.TB, timeout time.Duration, what string, cond func() (T, bool)) T {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		v, ok := cond()
-		if ok {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last: %v", timeout, what, v)
-		}
-		<-tick.C
-	}
+	return await.For(t, timeout, what, cond)
 }
 
 // Until waits for the local clock to pass a point: how long an outage is held, a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/lease"
 )
 
@@ -66,16 +67,10 @@ func Expire(tb testing.TB, db lease.DB, node string) {
 	}
 }
 
-// Eventually polls cond every 20ms until it holds, failing the test after timeout.
+// Eventually waits until cond holds (await.True), failing the test after timeout.
 func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	await.True(tb, timeout, what, cond)
 }
 
 // ErrCut is what a cut connection answers.
