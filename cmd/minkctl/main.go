@@ -86,7 +86,7 @@ type cli struct {
 	timeout time.Duration
 
 	// How the node (and scan's catalog) is reached: a bearer token, and TLS.
-	token         string
+	token         flagenv.Secret
 	tls           bool
 	tlsCAFile     string
 	tlsServerName string
@@ -102,7 +102,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.node, "node", "", "node that must answer (forwarded by the dialed node); default: the dialed node")
 	fs.StringVar(&c.output, "o", "table", "output: table or json")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of each call")
-	fs.StringVar(&c.token, "token", "", "bearer token sent with every call (authorization: Bearer), and to the catalog by scan")
+	fs.Var(&c.token, "token", "bearer token sent with every call (authorization: Bearer), and to the catalog by scan")
 	fs.BoolVar(&c.tls, "tls", false, "dial over TLS, verifying the node's certificate against the system's roots (or --tls-ca-file)")
 	fs.StringVar(&c.tlsCAFile, "tls-ca-file", "", "PEM CA bundle the node's certificate (and scan's catalog's and S3's) is verified with; implies --tls")
 	fs.StringVar(&c.tlsServerName, "tls-server-name", "", "name the node's certificate must carry, when --addr reaches it by another (default: the host of --addr); implies --tls")
@@ -122,7 +122,7 @@ func (c *cli) dialOptions() ([]grpc.DialOption, error) {
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if c.token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token)))
+		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token.Reveal())))
 	}
 	return opts, nil
 }
@@ -146,8 +146,8 @@ func (c *cli) tlsConfig() (*tls.Config, error) {
 // checkToken trims --token and refuses what cannot be a header value, without
 // repeating it (it is a secret).
 func (c *cli) checkToken() error {
-	c.token = strings.TrimSpace(c.token)
-	for _, r := range c.token {
+	c.token = flagenv.Secret(strings.TrimSpace(c.token.Reveal()))
+	for _, r := range c.token.Reveal() {
 		if r <= ' ' || r > '~' {
 			return usageError{"--token: not a bearer token (it has spaces, control or non-ASCII characters)"}
 		}

@@ -119,7 +119,7 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 func (c *cli) catalogOptions(ctx context.Context) (context.Context, []rest.Option, error) {
 	var opts []rest.Option
 	if c.token != "" {
-		opts = append(opts, rest.WithOAuthToken(c.token))
+		opts = append(opts, rest.WithOAuthToken(c.token.Reveal()))
 	}
 	cfg, err := c.tlsConfig()
 	if err != nil || cfg == nil {

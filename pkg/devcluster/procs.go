@@ -76,10 +76,10 @@ func registryArgs(reg registry.Config) []string {
 func registrySecrets(reg registry.Config) []string {
 	var env []string
 	if reg.Password != "" {
-		env = append(env, flagenv.EnvName("schema-registry-password")+"="+reg.Password)
+		env = append(env, flagenv.EnvName("schema-registry-password")+"="+reg.Password.Reveal())
 	}
 	if reg.BearerToken != "" {
-		env = append(env, flagenv.EnvName("schema-registry-bearer-token")+"="+reg.BearerToken)
+		env = append(env, flagenv.EnvName("schema-registry-bearer-token")+"="+reg.BearerToken.Reveal())
 	}
 	return env
 }

@@ -4,9 +4,11 @@
 package flagenv
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -56,7 +58,11 @@ func SetFromEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) (Sources, 
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, &FlagError{Flag: f.Name, Env: env, Err: fmt.Errorf("invalid value %q: %w", v, err)})
+			shown := strconv.Quote(v)
+			if _, secret := f.Value.(interface{ Reveal() string }); secret {
+				shown = redacted
+			}
+			errs = append(errs, &FlagError{Flag: f.Name, Env: env, Err: fmt.Errorf("invalid value %s: %w", shown, err)})
 			return
 		}
 		src[f.Name] = env
@@ -161,3 +167,32 @@ func (b *Bytes) Set(s string) error {
 	*b = Bytes(n * mult)
 	return nil
 }
+
+// Secret is a string flag whose value never prints: String (so %v, %s and %q, flag
+// defaults, and a Config printed whole), slog and JSON show "<redacted>" when it is set
+// and "" when not. Reveal is the one way to the value, for the code that sends it.
+type Secret string
+
+const redacted = "<redacted>"
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString keeps %#v from printing the value.
+func (s Secret) GoString() string { return s.String() }
+
+// LogValue keeps slog from printing the value.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON keeps encoding/json from printing the value.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// Set takes any value: a secret is never refused, so never quoted in an error.
+func (s *Secret) Set(v string) error { *s = Secret(v); return nil }
+
+// Reveal is the secret's value.
+func (s Secret) Reveal() string { return string(s) }

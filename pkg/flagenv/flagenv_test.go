@@ -1,9 +1,13 @@
 package flagenv_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +84,45 @@ func TestBytes(t *testing.T) {
 	l.Set(" a:1, ,b:2 ")
 	if len(l) != 2 || l[1] != "b:2" {
 		t.Errorf("List %q", l)
+	}
+}
+
+// A Secret's value shows nowhere a value is usually printed: fmt verbs, a struct printed
+// whole, slog, JSON, the flag package's defaults; only Reveal gives it.
+func TestSecretNeverPrints(t *testing.T) {
+	type config struct {
+		User     string
+		Password flagenv.Secret
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c := config{User: "u"}
+	fs.StringVar(&c.User, "user", "u", "")
+	fs.Var(&c.Password, "password", "the password")
+	if _, err := flagenv.ParseEnv(fs, nil, func(k string) (string, bool) {
+		return "hunter2", k == "MINK_PASSWORD"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Password.Reveal() != "hunter2" {
+		t.Fatalf("Reveal = %q", c.Password.Reveal())
+	}
+	var logged bytes.Buffer
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "password", c.Password, "config", c)
+	js, _ := json.Marshal(c)
+	var defaults bytes.Buffer
+	fs.SetOutput(&defaults)
+	fs.PrintDefaults()
+	for _, shown := range []string{fmt.Sprint(c.Password), fmt.Sprintf("%v %+v %#v %s %q %x", c, c, c, c.Password, c.Password, c.Password),
+		logged.String(), string(js), defaults.String(), fs.Lookup("password").Value.String()} {
+		if strings.Contains(shown, "hunter2") || strings.Contains(shown, "68756e74657232") {
+			t.Errorf("the secret shows in %q", shown)
+		}
+	}
+	if !strings.Contains(string(js), `"\u003credacted\u003e"`) {
+		t.Errorf("JSON %s: want the secret redacted", js)
+	}
+	var empty flagenv.Secret
+	if empty.String() != "" {
+		t.Errorf("an empty secret prints as %q", empty.String())
 	}
 }

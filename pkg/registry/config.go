@@ -34,20 +34,20 @@ const DefaultTimeout = 10 * time.Second
 // of the Client leave them out. Embed a Config as a named field (Registry
 // registry.Config), not anonymously, or its String would stand for the whole struct.
 type Config struct {
-	URL         string        // http(s)://[user:pass@]host:port[/path]; empty: no registry
-	Username    string        // basic auth, with Password
-	Password    string        // basic auth, with Username
-	BearerToken string        // Authorization: Bearer; exclusive with basic auth
-	CAFile      string        // PEM CA bundle trusted for an https URL instead of the system's
-	Timeout     time.Duration // per request; 0: DefaultTimeout
+	URL         string         // http(s)://[user:pass@]host:port[/path]; empty: no registry
+	Username    string         // basic auth, with Password
+	Password    flagenv.Secret // basic auth, with Username
+	BearerToken flagenv.Secret // Authorization: Bearer; exclusive with basic auth
+	CAFile      string         // PEM CA bundle trusted for an https URL instead of the system's
+	Timeout     time.Duration  // per request; 0: DefaultTimeout
 }
 
 // RegisterFlags adds the registry flags to fs, with their defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.URL, flagURL, "", "Schema Registry URL, http(s)://host:8081; may carry basic auth as https://user:pass@host:8081 (empty: no registry)")
 	fs.StringVar(&c.Username, flagUsername, "", "Schema Registry basic auth user (with --"+flagPassword+")")
-	fs.StringVar(&c.Password, flagPassword, "", "Schema Registry basic auth password (with --"+flagUsername+")")
-	fs.StringVar(&c.BearerToken, flagToken, "", "Schema Registry bearer token, sent as Authorization: Bearer (instead of basic auth)")
+	fs.Var(&c.Password, flagPassword, "Schema Registry basic auth password (with --"+flagUsername+")")
+	fs.Var(&c.BearerToken, flagToken, "Schema Registry bearer token, sent as Authorization: Bearer (instead of basic auth)")
 	fs.StringVar(&c.CAFile, flagCAFile, "", "PEM file of the CA certificates trusted for an https Schema Registry (default: the system's)")
 	fs.DurationVar(&c.Timeout, flagTimeout, DefaultTimeout, "how long one Schema Registry request may take (0: 10s)")
 }
@@ -65,8 +65,8 @@ func (c *Config) Validate() error {
 	if c.URL == "" {
 		// Credentials without a URL mean a registry was meant but not named.
 		for _, f := range []struct{ name, value string }{
-			{flagUsername, c.Username}, {flagPassword, c.Password},
-			{flagToken, c.BearerToken}, {flagCAFile, c.CAFile},
+			{flagUsername, c.Username}, {flagPassword, c.Password.Reveal()},
+			{flagToken, c.BearerToken.Reveal()}, {flagCAFile, c.CAFile},
 		} {
 			if f.value != "" {
 				bad(f.name, "is set but --%s is empty (no registry)", flagURL)
@@ -101,11 +101,11 @@ func (c *Config) Validate() error {
 			bad(flagUsername, "required with --%s", flagPassword)
 		}
 	}
-	if c.Password != "" && hasControl(c.Password, false) {
+	if c.Password != "" && hasControl(c.Password.Reveal(), false) {
 		bad(flagPassword, "contains a control character (a trailing newline?)")
 	}
 	if c.BearerToken != "" {
-		if hasControl(c.BearerToken, true) {
+		if hasControl(c.BearerToken.Reveal(), true) {
 			bad(flagToken, "contains a space or control character (a trailing newline?)")
 		}
 		if urlBasic || c.Username != "" || c.Password != "" {

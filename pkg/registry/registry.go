@@ -105,9 +105,9 @@ func New(cfg Config) (*Client, error) {
 		pass, _ := u.User.Password()
 		opts = append(opts, sr.BasicAuth(u.User.Username(), pass))
 	case cfg.Username != "":
-		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password))
+		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password.Reveal()))
 	case cfg.BearerToken != "":
-		opts = append(opts, sr.BearerToken(cfg.BearerToken))
+		opts = append(opts, sr.BearerToken(cfg.BearerToken.Reveal()))
 	}
 	auth := authName(u.User != nil, cfg.Username != "", cfg.BearerToken != "")
 	// Credentials travel only in headers: the sr client quotes its request URLs in its

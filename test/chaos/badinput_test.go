@@ -170,7 +170,6 @@ func TestBadInput(t *testing.T) {
 	}
 
 	t.Run("poison rows through the catalog", func(t *testing.T) {
-		needCatalog(t)
 		var scanned []row
 		waitFor(t, 30*time.Second, "the scan to hold every record", func() (string, bool) {
 			rs, err := c.scan(fs, "default", "poison")
@@ -191,7 +190,6 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("catalog", func(t *testing.T) {
-		needCatalog(t)
 		catURL, _, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
@@ -228,7 +226,6 @@ func TestBadInput(t *testing.T) {
 	})
 
 	t.Run("S3", func(t *testing.T) {
-		needCatalog(t)
 		_, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)

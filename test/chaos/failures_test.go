@@ -49,10 +49,8 @@ func (c *chaosCluster) partitionLeases(table int64, holder string) map[int32]clu
 // addDataPath starts a writer and a file server once they are wired, so the checker can
 // scan every table through the catalog.
 func (c *chaosCluster) addDataPath() {
-	if withCatalog {
-		c.Join("writer", "wr-1")
-		c.Join("fileserver", "fs-1")
-	}
+	c.Join("writer", "wr-1")
+	c.Join("fileserver", "fs-1")
 }
 
 // onePerNode checks that every node still runs its first process: it recovered without a
@@ -285,10 +283,7 @@ func TestPostgresUnreachable(t *testing.T) {
 	table := c.createTable(a, "pgdown", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"pgdown": 4})
 	c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, true)
-	var w warmed
-	if withCatalog {
-		w = c.warm(fs, table)
-	}
+	w := c.warm(fs, table)
 	pre := map[int32]int64{}
 	for _, l := range c.MustLeases() {
 		if l.Table == table && l.Kind == "partition" {
@@ -340,7 +335,6 @@ func TestPostgresUnreachable(t *testing.T) {
 		}
 	}
 	t.Run("catalog and S3 while Postgres is down", func(t *testing.T) {
-		needCatalog(t)
 		catURL, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
@@ -402,7 +396,6 @@ func TestPostgresUnreachable(t *testing.T) {
 		}
 	}
 	t.Run("catalog and S3 after Postgres is back", func(t *testing.T) {
-		needCatalog(t)
 		catURL, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
@@ -431,13 +424,10 @@ func TestKafkaUnreachable(t *testing.T) {
 	table := c.createTable(a, "kafkadown", 4)
 	pr := c.produce(20*time.Millisecond, map[string]int32{"kafkadown": 4})
 	before := c.indexing(table, 4, map[string]int{"idx-a": 2, "idx-b": 2}, true)
-	var w warmed
-	if withCatalog {
-		w = c.warm(fs, table)
-		// An uncached file that exists now: the writer may have replaced the one warm chose.
-		keys := c.dataFiles(table)
-		w.uncached = keys[len(keys)-1]
-	}
+	w := c.warm(fs, table)
+	// An uncached file that exists now: the writer may have replaced the one warm chose.
+	keys := c.dataFiles(table)
+	w.uncached = keys[len(keys)-1]
 
 	pr.paused.Store(true)
 	outA, outB := len(a.Process().Output()), len(b.Process().Output())
@@ -448,7 +438,6 @@ func TestKafkaUnreachable(t *testing.T) {
 	// mink.range.max-age (300ms) after its first record. Nothing after that.
 	quiet := downDB.Add(time.Second)
 	t.Run("catalog and S3 while Kafka is down", func(t *testing.T) {
-		needCatalog(t)
 		catURL, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)
@@ -526,7 +515,6 @@ func TestKafkaUnreachable(t *testing.T) {
 	t.Logf("Kafka back: every partition indexed again after %v", time.Since(back).Round(time.Millisecond))
 	c.onePerNode()
 	t.Run("catalog and S3 after Kafka is back", func(t *testing.T) {
-		needCatalog(t)
 		_, s3, err := fs.Endpoints()
 		if err != nil {
 			t.Fatal(err)

@@ -19,15 +19,12 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,19 +38,9 @@ import (
 	"github.com/minkhq/mink/test/cluster"
 )
 
-var (
-	// withCatalog: the writer and the file server are wired into their role mains
-	// (node.Config.Setup), so tables have snapshots and the checker scans them through
-	// the REST catalog. Found from the sources; MINK_CHAOS_CATALOG=1 or 0 forces it.
-	withCatalog bool
-	catalogWhy  string
-)
-
 func TestMain(m *testing.M) {
 	// toxiproxy's toxics log through zerolog's global logger: keep them quiet.
 	zerolog.SetGlobalLevel(zerolog.Disabled)
-	withCatalog, catalogWhy = detectCatalog(cluster.RepoRoot())
-	fmt.Fprintf(os.Stderr, "chaos: catalog checks %s\n", catalogWhy)
 	before := goleak.IgnoreCurrent() // what runs before any test
 	code := cluster.Run(m)
 	if code == 0 {
@@ -80,36 +67,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// detectCatalog reports whether the writer's and the file server's mains build their
-// role's work: until they do, tables have no snapshot and there is no catalog to scan.
-func detectCatalog(root string) (bool, string) {
-	switch os.Getenv("MINK_CHAOS_CATALOG") {
-	case "1", "on", "true":
-		return true, "on (MINK_CHAOS_CATALOG)"
-	case "0", "off", "false":
-		return false, "off (MINK_CHAOS_CATALOG)"
-	}
-	var missing []string
-	for _, role := range []string{"writer", "fileserver"} {
-		b, _ := os.ReadFile(filepath.Join(root, "services", role, "main.go"))
-		if !bytes.Contains(b, []byte("Setup:")) && !bytes.Contains(b, []byte(".Setup =")) {
-			missing = append(missing, "services/"+role+"/main.go")
-		}
-	}
-	if len(missing) > 0 {
-		return false, "skipped: " + strings.Join(missing, " and ") + " do not set node.Config.Setup yet (the writer and file server are not wired)"
-	}
-	return true, "on: the writer and the file server are wired into their role mains"
-}
-
-// needCatalog skips what needs snapshots and the catalog while they do not exist.
-func needCatalog(t *testing.T) {
-	t.Helper()
-	if !withCatalog {
-		t.Skip("catalog checks " + catalogWhy)
-	}
 }
 
 // chaosCluster is a test/cluster cluster as every scenario here runs it: a private
