@@ -107,8 +107,8 @@ type Manager struct {
 	// changed is closed, and replaced, whenever something Changed's callers wait for
 	// happened: registration, a round's end (its leases moved, Acting may have changed).
 	changed chan struct{}
-	base       context.Context // parent of worker contexts; ends when Run ends
-	wg         sync.WaitGroup
+	base    context.Context // parent of worker contexts; ends when Run ends
+	wg      sync.WaitGroup
 
 	// What the last rounds read, kept between rounds: the members and the tables are
 	// read again only when their generation moved.
