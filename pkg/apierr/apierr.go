@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -47,11 +48,13 @@ const (
 	ResourceExhausted
 	Unauthenticated  // no credentials, or ones that do not verify: who is asking is unknown
 	PermissionDenied // the caller is known and may not do this
+	OutOfRange       // a byte range outside the object (RangeErr): Error.Size is its size
+	DataLoss         // recorded bytes that can no longer be produced (DataLossErr)
 )
 
 var kindNames = [...]string{"internal", "invalid argument", "not found", "already exists",
 	"failed precondition", "aborted", "unavailable", "unimplemented", "deadline exceeded",
-	"canceled", "resource exhausted", "unauthenticated", "permission denied"}
+	"canceled", "resource exhausted", "unauthenticated", "permission denied", "out of range", "data loss"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -69,6 +72,9 @@ type Error struct {
 	// S3Code is the S3 error code when the Kind's own is not precise enough
 	// (SignatureDoesNotMatch, InvalidAccessKeyId, RequestTimeTooSkewed, ...).
 	S3Code string
+	// Size is, for OutOfRange, the size of the object the range is not within (-1:
+	// unknown): a 416's Content-Range, and an ErrorInfo detail across nodes.
+	Size int64
 }
 
 func (e *Error) Error() string {
@@ -174,7 +180,8 @@ func pgKind(code string) Kind {
 }
 
 // unreachable reports whether err says a dependency could not be reached at all, as the
-// Postgres driver, a Kafka client or a dialer say it.
+// Postgres driver, a Kafka client or a dialer say it: by the errors' types and sentinels,
+// never their wording.
 func unreachable(err error) bool {
 	var ne net.Error
 	var oe *net.OpError
@@ -182,13 +189,14 @@ func unreachable(err error) bool {
 	case errors.As(err, &oe), errors.As(err, &ne):
 		return true
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF):
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
+		errors.Is(err, net.ErrClosed):
+		return true
+	case errors.Is(err, puddle.ErrClosedPool), errors.Is(err, pgconn.ErrConnClosed):
+		// A closed pool (a node shutting down), a connection the driver already closed.
 		return true
 	}
-	// A closed pool, or a connection lost mid-statement, as pgx words it.
-	msg := err.Error()
-	return strings.Contains(msg, "closed pool") || strings.Contains(msg, "conn closed") ||
-		strings.Contains(msg, "failed to connect") || strings.Contains(msg, "unexpected EOF")
+	return false
 }
 
 var toCode = map[Kind]codes.Code{
@@ -197,7 +205,7 @@ var toCode = map[Kind]codes.Code{
 	Aborted: codes.Aborted, Unavailable: codes.Unavailable, Unimplemented: codes.Unimplemented,
 	DeadlineExceeded: codes.DeadlineExceeded, Canceled: codes.Canceled,
 	ResourceExhausted: codes.ResourceExhausted, Unauthenticated: codes.Unauthenticated,
-	PermissionDenied: codes.PermissionDenied,
+	PermissionDenied: codes.PermissionDenied, OutOfRange: codes.OutOfRange, DataLoss: codes.DataLoss,
 }
 
 func fromCode(c codes.Code) Kind {
@@ -228,8 +236,11 @@ func GRPC(err error) error {
 		return st.Err()
 	}
 	k := Classify(err)
-	st := status.New(toCode[k], err.Error())
+	st := status.New(toCode[k], Truncate(err.Error()))
 	var e *Error
+	if k == OutOfRange && errors.As(err, &e) && e.Size >= 0 {
+		st = withRangeSize(st, e.Size)
+	}
 	if k == InvalidArgument && errors.As(err, &e) && e.Field != "" {
 		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
 			{Field: e.Field, Description: e.Msg},
@@ -248,7 +259,8 @@ var toHTTP = map[Kind]int{
 	Unavailable: http.StatusServiceUnavailable, Unimplemented: http.StatusNotImplemented,
 	DeadlineExceeded: http.StatusGatewayTimeout, Canceled: 499, // client closed request
 	ResourceExhausted: http.StatusTooManyRequests, Unauthenticated: http.StatusUnauthorized,
-	PermissionDenied: http.StatusForbidden,
+	PermissionDenied: http.StatusForbidden, OutOfRange: http.StatusRequestedRangeNotSatisfiable,
+	DataLoss: http.StatusInternalServerError,
 }
 
 // HTTPStatus is the HTTP status of err for the HTTP APIs (Iceberg REST, S3); their error

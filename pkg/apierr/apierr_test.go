@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,6 +34,16 @@ func TestCodes(t *testing.T) {
 		t.Fatal("connected to a closed port")
 	}
 	remote := status.Error(codes.PermissionDenied, "from another node")
+	// A real closed pool: what a node shutting down answers a request still in flight.
+	pool, err := pgxpool.New(ctx, "postgres://u@"+addr+"/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close()
+	_, closedErr := pool.Exec(ctx, "SELECT 1")
+	if closedErr == nil {
+		t.Fatal("a closed pool ran a statement")
+	}
 
 	cases := []struct {
 		name string
@@ -52,6 +65,13 @@ func TestCodes(t *testing.T) {
 		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), codes.Unimplemented, 501},
 		{"status passes through", remote, codes.PermissionDenied, 403},
 		{"unclassified", errors.New("boom"), codes.Internal, 500},
+		{"closed pool", fmt.Errorf("lookup: %w", closedErr), codes.Unavailable, 503},
+		{"closed conn", fmt.Errorf("query: %w", pgconn.ErrConnClosed), codes.Unavailable, 503},
+		{"closed socket", fmt.Errorf("read: %w", net.ErrClosed), codes.Unavailable, 503},
+		// Classified by type, not wording: words alone are no outage.
+		{"outage in words only", errors.New("closed pool: conn closed, failed to connect"), codes.Internal, 500},
+		{"range", apierr.RangeErr(10, "range bytes=20- is not satisfiable"), codes.OutOfRange, 416},
+		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k"), codes.DataLoss, 500},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -89,5 +109,22 @@ func TestInvalidNamesTheField(t *testing.T) {
 	}
 	if field != "table_id" {
 		t.Errorf("BadRequest field %q, want table_id", field)
+	}
+}
+
+// Long messages are cut at one place, with what was left out said, in every transport.
+func TestLongMessagesTruncated(t *testing.T) {
+	long := apierr.Invalid("name", "%s", strings.Repeat("é", 3000))
+	for name, msg := range map[string]string{
+		"grpc":    status.Convert(apierr.GRPC(long)).Message(),
+		"iceberg": apierr.Iceberg(long, "").Message,
+		"s3":      apierr.S3(long).Message,
+	} {
+		if len(msg) > apierr.MaxMessage+40 || !strings.Contains(msg, "bytes more)") || !utf8.ValidString(msg) {
+			t.Errorf("%s: %d bytes, valid UTF-8 %v: %.80q...", name, len(msg), utf8.ValidString(msg), msg)
+		}
+	}
+	if short := "name: too short"; apierr.Truncate(short) != short {
+		t.Errorf("a short message changed: %q", apierr.Truncate(short))
 	}
 }

@@ -11,40 +11,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// codedError is an error with a gRPC code that no Kind covers. It implements GRPCStatus,
-// so GRPC passes its code through and a forwarded answer keeps it across nodes.
-type codedError struct {
-	code codes.Code
-	msg  string
-	err  error
-	size int64 // OutOfRange: the size of the object the range is not within; -1 unknown
-}
-
-func (e *codedError) Error() string {
-	if e.err != nil {
-		return e.msg + ": " + e.err.Error()
-	}
-	return e.msg
-}
-func (e *codedError) Unwrap() error { return e.err }
-func (e *codedError) GRPCStatus() *status.Status {
-	st := status.New(e.code, e.Error())
-	if e.code == codes.OutOfRange && e.size >= 0 {
-		// The size travels with a forwarded answer, for the 416's Content-Range.
-		info := &errdetails.ErrorInfo{Reason: reasonRange, Domain: domain,
-			Metadata: map[string]string{"size": strconv.FormatInt(e.size, 10)}}
-		if d, err := st.WithDetails(info); err == nil {
-			st = d
-		}
-	}
-	return st
-}
 
 const (
 	domain      = "mink"
@@ -55,11 +27,26 @@ const (
 // (-1: unknown): S3 InvalidRange (416) with Content-Range "bytes */<size>", gRPC
 // OUT_OF_RANGE with the size in an ErrorInfo detail.
 func RangeErr(size int64, format string, args ...any) error {
-	return &codedError{code: codes.OutOfRange, msg: fmt.Sprintf(format, args...), size: max(size, -1)}
+	return &Error{Kind: OutOfRange, Msg: fmt.Sprintf(format, args...), Size: max(size, -1)}
+}
+
+// withRangeSize adds the object size to an OutOfRange status, for the 416 another node
+// answers with it.
+func withRangeSize(st *status.Status, size int64) *status.Status {
+	info := &errdetails.ErrorInfo{Reason: reasonRange, Domain: domain,
+		Metadata: map[string]string{"size": strconv.FormatInt(size, 10)}}
+	if d, err := st.WithDetails(info); err == nil {
+		return d
+	}
+	return st
 }
 
 // rangeSize is the object size an OutOfRange error carries, here or from another node.
 func rangeSize(err error) (int64, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == OutOfRange {
+		return e.Size, e.Size >= 0
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		return 0, false
@@ -77,31 +64,35 @@ func rangeSize(err error) (int64, bool) {
 // from Kafka with another size or checksum than its manifest names, or offsets Kafka has
 // deleted. Such a file is never served. S3 InternalError (500), gRPC DATA_LOSS.
 func DataLossErr(cause error, format string, args ...any) error {
-	return &codedError{code: codes.DataLoss, msg: fmt.Sprintf(format, args...), err: cause}
+	return &Error{Kind: DataLoss, Msg: fmt.Sprintf(format, args...), Err: cause}
 }
 
-// grpcCode is err's gRPC code when it carries one (a codedError, or a status answered by
-// another node), else codes.Unknown.
-func grpcCode(err error) codes.Code {
-	if st, ok := status.FromError(err); ok {
-		return st.Code()
-	}
-	return codes.Unknown
-}
-
-// message is what a client is told: for a status from another node, its message only.
+// message is what a client is told, truncated: for a status from another node, its
+// message only.
 func message(err error) string {
-	var ce *codedError
-	if errors.As(err, &ce) {
-		return err.Error()
-	}
 	var e *Error
 	if !errors.As(err, &e) {
 		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-			return st.Message()
+			return Truncate(st.Message())
 		}
 	}
-	return err.Error()
+	return Truncate(err.Error())
+}
+
+// MaxMessage is the longest message a client is told; the rest goes to the log only.
+const MaxMessage = 2048
+
+// Truncate cuts a message to MaxMessage bytes (at a rune boundary), saying how much
+// was left out: a long chain of causes or a huge bad value must not become a huge answer.
+func Truncate(msg string) string {
+	if len(msg) <= MaxMessage {
+		return msg
+	}
+	cut := MaxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes more)", msg[:cut], len(msg)-cut)
 }
 
 // IcebergErrorModel is the Iceberg REST spec's ErrorModel.
@@ -123,37 +114,30 @@ func Iceberg(err error, notFound string) IcebergErrorModel {
 		notFound = "NotFoundException"
 	}
 	code, typ := http.StatusInternalServerError, "ServiceFailureException"
-	switch grpcCode(err) {
-	case codes.OutOfRange:
+	switch Classify(err) {
+	case InvalidArgument, OutOfRange:
 		code, typ = http.StatusBadRequest, "BadRequestException"
-	case codes.DataLoss:
-		code, typ = http.StatusInternalServerError, "ServiceFailureException"
-	default:
-		switch Classify(err) {
-		case InvalidArgument:
-			code, typ = http.StatusBadRequest, "BadRequestException"
-		case NotFound:
-			code, typ = http.StatusNotFound, notFound
-		case AlreadyExists:
-			code, typ = http.StatusConflict, "AlreadyExistsException"
-		case FailedPrecondition, Aborted:
-			code, typ = http.StatusConflict, "CommitFailedException"
-		case Unavailable, DeadlineExceeded:
-			// A dependency is down or too slow: retry later, unlike a 500.
-			code, typ = http.StatusServiceUnavailable, "ServiceUnavailableException"
-		case Unimplemented:
-			// The spec's UnsupportedOperationResponse (Java's server maps
-			// UnsupportedOperationException to it, for every endpoint).
-			code, typ = http.StatusNotAcceptable, "UnsupportedOperationException"
-		case ResourceExhausted:
-			code, typ = http.StatusTooManyRequests, "TooManyRequestsException"
-		case Canceled:
-			code, typ = 499, "ClientClosedRequestException"
-		case Unauthenticated:
-			code, typ = http.StatusUnauthorized, "NotAuthorizedException"
-		case PermissionDenied:
-			code, typ = http.StatusForbidden, "ForbiddenException"
-		}
+	case NotFound:
+		code, typ = http.StatusNotFound, notFound
+	case AlreadyExists:
+		code, typ = http.StatusConflict, "AlreadyExistsException"
+	case FailedPrecondition, Aborted:
+		code, typ = http.StatusConflict, "CommitFailedException"
+	case Unavailable, DeadlineExceeded:
+		// A dependency is down or too slow: retry later, unlike a 500.
+		code, typ = http.StatusServiceUnavailable, "ServiceUnavailableException"
+	case Unimplemented:
+		// The spec's UnsupportedOperationResponse (Java's server maps
+		// UnsupportedOperationException to it, for every endpoint).
+		code, typ = http.StatusNotAcceptable, "UnsupportedOperationException"
+	case ResourceExhausted:
+		code, typ = http.StatusTooManyRequests, "TooManyRequestsException"
+	case Canceled:
+		code, typ = 499, "ClientClosedRequestException"
+	case Unauthenticated:
+		code, typ = http.StatusUnauthorized, "NotAuthorizedException"
+	case PermissionDenied:
+		code, typ = http.StatusForbidden, "ForbiddenException"
 	}
 	return IcebergErrorModel{Message: message(err), Type: typ, Code: code}
 }
@@ -204,17 +188,12 @@ type S3Error struct {
 // new snapshot without the file does, which the client sees after reloading the table.
 func S3(err error) S3Error {
 	e := S3Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: message(err)}
-	switch grpcCode(err) {
-	case codes.OutOfRange:
+	switch Classify(err) {
+	case OutOfRange:
 		e.Status, e.Code = http.StatusRequestedRangeNotSatisfiable, "InvalidRange"
 		if n, ok := rangeSize(err); ok {
 			e.ContentRange = "bytes */" + strconv.FormatInt(n, 10)
 		}
-		return e
-	case codes.DataLoss:
-		return e
-	}
-	switch Classify(err) {
 	case InvalidArgument:
 		e.Status, e.Code = http.StatusBadRequest, "InvalidArgument"
 		var ae *Error

@@ -4,9 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/layout"
 )
@@ -64,7 +61,7 @@ func TestParseAndResolveRange(t *testing.T) {
 		off, n, err := r.Resolve(size)
 		if c.badSize {
 			e := apierr.S3(err)
-			if status.Code(err) != codes.OutOfRange || e.Code != "InvalidRange" || e.ContentRange != "bytes */1000" {
+			if apierr.Classify(err) != apierr.OutOfRange || e.Code != "InvalidRange" || e.ContentRange != "bytes */1000" {
 				t.Errorf("%q: resolved to %d+%d, %v (%+v); want InvalidRange with bytes */1000", c.h, off, n, err, e)
 			}
 			// The size survives the trip from the owner, as a gRPC status.

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
 )
@@ -118,7 +115,7 @@ func subresource(q url.Values) (string, bool) {
 // without what came from below (a driver's error text with SQL or addresses, a path on
 // the node). The whole error goes to the log under the request id.
 func publicMessage(err error, e apierr.S3Error) string {
-	if e.Status == http.StatusInternalServerError && status.Code(err) != codes.DataLoss {
+	if e.Status == http.StatusInternalServerError && apierr.Classify(err) != apierr.DataLoss {
 		// A bug or an unclassified failure: nothing of it is the client's business.
 		return "We encountered an internal error. Please try again; the file server's log has the details under the request id."
 	}
