@@ -388,3 +388,70 @@ func expire(pt *part, logStart int64) {
 	i := sort.Search(len(pt.ranges), func(i int) bool { return pt.ranges[i].end > logStart })
 	pt.ranges = pt.ranges[i:]
 }
+
+// run is a partition's files of these row counts, adjacent from offset 0, each of
+// 1000 bytes plus 100 per row, built with recipe 0.
+func run(rows ...int64) []icebergmeta.DataFile {
+	var fs []icebergmeta.DataFile
+	var at int64
+	for _, n := range rows {
+		fs = append(fs, icebergmeta.DataFile{Key: fmt.Sprintf("f%d", len(fs)), Start: at, End: at + n, Records: n, Size: 1000 + 100*n, Settings: settings(0)})
+		at += n
+	}
+	return fs
+}
+
+// merges is a plan as the indexes of its first and last files.
+func merges(fs []icebergmeta.DataFile, plan [][]icebergmeta.DataFile) [][2]int {
+	var out [][2]int
+	for _, g := range plan {
+		first := slices.IndexFunc(fs, func(f icebergmeta.DataFile) bool { return f.Key == g[0].Key })
+		out = append(out, [2]int{first, first + len(g) - 1})
+	}
+	return out
+}
+
+func TestPlanExamples(t *testing.T) {
+	big := Policy{Target: 1 << 30, Tier: 4}
+	for _, c := range []struct {
+		name     string
+		files    []icebergmeta.DataFile
+		p        Policy
+		logStart int64
+		want     [][2]int
+	}{
+		{"fewer than k of a tier stay", run(25, 25, 25), big, 0, nil},
+		{"k of a tier merge", run(25, 25, 25, 25, 25), big, 0, [][2]int{{0, 3}}},
+		// 16 ranges carry twice (4 of tier 2 make tier 3, 4 of those tier 4): one build.
+		{"carries are one build", run(slices.Repeat([]int64{25}, 17)...), big, 0, [][2]int{{0, 15}}},
+		{"newer files of a lower tier wait", run(200, 100, 30, 30, 5), big, 0, nil},
+		// 4 and 5 rows (tier 1) sit below a newer file of tier 3: they merge into it.
+		{"a newer file of a higher tier absorbs the lower ones below it", run(100, 4, 5, 200), big, 0, [][2]int{{1, 3}}},
+		// The partition's first file (expiry's retained part, say) is not absorbed by its
+		// neighbour alone, but swept up by the next carry.
+		{"the first file waits for a carry", run(5, 100), big, 0, nil},
+		{"a carry takes the first file along", run(5, 100, 100, 100, 100), big, 0, [][2]int{{0, 4}}},
+		// Files of at least half the target are final; the run they close (one file here)
+		// stays, the files after them merge on their own.
+		{"final files are never merged", run(20, 100, 20, 20, 20, 20), Policy{Target: 20000, Tier: 4}, 0, [][2]int{{2, 5}}},
+		// Four files of 3000 bytes pass the target 10000: the oldest three that fit make
+		// a final file, the fourth stays.
+		{"a merge never passes the target", run(20, 20, 20, 20), Policy{Target: 10000, Tier: 4}, 0, [][2]int{{0, 2}}},
+		// Files below the log start are expiry's.
+		{"files below the log start stay", run(25, 25, 25, 25, 25), big, 10, [][2]int{{1, 4}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := merges(c.files, Plan(map[int32][]icebergmeta.DataFile{0: c.files}, map[int32]int64{0: c.logStart}, c.p))
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("merges %v, want %v", got, c.want)
+			}
+		})
+	}
+	// A recipe change closes the run before it: it never gains a file, so it is packed
+	// into one (below the target), whatever its tiers.
+	fs := run(200, 100, 30, 5, 25)
+	fs[4].Settings = settings(1)
+	if got := merges(fs, Plan(map[int32][]icebergmeta.DataFile{0: fs}, nil, big)); !slices.Equal(got, [][2]int{{0, 3}}) {
+		t.Fatalf("recipe change: merges %v, want [[0 3]]", got)
+	}
+}
