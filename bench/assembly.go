@@ -40,7 +40,6 @@ type asmRun struct {
 	rangeBytes int64
 	written    int64 // bytes of the files assembly built
 	peak       int   // most files a partition held at any commit
-	rounds     int
 }
 
 // asmResult is what a run ends with.
@@ -141,38 +140,40 @@ func (d *demoData) build(p int32, start, end int64) (icebergmeta.DataFile, error
 }
 
 // simulate runs r over the ranges: a commit every commit interval takes the ranges cut
-// by then; a round runs at every maintenance interval and, when r.onCommit, after each
-// commit that added files. A round's merges are built and committed before the next
-// commit (here they take milliseconds). It returns what r holds at each horizon
-// (minutes, ascending).
+// by then; a round runs at every maintenance interval and, when r.onCommit, as the
+// writer runs them: at the commit after one that added files or after a round that
+// merged something. A round's merges are built and committed before the next commit
+// (here they take milliseconds). It returns what r holds at each horizon (minutes,
+// ascending).
 func (d *demoData) simulate(ctx context.Context, r *asmRun, horizons []int) ([]asmResult, error) {
 	cfg := devcluster.Defaults
 	r.files, r.rewrites = map[int32][]icebergmeta.DataFile{}, map[int32][]int{}
 	var out []asmResult
-	next, lastMaint := 0, -time.Hour
+	next, lastMaint, due := 0, -time.Hour, false
 	for now := time.Duration(0); len(out) < len(horizons); now += cfg.CommitInterval {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		added := false
 		for ; next < len(d.ranges) && d.ranges[next].cut <= now; next++ {
 			f := d.ranges[next].file
 			r.files[f.Partition] = append(r.files[f.Partition], f)
 			r.rewrites[f.Partition] = append(r.rewrites[f.Partition], 0)
 			r.rangeBytes += f.Size
-			added = true
+			due = true
 		}
 		for _, fs := range r.files {
 			r.peak = max(r.peak, len(fs))
 		}
-		round := added && r.onCommit
+		round := due && r.onCommit
 		if now-lastMaint >= tables.DefaultProps.MaintenanceInterval {
 			lastMaint, round = now, true
 		}
 		if round {
-			if err := d.round(r); err != nil {
+			merged, err := d.round(r)
+			if err != nil {
 				return nil, err
 			}
+			due = merged
 		}
 		if h := horizons[len(out)]; now+cfg.CommitInterval > time.Duration(h)*time.Minute {
 			out = append(out, d.result(r, h))
@@ -201,23 +202,24 @@ func (d *demoData) result(r *asmRun, minutes int) asmResult {
 	return res
 }
 
-// round plans one round with r's policy and applies it, building every merged file.
-func (d *demoData) round(r *asmRun) error {
-	r.rounds++
-	for _, g := range r.plan(r.files) {
+// round plans one round with r's policy and applies it, building every merged file; it
+// reports whether it merged anything.
+func (d *demoData) round(r *asmRun) (bool, error) {
+	plan := r.plan(r.files)
+	for _, g := range plan {
 		first, last := g[0], g[len(g)-1]
 		p := first.Partition
 		m, err := d.build(p, first.Start, last.End)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if m.Records != sumRecords(g) {
-			return fmt.Errorf("%s: merge of [%d, %d) holds %d rows, its files %d", r.name, first.Start, last.End, m.Records, sumRecords(g))
+			return false, fmt.Errorf("%s: merge of [%d, %d) holds %d rows, its files %d", r.name, first.Start, last.End, m.Records, sumRecords(g))
 		}
 		fs := r.files[p]
 		i := slices.IndexFunc(fs, func(f icebergmeta.DataFile) bool { return f.Key == first.Key })
 		if i < 0 || i+len(g) > len(fs) || fs[i+len(g)-1].Key != last.Key {
-			return fmt.Errorf("%s: merge of [%d, %d) is not a run of partition %d's files", r.name, first.Start, last.End, p)
+			return false, fmt.Errorf("%s: merge of [%d, %d) is not a run of partition %d's files", r.name, first.Start, last.End, p)
 		}
 		r.files[p] = slices.Replace(fs, i, i+len(g), m)
 		r.written += m.Size
@@ -228,7 +230,7 @@ func (d *demoData) round(r *asmRun) error {
 			r.rewrites[p][j]++
 		}
 	}
-	return nil
+	return len(plan) > 0, nil
 }
 
 func sumRecords(fs []icebergmeta.DataFile) int64 {
@@ -292,6 +294,7 @@ func runAssembly(ctx context.Context, c Config, it *Item) error {
 	cfg, target, k := devcluster.Defaults, tables.DefaultProps.AssemblyTargetBytes, tables.DefaultProps.AssemblyTierFiles
 	tiered := func(k int) func(map[int32][]icebergmeta.DataFile) [][]icebergmeta.DataFile {
 		return func(live map[int32][]icebergmeta.DataFile) [][]icebergmeta.DataFile {
+			// The writer's round budget: 4 targets.
 			return assembly.Plan(live, nil, assembly.Policy{Target: target, Tier: k, Budget: 4 * target})
 		}
 	}
