@@ -10,9 +10,10 @@
 //     mink-writer, mink-fileserver), built once per run, exactly as an operator runs them.
 //   - The Schema Registry of items 9 and 10 is franz-go's srfake in this process.
 //   - Baselines and the in-process parts of Mink (pkg/rangefile builds, the coordination
-//     simulation) run in this process.
+//     simulation, item 11's assembly planner over simulated time) run in this process.
 //
 // The harness is a main package (bench/cmd/minkbench) and never runs under go test: the
-// tests here check the report's arithmetic and rendering, and that the bare loops of the
-// Schema Registry items decode the rows Mink's decoders do; they start nothing.
+// tests here check the report's arithmetic and rendering, that the bare loops of the
+// Schema Registry items decode the rows Mink's decoders do, and item 11 over five
+// simulated minutes; they start nothing.
 package bench

@@ -19,7 +19,7 @@ import (
 
 // Config is one run's sizes. The defaults finish within 10 minutes on 2 cores.
 type Config struct {
-	Items []int // which items to run: issue 10's 1-8, and 9 and 10 (Schema Registry indexing)
+	Items []int // which items to run: issue 10's 1-8, 9 and 10 (Schema Registry indexing), 11 (small files)
 
 	Compression string // producer batch codec of the benchmark topics
 	Reps        int    // repetitions of each measurement; the best is reported
@@ -57,6 +57,9 @@ type Config struct {
 	FailoverPartitions int
 	FailoverMaxAge     time.Duration
 
+	// 11: small files: simulated minutes of the demo table at its default rate.
+	AssemblyMinutes []int
+
 	ProfileDir string // CPU profiles of in-process runs; "" is the Env's work folder
 	Timeout    time.Duration
 }
@@ -64,7 +67,7 @@ type Config struct {
 // DefaultConfig is what make bench runs.
 func DefaultConfig() Config {
 	return Config{
-		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
 		Compression: "none",
 		Reps:        3,
 
@@ -93,6 +96,8 @@ func DefaultConfig() Config {
 		FailoverPartitions: 4,
 		FailoverMaxAge:     100 * time.Millisecond,
 
+		AssemblyMinutes: []int{30, 120},
+
 		Timeout: 10 * time.Minute,
 	}
 }
@@ -102,8 +107,8 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, it := range c.Items {
-		if it < 1 || it > 10 {
-			bad("items: %d is not one of the items (1-10)", it)
+		if it < 1 || it > 11 {
+			bad("items: %d is not one of the items (1-11)", it)
 		}
 	}
 	if c.Reps < 1 {
@@ -139,6 +144,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FailoverTrials < 1 || c.FailoverPartitions < 2 {
 		bad("failover: want at least 1 trial and 2 partitions")
+	}
+	if c.has(11) && (len(c.AssemblyMinutes) == 0 || slices.Min(c.AssemblyMinutes) < 1) {
+		bad("assembly-minutes: want at least one horizon, each of 1 minute or more")
 	}
 	if c.IndexTTL < 300*time.Millisecond || c.FailoverTTL < 300*time.Millisecond {
 		bad("lease TTLs: want at least 300ms")
@@ -235,6 +243,12 @@ func Run(ctx context.Context, e *Env, c Config) *Report {
 		}
 		it := item(f.n, f.title)
 		if err := runRegIndexing(ctx, e, c, it, f.format, f.records); err != nil {
+			fail(it, err)
+		}
+	}
+	if c.has(11) {
+		it := item(11, "Small files: size-tiered assembly")
+		if err := runAssembly(ctx, c, it); err != nil {
 			fail(it, err)
 		}
 	}

@@ -35,6 +35,7 @@ func TestEveryDocumentedPropertyIsValidated(t *testing.T) {
 		tables.PropRangeMaxAge:                       "forever",
 		tables.PropCommitInterval:                    "-1s",
 		tables.PropAssemblyTargetBytes:               "-1",
+		tables.PropAssemblyTierFiles:                 "1",
 		tables.PropMaintenanceInterval:               "0s",
 		"history.expire.min-snapshots-to-keep":       "-5",
 		"history.expire.max-snapshot-age-ms":         "0",
@@ -53,8 +54,9 @@ func TestEveryDocumentedPropertyIsValidated(t *testing.T) {
 		}
 	}
 	p, err := tables.ParseProps(map[string]string{tables.PropAssemblyTargetBytes: "4096", tables.PropMaintenanceInterval: "2s",
-		"history.expire.min-snapshots-to-keep": "3", "owner": "anyone", "write.metadata.delete-after-commit.enabled": "false"})
-	if err != nil || p.AssemblyTargetBytes != 4096 || p.MaintenanceInterval != 2*time.Second {
+		tables.PropAssemblyTierFiles: "8", "history.expire.min-snapshots-to-keep": "3", "owner": "anyone",
+		"write.metadata.delete-after-commit.enabled": "false"})
+	if err != nil || p.AssemblyTargetBytes != 4096 || p.MaintenanceInterval != 2*time.Second || p.AssemblyTierFiles != 8 {
 		t.Fatalf("good values: %+v %v", p, err)
 	}
 	// With a bad key, the good ones still count (Table.Props reads stored properties).

@@ -56,9 +56,12 @@ type Props struct {
 	RangeMaxAge      time.Duration // ... or this long after its first record
 	CommitInterval   time.Duration // writer: how often new ranges become a snapshot
 
-	// Writer maintenance: assembly merges small files towards AssemblyTargetBytes;
-	// expiry, assembly and collection run every MaintenanceInterval.
+	// Writer maintenance: assembly merges small files towards AssemblyTargetBytes,
+	// AssemblyTierFiles files of one size tier at a time (pkg/assembly); expiry,
+	// assembly and collection run every MaintenanceInterval, and assembly also after a
+	// commit that adds files.
 	AssemblyTargetBytes int64
+	AssemblyTierFiles   int
 	MaintenanceInterval time.Duration
 
 	// Live loads (file servers): a table load adds the records Kafka holds beyond the
@@ -84,6 +87,7 @@ const (
 	PropCommitInterval   = "mink.commit.interval"
 
 	PropAssemblyTargetBytes = "mink.assembly.target-bytes" // 1 KiB to 16 GiB
+	PropAssemblyTierFiles   = "mink.assembly.tier-files"   // 2 to 64
 	PropMaintenanceInterval = "mink.maintenance.interval"  // 10ms to 24h
 
 	PropLiveLoad       = "mink.live-load"        // "true" (default) or "false"
@@ -94,7 +98,7 @@ const (
 
 // DefaultProps are the defaults of the properties Mink reads.
 var DefaultProps = Props{RangeTargetBytes: 128 << 20, RangeMaxAge: 10 * time.Second, CommitInterval: 5 * time.Second,
-	AssemblyTargetBytes: 128 << 20, MaintenanceInterval: time.Minute,
+	AssemblyTargetBytes: 128 << 20, AssemblyTierFiles: 4, MaintenanceInterval: time.Minute,
 	LiveLoad: true, LiveTTL: 15 * time.Minute, LiveMaxRecords: 1_000_000, LiveMaxBytes: 64 << 20}
 
 // A property's rule: how its value is checked and where it goes in Props (nil: checked
@@ -130,6 +134,7 @@ var propRules = map[string]propRule{
 	PropCommitInterval:   {durationIn(10*time.Millisecond, 24*time.Hour), `a duration from 10ms to 24h such as "10s"`, func(p *Props, v any) { p.CommitInterval = v.(time.Duration) }},
 
 	PropAssemblyTargetBytes: {intIn(1024, 1<<34), "a byte count from 1024 to 17179869184", func(p *Props, v any) { p.AssemblyTargetBytes = v.(int64) }},
+	PropAssemblyTierFiles:   {intIn(2, 64), "a file count from 2 to 64", func(p *Props, v any) { p.AssemblyTierFiles = int(v.(int64)) }},
 	PropMaintenanceInterval: {durationIn(10*time.Millisecond, 24*time.Hour), `a duration from 10ms to 24h such as "1m"`, func(p *Props, v any) { p.MaintenanceInterval = v.(time.Duration) }},
 
 	PropLiveLoad:       {boolean, `"true" or "false"`, func(p *Props, v any) { p.LiveLoad = v.(bool) }},

@@ -1,17 +1,15 @@
 package writer
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/minkhq/mink/pkg/assembly"
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/parquetbuild"
 )
 
 // merge is one assembly result: adjacent files of a partition and the one file that
@@ -21,69 +19,19 @@ type merge struct {
 	new icebergmeta.DataFile
 }
 
-const (
-	// maxRunFiles merges a run of small files even below the target size once it is this
-	// long, so a quiet partition does not keep many tiny files forever.
-	maxRunFiles = 100
-	// roundBudget bounds one assembly round's input to this many target sizes, so a
-	// backlog is worked off over several rounds.
-	roundBudget = 4
-)
+// roundBudget bounds one assembly round's input to about this many target sizes, so a
+// backlog is worked off over several rounds (the loop commits between them).
+const roundBudget = 4
 
-// planAssembly picks, per partition, runs of adjacent small files (below 3/4 of the
-// target) whose sizes add up to near the target: each becomes one file. Runs are only
-// merged once near the target, so a row is rewritten about once, not every round. Files
-// not wholly in Kafka (below logStart) are left to expiry.
-func planAssembly(live map[int32][]icebergmeta.DataFile, target int64, logStart map[int32]int64) [][]icebergmeta.DataFile {
-	small := target / 4 * 3
-	var groups [][]icebergmeta.DataFile
-	var budget int64
-	parts := make([]int32, 0, len(live))
-	for p := range live {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
-		var run []icebergmeta.DataFile
-		var size int64
-		flush := func() {
-			if len(run) >= 2 && (size >= small || len(run) >= maxRunFiles) && budget < roundBudget*target {
-				groups = append(groups, run)
-				budget += size
-			}
-			run, size = nil, 0
-		}
-		for _, f := range live[p] {
-			if f.Size >= small || f.Start < logStart[p] {
-				flush()
-				continue
-			}
-			if len(run) > 0 && (size+f.Size > target || len(run) >= maxRunFiles || !sameSettings(run[0], f)) {
-				flush()
-			}
-			run = append(run, f)
-			size += f.Size
-		}
-		flush()
-	}
-	return groups
-}
-
-func sameSettings(a, b icebergmeta.DataFile) bool {
-	if bytes.Equal(a.Settings, b.Settings) {
-		return true
-	}
-	var sa, sb parquetbuild.Settings
-	return json.Unmarshal(a.Settings, &sa) == nil && json.Unmarshal(b.Settings, &sb) == nil && sa == sb
-}
-
-// startAssembly plans a round and builds it beside the loop, which goes on committing;
-// the loop commits the result when it arrives. One round runs at a time.
+// startAssembly plans a round (pkg/assembly: size-tiered merges of adjacent files) and
+// builds it beside the loop, which goes on committing; the loop commits the result when
+// it arrives. One round runs at a time.
 func (tw *tableWriter) startAssembly(ctx context.Context) {
 	if tw.assembling {
 		return
 	}
-	groups := planAssembly(tw.st.live, tw.cfg.assemblyTarget, tw.logStart)
+	groups := assembly.Plan(tw.st.live, tw.logStart, assembly.Policy{
+		Target: tw.cfg.assemblyTarget, Tier: tw.cfg.assemblyTier, Budget: roundBudget * tw.cfg.assemblyTarget})
 	if len(groups) == 0 {
 		return
 	}

@@ -92,7 +92,9 @@ func newFixtureDB(t *testing.T, db *pgxpool.Pool, partitions int32, props map[st
 		t.Fatal(err)
 	}
 	t.Cleanup(src.Close)
-	base := map[string]string{tables.PropCommitInterval: "30ms", PropMaintenanceInterval: "30ms"}
+	// Assembly merges 64 ranges of a tier at the fewest: none unless a test sets fewer,
+	// so the data files are the ranges.
+	base := map[string]string{tables.PropCommitInterval: "30ms", PropMaintenanceInterval: "30ms", PropAssemblyTierFiles: "64"}
 	for k, v := range props {
 		base[k] = v
 	}

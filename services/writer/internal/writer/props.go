@@ -7,10 +7,12 @@ import (
 )
 
 // Table properties the writer reads: tables.PropCommitInterval,
-// PropAssemblyTargetBytes and PropMaintenanceInterval (validated by tables.ParseProps),
-// and Iceberg's own history.expire.* and commit.manifest.* (read by pkg/icebergmeta).
+// PropAssemblyTargetBytes, PropAssemblyTierFiles and PropMaintenanceInterval (validated
+// by tables.ParseProps), and Iceberg's own history.expire.* and commit.manifest.* (read
+// by pkg/icebergmeta).
 const (
 	PropAssemblyTargetBytes = tables.PropAssemblyTargetBytes
+	PropAssemblyTierFiles   = tables.PropAssemblyTierFiles
 	PropMaintenanceInterval = tables.PropMaintenanceInterval
 )
 
@@ -19,6 +21,7 @@ type config struct {
 	commitInterval time.Duration
 	maintenance    time.Duration
 	assemblyTarget int64
+	assemblyTier   int
 }
 
 // configOf reads t's writer settings. Properties are validated when set (CreateTable,
@@ -29,5 +32,6 @@ func configOf(t tables.Table) (config, []error) {
 	if err != nil {
 		bad = append(bad, err)
 	}
-	return config{commitInterval: p.CommitInterval, maintenance: p.MaintenanceInterval, assemblyTarget: p.AssemblyTargetBytes}, bad
+	return config{commitInterval: p.CommitInterval, maintenance: p.MaintenanceInterval,
+		assemblyTarget: p.AssemblyTargetBytes, assemblyTier: p.AssemblyTierFiles}, bad
 }

@@ -52,6 +52,7 @@ type tableWriter struct {
 	logStart map[int32]int64 // Kafka's log start offsets at the last maintenance
 
 	assembling   bool
+	assemblyDue  bool // files came or went since the last round was planned
 	assemblyDone chan []merge
 	repairing    bool
 	repairDone   chan []repair
@@ -290,6 +291,8 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 			if err := tw.commitAssembly(ctx, ms); err != nil {
 				return err
 			}
+			// A round cut by its budget left merges for the next; planning finds them.
+			tw.assemblyDue = tw.assemblyDue || len(ms) > 0
 		case rs := <-tw.repairDone:
 			tw.repairing = false
 			if err := tw.commitRepairs(ctx, rs); err != nil {
@@ -305,12 +308,21 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 					return err
 				}
 			}
+			// Assembly also follows commits, not only maintenance, so that a quiet
+			// partition's newest files merge as soon as k of a tier are there.
+			if tw.assemblyDue && !tw.assembling {
+				tw.assemblyDue = false
+				tw.startAssembly(ctx)
+			}
 		}
 	}
 }
 
 // maintain runs expiry, repairs of reported files, assembly and collection. Kafka being
-// unreachable only skips what needs it; commits go on.
+// unreachable only skips what needs it; commits go on. Assembly runs here with the log
+// start offsets just read; between maintenances it runs after commits with the last
+// ones read (a file that has since gone below the log start fails to build, and waits
+// for expiry).
 func (tw *tableWriter) maintain(ctx context.Context) error {
 	offs, err := tw.w.kafka.Offsets(ctx, tw.tbl.Topic)
 	if err != nil {
@@ -434,6 +446,7 @@ func (tw *tableWriter) commitNew(ctx context.Context) error {
 	for p, c := range cover {
 		tw.st.cover[p] = c
 	}
+	tw.assemblyDue = tw.assemblyDue || len(add) > 0
 	var recs int64
 	for _, f := range add {
 		recs += f.Records

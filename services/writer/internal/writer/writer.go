@@ -3,8 +3,10 @@
 //
 //   - Commits: every commit interval, the ranges indexed since the current snapshot
 //     become one append snapshot.
-//   - Assembly: runs of small adjacent files of a partition are merged into files near
-//     the target size (built once from Kafka to measure them) in a replace snapshot.
+//   - Assembly: size-tiered merges of small adjacent files of a partition (pkg/assembly:
+//     k files of one tier at a time, towards the target size), each built once from
+//     Kafka to measure it, in a replace snapshot; after commits that add files and at
+//     maintenance.
 //   - Statistics: table totals and per-partition coverage in every snapshot summary,
 //     column statistics in the manifests.
 //   - Expiry: files whose offsets Kafka no longer holds leave the table in a delete (or

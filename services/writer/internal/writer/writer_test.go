@@ -15,10 +15,12 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/minkhq/mink/pkg/assembly"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/tables"
 )
 
 // Produce, index, commit: the committed snapshot, read back with iceberg-go from the
@@ -105,55 +107,102 @@ func TestCommitsTileKafka(t *testing.T) {
 	}
 }
 
-// Assembly merges runs of small adjacent files into files near the target size, in a
-// replace snapshot holding the same rows over the same offsets.
+// Assembly merges k adjacent files of one size tier (k = 4, the default; ranges of 10
+// rows, far below the target) in a replace snapshot holding the same rows over the same
+// offsets: 20 ranges make one file of 16 and one of 4, as a number in base 4 (one build
+// each, however many carries); 6 make one of 4 and leave 2.
 func TestAssembly(t *testing.T) {
-	f := newFixture(t, 2, nil)
+	f := newFixture(t, 2, map[string]string{PropAssemblyTierFiles: "4"})
 	f.produce(0, 200)
 	f.produce(1, 60)
 	f.index(0, 10) // 20 small files
 	f.index(1, 10) // 6
-	var sizes int64
-	ranges0 := f.view().ranges[0]
-	for _, r := range ranges0 {
-		sizes += r.Size
-	}
-	// Aim at about five ranges per merged file.
-	target := sizes / int64(len(ranges0)) * 5
-	if _, err := f.db.Exec(f.ctx, `UPDATE mink_tables SET properties = properties || jsonb_build_object($2::text, $3::text) WHERE id = $1`,
-		f.tbl.ID, PropAssemblyTargetBytes, strconv.FormatInt(target, 10)); err != nil {
-		t.Fatal(err)
-	}
-
 	w := f.newWriter()
 	f.run(w, f.take("writer", -1, "w1"))
 	v := f.waitCovered()
 	before := v.cover
-	leasetest.Eventually(t, 20*time.Second, "assembly reduces partition 0's files", func() bool {
+	ends := func(fs []file) []int64 {
+		var out []int64
+		for _, fl := range fs {
+			out = append(out, fl.end)
+		}
+		return out
+	}
+	leasetest.Eventually(t, 20*time.Second, "assembly merges four ranges of a tier at a time", func() bool {
 		v = f.view()
-		return len(v.files[0]) <= 20/4+1 && len(v.files[1]) <= 2
+		return slices.Equal(ends(v.files[0]), []int64{160, 200}) && slices.Equal(ends(v.files[1]), []int64{40, 50, 60})
 	})
 	f.checkExact(v)
 	if !maps.Equal(v.cover, before) {
 		t.Fatalf("coverage moved from %v to %v", before, v.cover)
 	}
-	sawReplace := false
+	replaces := 0
 	for _, s := range v.md.Snapshots() {
 		if s.Summary.Operation == table.OpReplace {
-			sawReplace = true
+			replaces++
 			if s.Summary.Properties["added-records"] != s.Summary.Properties["deleted-records"] {
 				t.Fatalf("replace snapshot changes rows: %v", s.Summary.Properties)
 			}
 		}
 	}
-	if !sawReplace {
-		t.Fatal("no replace snapshot")
+	if replaces != 1 {
+		t.Fatalf("%d replace snapshots; one round merges it all", replaces)
 	}
-	for _, fl := range v.files[0] {
-		if fl.size > target+target/2 {
-			t.Fatalf("merged file of %d bytes, target %d", fl.size, target)
+}
+
+// A quiet partition (a few records at a time, one small range per commit, far below the
+// target): after each commit and the assembly it starts, the partition holds at most
+// 1 + (k-1) files per size tier, and the table holds every record produced exactly once.
+func TestAssemblyQuietPartition(t *testing.T) {
+	const k = 4
+	f := newFixture(t, 1, map[string]string{PropAssemblyTierFiles: strconv.Itoa(k)})
+	w := f.newWriter()
+	f.run(w, f.take("writer", -1, "w1"))
+	policy := assembly.Policy{Target: tables.DefaultProps.AssemblyTargetBytes, Tier: k}
+	rng := rand.New(rand.NewPCG(17, 1))
+	var produced int64
+	most := 0
+	for range 60 {
+		n := 1 + rng.IntN(5)
+		f.produce(0, n)
+		produced += int64(n)
+		f.index(0, 5)
+		var v view
+		leasetest.Eventually(t, 20*time.Second, "the commit and its assembly", func() bool {
+			v = f.view()
+			return v.md != nil && v.md.CurrentSnapshot() != nil && f.covers(v) && len(assembly.Plan(liveOf(v), nil, policy)) == 0
+		})
+		fs := v.files[0]
+		lo, hi := assembly.Tier(fs[len(fs)-1].records, k), 0
+		for _, fl := range fs {
+			lo, hi = min(lo, assembly.Tier(fl.records, k)), max(hi, assembly.Tier(fl.records, k))
+		}
+		if bound := 1 + (k-1)*(hi-lo+1); len(fs) > bound {
+			t.Fatalf("%d files over tiers %d..%d, bound %d", len(fs), lo, hi, bound)
+		}
+		most = max(most, len(fs))
+	}
+	v := f.view()
+	f.checkExact(v)
+	if got := v.summary("total-records"); got != strconv.FormatInt(produced, 10) {
+		t.Fatalf("the table holds %s rows, %d were produced", got, produced)
+	}
+	ranges := len(v.ranges[0])
+	t.Logf("%d records in %d ranges: %d files at the end, %d at most", produced, ranges, len(v.files[0]), most)
+	if len(v.files[0]) >= ranges/4 {
+		t.Fatalf("%d files of %d ranges", len(v.files[0]), ranges)
+	}
+}
+
+// liveOf is the current snapshot's files as the writer holds them.
+func liveOf(v view) map[int32][]icebergmeta.DataFile {
+	m := map[int32][]icebergmeta.DataFile{}
+	for p, fs := range v.files {
+		for _, fl := range fs {
+			m[p] = append(m[p], icebergmeta.DataFile{Key: fl.key, Partition: p, Start: fl.start, End: fl.end, Records: fl.records, Size: fl.size})
 		}
 	}
+	return m
 }
 
 // Kafka's log start moves (DeleteRecords): the next snapshot drops exactly the files
@@ -260,6 +309,7 @@ func TestExpiryAndCollection(t *testing.T) {
 		table.MinSnapshotsToKeepKey:          "3",
 		table.ManifestMinMergeCountKey:       "3",
 		PropAssemblyTargetBytes:              "12000",
+		PropAssemblyTierFiles:                "4",
 		table.MetadataPreviousVersionsMaxKey: "4",
 	})
 	w := f.newWriter()
