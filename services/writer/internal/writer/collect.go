@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
@@ -13,6 +12,7 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
 const (
@@ -41,56 +41,40 @@ func (tw *tableWriter) collect(ctx context.Context) error {
 		return err
 	}
 
-	dataKeys, err := tw.keys(ctx, `SELECT key FROM mink_data_files
-		WHERE table_id = $1 AND (expires_at IS NULL OR expires_at < now())`)
+	keys, err := store.ListCollectable(ctx, tw.w.db, tw.l.Table)
 	if err != nil {
 		return err
 	}
-	dataKeys = slices.DeleteFunc(dataKeys, func(k string) bool { return refs.Data[k] })
-	if err := tw.deleteKeys(ctx, "data_file", `DELETE FROM mink_data_files
-		WHERE table_id = $1 AND key = ANY($2) AND (expires_at IS NULL OR expires_at < now())`, dataKeys, &budget); err != nil {
+	dataKeys := slices.DeleteFunc(keys.Data, func(k string) bool { return refs.Data[k] })
+	if err := tw.deleteKeys(ctx, "data_file", dataKeys, &budget, func(tx pgx.Tx, chunk []string) (int64, error) {
+		return store.DeleteDataFiles(ctx, tx, tw.l.Table, chunk)
+	}); err != nil {
 		return err
 	}
-
-	metaKeys, err := tw.keys(ctx, `SELECT key FROM mink_meta_files WHERE table_id = $1`)
-	if err != nil {
-		return err
-	}
-	metaKeys = slices.DeleteFunc(metaKeys, func(k string) bool {
+	metaKeys := slices.DeleteFunc(keys.Meta, func(k string) bool {
 		return refs.Meta[k] || !icebergmeta.IsWriterKey(tw.tbl.Namespace, tw.tbl.Name, k)
 	})
-	if err := tw.deleteKeys(ctx, "meta_file", `DELETE FROM mink_meta_files WHERE table_id = $1 AND key = ANY($2)`, metaKeys, &budget); err != nil {
+	if err := tw.deleteKeys(ctx, "meta_file", metaKeys, &budget, func(tx pgx.Tx, chunk []string) (int64, error) {
+		return store.DeleteMetaFiles(ctx, tx, tw.l.Table, chunk, false)
+	}); err != nil {
 		return err
 	}
 	// Live loads' metadata files (metadata/live/, stored by file servers) expire: they
 	// go once expired, never before. The writer's own never expire.
-	liveKeys, err := tw.keys(ctx, `SELECT key FROM mink_meta_files WHERE table_id = $1 AND expires_at < now()`)
-	if err != nil {
-		return err
-	}
-	if err := tw.deleteKeys(ctx, "meta_file", `DELETE FROM mink_meta_files
-		WHERE table_id = $1 AND key = ANY($2) AND expires_at < now()`, liveKeys, &budget); err != nil {
+	if err := tw.deleteKeys(ctx, "meta_file", keys.ExpiredMeta, &budget, func(tx pgx.Tx, chunk []string) (int64, error) {
+		return store.DeleteMetaFiles(ctx, tx, tw.l.Table, chunk, true)
+	}); err != nil {
 		return err
 	}
 	return tw.collectRanges(ctx, refs, &budget)
-}
-
-func (tw *tableWriter) keys(ctx context.Context, sql string) ([]string, error) {
-	rows, err := tw.w.db.Query(ctx, sql, tw.l.Table)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	sort.Strings(keys)
-	return keys, err
 }
 
 // fencedAtVersion runs fn under the lease if the current metadata is still the one this
 // writer holds.
 func (tw *tableWriter) fencedAtVersion(ctx context.Context, fn func(pgx.Tx) error) error {
 	return lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		var v int64
-		if err := tx.QueryRow(ctx, `SELECT version FROM mink_table_meta WHERE table_id = $1`, tw.l.Table).Scan(&v); err != nil {
+		v, err := store.Version(ctx, tx, tw.l.Table)
+		if err != nil {
 			return err
 		}
 		if v != tw.st.base.Version {
@@ -104,23 +88,15 @@ func (tw *tableWriter) fencedAtVersion(ctx context.Context, fn func(pgx.Tx) erro
 // now back to it: whatever set them (a client of an older version asked for a TTL of a
 // century), every row a load made is collected after at most that long.
 func (tw *tableWriter) capExpiries(ctx context.Context) error {
-	ms := float64(icebergmeta.LiveTTLOf(tw.tbl.Properties).Milliseconds())
 	return lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		for _, sql := range []string{
-			`UPDATE mink_data_files SET expires_at = now() + $2::float8 * interval '1 millisecond'
-				WHERE table_id = $1 AND expires_at > now() + $2::float8 * interval '1 millisecond'`,
-			`UPDATE mink_meta_files SET expires_at = now() + $2::float8 * interval '1 millisecond'
-				WHERE table_id = $1 AND expires_at > now() + $2::float8 * interval '1 millisecond'`,
-		} {
-			if _, err := tx.Exec(ctx, sql, tw.l.Table, ms); err != nil {
-				return fmt.Errorf("cap live-load expiries: %w", err)
-			}
+		if err := store.CapExpiries(ctx, tx, tw.l.Table, icebergmeta.LiveTTLOf(tw.tbl.Properties)); err != nil {
+			return fmt.Errorf("cap live-load expiries: %w", err)
 		}
 		return nil
 	})
 }
 
-func (tw *tableWriter) deleteKeys(ctx context.Context, kind, sql string, keys []string, budget *int) error {
+func (tw *tableWriter) deleteKeys(ctx context.Context, kind string, keys []string, budget *int, del func(pgx.Tx, []string) (int64, error)) error {
 	for chunk := range slices.Chunk(keys, collectBatch) {
 		if *budget <= 0 {
 			return nil
@@ -128,8 +104,8 @@ func (tw *tableWriter) deleteKeys(ctx context.Context, kind, sql string, keys []
 		*budget--
 		var n int64
 		err := tw.fencedAtVersion(ctx, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, sql, tw.l.Table, chunk)
-			n = tag.RowsAffected()
+			var err error
+			n, err = del(tx, chunk)
 			return err
 		})
 		if err != nil {
@@ -156,31 +132,16 @@ func (tw *tableWriter) collectRanges(ctx context.Context, refs icebergmeta.Refs,
 			continue
 		}
 		limit := min(ls, tw.st.cover[p].End)
-		rows, err := tw.w.db.Query(ctx, `SELECT start_offset, end_offset, sha256 FROM mink_ranges
-			WHERE table_id = $1 AND partition = $2 AND end_offset <= $3
-			  AND end_offset < (SELECT indexed_end FROM mink_partitions WHERE table_id = $1 AND partition = $2)
-			ORDER BY start_offset LIMIT $4`, tw.l.Table, p, limit, collectBatch)
-		if err != nil {
-			return err
-		}
-		type rng struct {
-			start, end int64
-			sha        string
-		}
-		rs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (rng, error) {
-			var x rng
-			err := r.Scan(&x.start, &x.end, &x.sha)
-			return x, err
-		})
+		rs, err := store.LeadingRanges(ctx, tw.w.db, tw.l.Table, p, limit, collectBatch)
 		if err != nil {
 			return err
 		}
 		var starts []int64
 		for _, r := range rs {
-			if refs.Data[layout.DataKey(tw.tbl.Namespace, tw.tbl.Name, p, r.start, r.end, r.sha)] {
+			if refs.Data[layout.DataKey(tw.tbl.Namespace, tw.tbl.Name, p, r.Start, r.End, r.SHA256)] {
 				break // an older snapshot still names it: keep it and all after it
 			}
-			starts = append(starts, r.start)
+			starts = append(starts, r.Start)
 		}
 		if len(starts) == 0 {
 			continue
@@ -188,14 +149,8 @@ func (tw *tableWriter) collectRanges(ctx context.Context, refs icebergmeta.Refs,
 		*budget--
 		var n int64
 		err = tw.fencedAtVersion(ctx, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, `DELETE FROM mink_ranges WHERE table_id = $1 AND partition = $2 AND start_offset = ANY($3)`, tw.l.Table, p, starts)
-			if err != nil {
-				return err
-			}
-			n = tag.RowsAffected()
-			_, err = tx.Exec(ctx, `UPDATE mink_partitions
-				SET first_offset = (SELECT min(start_offset) FROM mink_ranges WHERE table_id = $1 AND partition = $2)
-				WHERE table_id = $1 AND partition = $2`, tw.l.Table, p)
+			var err error
+			n, err = store.DeleteRanges(ctx, tx, tw.l.Table, p, starts)
 			return err
 		})
 		if err != nil {

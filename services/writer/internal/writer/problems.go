@@ -15,6 +15,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
 // Summary keys of a snapshot that replaced files the file servers reported because Kafka
@@ -30,12 +31,9 @@ const (
 // sizes of bytes); the others wait for the next maintenance.
 const maxRepairFiles = 100
 
-// fileProblem is a row of mink_file_problems: a file server could not serve key with its
-// recorded bytes.
-type fileProblem struct {
-	key, reason, detail string
-	reports             int64 // the report count read: a clear leaves a row reported again since
-}
+// fileProblem is a row of mink_file_problems: a file server could not serve Key with its
+// recorded bytes. Reports is the count read: a clear leaves a row reported again since.
+type fileProblem = store.Problem
 
 // repairOutcome is what rebuilding a reported file found.
 type repairOutcome string
@@ -73,8 +71,8 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 	named := map[string]fileProblem{}
 	var stale []fileProblem
 	for _, p := range ps {
-		if tw.st.keys[p.key] {
-			named[p.key] = p
+		if tw.st.keys[p.Key] {
+			named[p.Key] = p
 		} else {
 			stale = append(stale, p)
 		}
@@ -178,7 +176,7 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 				"partition", r.old.Partition, "file", r.old.Key, "start_offset", r.old.Start, "log_start", tw.logStart[r.old.Partition])
 		case repairIntact:
 			tw.log.Warn("a reported file rebuilds with its recorded bytes; clearing the report",
-				"partition", r.old.Partition, "file", r.old.Key, "reason", r.problem.reason, "detail", r.problem.detail)
+				"partition", r.old.Partition, "file", r.old.Key, "reason", r.problem.Reason, "detail", r.problem.Detail)
 			intact = append(intact, r.problem)
 		case repairEmptied:
 			remove = append(remove, r.old)
@@ -231,7 +229,7 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	for _, r := range rs {
 		if r.outcome == repairRebuilt || r.outcome == repairEmptied {
 			tw.log.Info("replaced a file whose recorded bytes Kafka no longer yields", "partition", r.old.Partition,
-				"file", r.old.Key, "start_offset", r.old.Start, "end_offset", r.old.End, "reason", r.problem.reason, "detail", r.problem.detail,
+				"file", r.old.Key, "start_offset", r.old.Start, "end_offset", r.old.End, "reason", r.problem.Reason, "detail", r.problem.Detail,
 				"outcome", string(r.outcome), "records", r.old.Records, "new_file", r.new.Key, "new_records", r.new.Records, "version", res.Version)
 		}
 	}
@@ -240,15 +238,7 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 
 // problems reads the table's file problems.
 func (tw *tableWriter) problems(ctx context.Context) ([]fileProblem, error) {
-	rows, err := tw.w.db.Query(ctx, `SELECT key, reason, detail, reports FROM mink_file_problems WHERE table_id = $1 ORDER BY key`, tw.l.Table)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fileProblem, error) {
-		var p fileProblem
-		err := r.Scan(&p.key, &p.reason, &p.detail, &p.reports)
-		return p, err
-	})
+	return store.Problems(ctx, tw.w.db, tw.l.Table)
 }
 
 // clearProblems deletes problem rows that need no replacement, under the lease and only
@@ -261,16 +251,10 @@ func (tw *tableWriter) clearProblems(ctx context.Context, why repairOutcome, ps 
 	if tw.w.beforeStore != nil {
 		tw.w.beforeStore(ctx, "clear-problems")
 	}
-	keys := make([]string, len(ps))
-	reports := make([]int64, len(ps))
-	for i, p := range ps {
-		keys[i], reports[i] = p.key, p.reports
-	}
 	var n int64
 	err := tw.fencedAtVersion(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM mink_file_problems p USING unnest($2::text[], $3::bigint[]) AS r (key, reports)
-			WHERE p.table_id = $1 AND p.key = r.key AND p.reports = r.reports`, tw.l.Table, keys, reports)
-		n = tag.RowsAffected()
+		var err error
+		n, err = store.ClearProblems(ctx, tx, tw.l.Table, ps)
 		return err
 	})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
 var (
@@ -159,20 +160,13 @@ func (tw *tableWriter) refresh(ctx context.Context) (bool, error) {
 
 // metaFile reads a stored metadata file.
 func (w *Writer) metaFile(ctx context.Context, key string) ([]byte, error) {
-	var b []byte
-	err := w.db.QueryRow(ctx, `SELECT content FROM mink_meta_files WHERE key = $1`, key).Scan(&b)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("metadata file %s is missing", key)
-	}
-	return b, err
+	return store.MetaFile(ctx, w.db, key)
 }
 
 // load reads the current metadata, its coverage and its files.
 func (tw *tableWriter) load(ctx context.Context) error {
-	var key string
-	var version int64
-	err := tw.w.db.QueryRow(ctx, `SELECT metadata_key, version FROM mink_table_meta WHERE table_id = $1`, tw.l.Table).Scan(&key, &version)
-	if errors.Is(err, pgx.ErrNoRows) {
+	key, version, err := store.Current(ctx, tw.w.db, tw.l.Table)
+	if errors.Is(err, store.ErrMissing) {
 		res, err := icebergmeta.Create(tw.meta)
 		if err != nil {
 			return err
@@ -215,7 +209,7 @@ func (tw *tableWriter) load(ctx context.Context) error {
 		}
 		keys = append(keys, k)
 	}
-	files, err := dataFiles(ctx, tw.w.db, keys)
+	files, err := store.DataFiles(ctx, tw.w.db, keys)
 	if err != nil {
 		return err
 	}
@@ -226,28 +220,6 @@ func (tw *tableWriter) load(ctx context.Context) error {
 	tw.st = st
 	tw.log.Info("writing", "metadata", key, "version", version, "files", len(files))
 	return nil
-}
-
-// dataFiles reads mink_data_files rows by key.
-func dataFiles(ctx context.Context, db lease.DB, keys []string) ([]icebergmeta.DataFile, error) {
-	var out []icebergmeta.DataFile
-	for chunk := range slices.Chunk(keys, 5000) {
-		rows, err := db.Query(ctx, `SELECT key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats
-			FROM mink_data_files WHERE key = ANY($1)`, chunk)
-		if err != nil {
-			return nil, err
-		}
-		fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
-			var f icebergmeta.DataFile
-			err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
-			return f, err
-		})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, fs...)
-	}
-	return out, nil
 }
 
 // apply records that add joined and remove left the current snapshot.
@@ -351,9 +323,7 @@ func (tw *tableWriter) maintain(ctx context.Context) error {
 // dbNow is the database's clock: snapshot timestamps and retention use it, never a
 // node's own clock.
 func (tw *tableWriter) dbNow(ctx context.Context) (time.Time, error) {
-	var now time.Time
-	err := tw.w.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now, err
+	return store.Now(ctx, tw.w.db)
 }
 
 // commitNew commits the ranges indexed beyond the current snapshot as one append, with
@@ -503,42 +473,12 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 	}
 	began := time.Now()
 	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		for _, f := range add {
-			// A live-load tail file with the same key (same offsets and bytes) may exist:
-			// once committed it no longer expires, and it is committed (listed) for good.
-			b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
-					file_size, sha256, settings, stats)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-				ON CONFLICT (key) DO UPDATE SET expires_at = NULL, live = false`,
-				tw.l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats)
-		}
-		for _, f := range res.Files {
-			b.Queue(`INSERT INTO mink_meta_files (table_id, key, content) VALUES ($1, $2, $3)`, tw.l.Table, f.Key, f.Content)
-		}
-		if len(remove) > 0 {
-			b.Queue(`DELETE FROM mink_file_problems WHERE table_id = $1 AND key = ANY($2)`, tw.l.Table, keysOf(remove))
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		var sql string
-		args := []any{tw.l.Table, res.Key, res.Version, snapID}
-		if res.Version == 1 {
-			sql = `INSERT INTO mink_table_meta (table_id, metadata_key, version, snapshot_id) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (table_id) DO NOTHING`
-		} else {
-			sql = `UPDATE mink_table_meta SET metadata_key = $2, version = $3, snapshot_id = $4, committed_at = now()
-				WHERE table_id = $1 AND version = $3 - 1`
-		}
-		tag, err := tx.Exec(ctx, sql, args...)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
+		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: keysOf(remove),
+			Key: res.Key, Version: res.Version, SnapshotID: snapID})
+		if errors.Is(err, store.ErrStale) {
 			return fmt.Errorf("%w: version %d is no longer current", ErrConflict, res.Version-1)
 		}
-		return nil
+		return err
 	})
 	result := "ok"
 	if err != nil {
