@@ -351,14 +351,14 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	}
 	for _, n := range f.nodes {
 		pid := n.p.Pid()
-		after5 := rssAfter(ctx, pid, 5*time.Second)
+		after15 := rssAfter(ctx, pid, 15*time.Second)
 		after, err := steadyRSS(ctx, pid)
 		if err != nil {
 			return err
 		}
 		it.Rows = append(it.Rows,
-			Info(fmt.Sprintf("file server %s RSS before / peak / 5 s after / settled after the burst", n.p.ID),
-				fmt.Sprintf("%s / %s / %s / %s", fmtMiB(before[pid]), fmtMiB(peak[pid]), fmtMiB(after5), fmtMiB(after))))
+			Info(fmt.Sprintf("file server %s RSS before / peak / 15 s after / settled after the burst", n.p.ID),
+				fmt.Sprintf("%s / %s / %s / %s", fmtMiB(before[pid]), fmtMiB(peak[pid]), fmtMiB(after15), fmtMiB(after))))
 	}
 	it.Notes = append(it.Notes, fmt.Sprintf("File servers: %d clients for %v against two mink-fileserver processes: half load the table (%d data files, %s), "+
 		"half GET random data files from either node (built from Kafka on first read, forwarded when the other node owns them): %d loads, %d GETs (%s). "+

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -60,6 +61,10 @@ func releaseMemoryAfterBursts(ctx context.Context, every time.Duration) {
 		}
 		now := allocs()
 		if m.observe(now - last) {
+			// Two collections: the first moves sync.Pool caches (gRPC's and
+			// parquet-go's buffers) to their victim lists, the second frees them;
+			// then FreeOSMemory returns the free pages.
+			runtime.GC()
 			debug.FreeOSMemory()
 		}
 		last = now
