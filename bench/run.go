@@ -107,7 +107,7 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, it := range c.Items {
 		if (it < 1 || it > 10) && it != 13 {
-			bad("items: %d is not one of the items (1-10)", it)
+			bad("items: %d is not one of the items (1-10, 13)", it)
 		}
 	}
 	if c.Reps < 1 {
