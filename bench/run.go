@@ -40,6 +40,9 @@ type Config struct {
 	// 3-6: the file server.
 	FS FSConfig
 
+	// 13: memory.
+	Mem MemConfig
+
 	// 7: coordination.
 	CoordNodes        []int // simulated cluster sizes
 	CoordTables       int
@@ -67,7 +70,7 @@ type Config struct {
 // DefaultConfig is what make bench runs.
 func DefaultConfig() Config {
 	return Config{
-		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13},
 		Compression: "none",
 		Reps:        3,
 
@@ -82,7 +85,8 @@ func DefaultConfig() Config {
 		AvroRecords:  200_000,
 		ProtoRecords: 200_000,
 
-		FS: DefaultFSConfig(),
+		FS:  DefaultFSConfig(),
+		Mem: DefaultMemConfig(),
 
 		CoordNodes:           []int{10, 100, 1000},
 		CoordTables:          1000,
@@ -107,8 +111,8 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, it := range c.Items {
-		if it < 1 || it > 11 {
-			bad("items: %d is not one of the items (1-11)", it)
+		if (it < 1 || it > 11) && it != 13 {
+			bad("items: %d is not one of the items (1-11, 13)", it)
 		}
 	}
 	if c.Reps < 1 {
@@ -249,6 +253,12 @@ func Run(ctx context.Context, e *Env, c Config) *Report {
 	if c.has(11) {
 		it := item(11, "Small files: size-tiered assembly")
 		if err := runAssembly(ctx, c, it); err != nil {
+			fail(it, err)
+		}
+	}
+	if c.has(13) {
+		it := item(13, "Memory")
+		if err := runMemory(ctx, e, c, it); err != nil {
 			fail(it, err)
 		}
 	}

@@ -64,6 +64,10 @@ type Config struct {
 	MaxConnections int
 
 	MaxPartitions int // indexer
+	// BuildMemory bounds the finished Parquet pages that an indexer's range builds keep
+	// in memory, all partitions together; beyond it they wait in temporary files
+	// (pkg/parquetbuild.Pages).
+	BuildMemory flagenv.Bytes // indexer
 
 	CatalogAddr string        // file server: Iceberg REST catalog
 	S3Addr      string        // file server: S3 API
@@ -113,6 +117,9 @@ type Parts struct {
 	Figures  func() map[string]string      // role figures for GetStatus
 }
 
+// DefaultBuildMemory is an indexer's --build-memory unless told otherwise.
+const DefaultBuildMemory = 128 << 20
+
 // DefaultGRPCAddr is where a node serves gRPC unless told otherwise.
 const DefaultGRPCAddr = ":7070"
 
@@ -136,6 +143,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	switch c.Role {
 	case lease.RoleIndexer:
 		fs.IntVar(&c.MaxPartitions, "max-partitions", 0, "most partition leases this node holds (0: no cap)")
+		c.BuildMemory = DefaultBuildMemory
+		fs.Var(&c.BuildMemory, "build-memory", "most bytes of finished Parquet pages the range builds of all partitions keep in memory; beyond it they wait in temporary files in $TMPDIR (same files, bounded memory): 128MiB, 1GiB, ...")
 	case lease.RoleFileServer:
 		fs.StringVar(&c.CatalogAddr, "catalog-addr", ":8181", "address to serve the Iceberg REST catalog on")
 		fs.StringVar(&c.S3Addr, "s3-addr", ":9000", "address to serve the S3 API on")
@@ -218,6 +227,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 || c.MaxConnections > 1<<20 {
 		bad("max-connections", "%d is out of range (1 to 1048576; 0: the default)", c.MaxConnections)
+	}
+	if c.Role == lease.RoleIndexer && c.BuildMemory < 0 {
+		bad("build-memory", "must not be negative")
 	}
 	if c.MaxPartitions < 0 {
 		bad("max-partitions", "%d is negative (0 means no cap)", c.MaxPartitions)

@@ -303,6 +303,7 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error { authority.Watch(actorCtx, 2*time.Second); return nil })
 	}
 	transport.watch(actorCtx, g)
+	g.Go(func() error { releaseMemoryAfterBursts(actorCtx, memCheckEvery); return nil })
 	g.Go(func() error {
 		if err := gs.Serve(transport.listener(n.grpcLis)); err != nil {
 			return fmt.Errorf("node: serve gRPC: %w", err)

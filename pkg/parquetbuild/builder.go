@@ -72,7 +72,9 @@ func NewBuilder(w io.Writer, spec tableschema.Spec, s Settings) (*Builder, error
 // with its Iceberg id (positive, unique). s must be valid. A row whose values do not
 // have the shape of the fields fails the file (Add returns an error; the Builder is
 // then unusable).
-func NewBuilderFor(w io.Writer, dec rowcodec.RowDecoder, s Settings) (_ *Builder, err error) {
+//
+// With WithPages the Builder's finished pages wait in that pool (bounded memory).
+func NewBuilderFor(w io.Writer, dec rowcodec.RowDecoder, s Settings, opts ...Option) (_ *Builder, err error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -107,8 +109,38 @@ func NewBuilderFor(w io.Writer, dec rowcodec.RowDecoder, s Settings) (_ *Builder
 	if err := b.checkPlan(schema); err != nil {
 		return nil, err
 	}
-	b.pw = parquet.NewWriter(b.out, s.writerOptions(schema))
+	wopts := []parquet.WriterOption{s.writerOptions(schema)}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.pages != nil {
+		wopts = append(wopts, parquet.ColumnPageBuffers(o.pages))
+	}
+	b.pw = parquet.NewWriter(b.out, wopts...)
 	return b, nil
+}
+
+// Option is an option of NewBuilderFor that changes how a file is built, never its bytes.
+type Option func(*options)
+
+type options struct {
+	pages *Pages
+}
+
+// WithPages keeps the Builder's finished pages in p, which bounds the memory they take
+// across every Builder sharing it.
+func WithPages(p *Pages) Option { return func(o *options) { o.pages = p } }
+
+// Abort gives up the file: it releases what the Builder holds (its pages, in memory or
+// in temporary files) without writing the rest. A Builder dropped without Close or
+// Abort keeps its share of its Pages' budget. Abort after Close does nothing.
+func (b *Builder) Abort() {
+	if b.closed {
+		return
+	}
+	b.closed = true
+	b.release()
 }
 
 // Add decodes r and appends its row. Records must come from one partition in increasing
@@ -173,16 +205,25 @@ func (b *Builder) Close() (stats FileStats, err error) {
 	}
 	b.closed = true
 	if b.err != nil {
+		b.release()
 		return FileStats{}, b.err
 	}
 	defer b.recoverInto(&err)
 	if err := b.writeChunk(); err != nil {
+		b.release()
 		return FileStats{}, b.fail(err)
 	}
 	if err := b.pw.Close(); err != nil {
+		b.release()
 		return FileStats{}, b.fail(err)
 	}
 	return b.stats(), nil
+}
+
+// release gives the writer's page buffers back to their pool.
+func (b *Builder) release() {
+	defer func() { _ = recover() }() // a writer already broken has nothing more to give back
+	b.pw.Reset(io.Discard)
 }
 
 func (b *Builder) fail(err error) error {

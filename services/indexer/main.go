@@ -12,7 +12,8 @@ import (
 
 func main() {
 	cfg := node.Config{Role: lease.RoleIndexer, Setup: func(d node.Deps) (node.Parts, error) {
-		ix, err := indexer.New(indexer.Options{DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs, Meter: d.Meter, Logger: d.Logger})
+		ix, err := indexer.New(indexer.Options{DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs, Meter: d.Meter, Logger: d.Logger,
+			BuildMemory: int64(d.Config.BuildMemory)})
 		if err != nil {
 			return node.Parts{}, err
 		}

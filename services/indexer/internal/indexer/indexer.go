@@ -43,6 +43,10 @@ type Indexer struct {
 	// topic has gained partitions.
 	GrowthCheck time.Duration
 
+	// Pages hold the finished pages of every open range's build, within the node's
+	// --build-memory; the rest wait in temporary files.
+	Pages *parquetbuild.Pages
+
 	metrics metrics
 	paused  sync.Map // "ns.table/partition" → why its indexing is paused
 	held    sync.Map // lease.Scope → *partition, for every partition this node indexes now
@@ -64,6 +68,9 @@ type Options struct {
 	Codecs *tablecodec.Codecs // decoders, schema versions, the schema registry
 	Meter  metric.Meter
 	Logger *slog.Logger
+	// BuildMemory bounds the finished pages the builds of all partitions keep in
+	// memory (0: none, every page waits in a temporary file).
+	BuildMemory int64
 }
 
 type metrics struct {
@@ -78,6 +85,9 @@ func New(o Options) (*Indexer, error) {
 		ix.Codecs = tablecodec.New(o.DB, nil)
 	}
 	var err error
+	if ix.Pages, err = parquetbuild.NewPages(o.BuildMemory, ""); err != nil {
+		return nil, err
+	}
 	counter := func(name, desc, unit string) metric.Int64Counter {
 		c, e := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
 		err = errors.Join(err, e)
@@ -92,7 +102,21 @@ func New(o Options) (*Indexer, error) {
 		metric.WithUnit("{record}"))
 	paused, e2 := m.Int64ObservableGauge("mink.indexer.paused",
 		metric.WithDescription("1 while indexing of a partition this node holds is paused, retrying after a failure (GetStatus says why); 0 while it runs."))
-	if err = errors.Join(err, e1, e2); err != nil {
+	_, e3 := m.Int64ObservableGauge("mink.indexer.build_page_bytes",
+		metric.WithDescription("Bytes of finished Parquet pages the open ranges' builds hold in memory (bounded by --build-memory)."),
+		metric.WithUnit("By"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(ix.Pages.InMemory())
+			return nil
+		}))
+	_, e4 := m.Int64ObservableCounter("mink.indexer.build_page_spilled_bytes",
+		metric.WithDescription("Bytes of finished Parquet pages written to temporary files because --build-memory was full."),
+		metric.WithUnit("By"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(ix.Pages.Spilled())
+			return nil
+		}))
+	if err = errors.Join(err, e1, e2, e3, e4); err != nil {
 		return nil, err
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -271,6 +295,11 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	attrs := metric.WithAttributes(attribute.String("table", tbl.FullName()), attribute.Int("partition", int(l.Partition)))
 
 	var c *cut
+	defer func() {
+		if c != nil {
+			c.b.Abort() // the lease lost or a failure: give the open range's pages back
+		}
+	}()
 	open := func(at int64) error {
 		// Each range reads the table afresh: a new schema version or new properties
 		// (AlterTable) apply from the next range on.
@@ -438,7 +467,7 @@ func (ix *Indexer) newCut(ctx context.Context, l *lease.Lease, tbl *tables.Table
 			return nil, err
 		}
 	}
-	b, err := parquetbuild.NewBuilderFor(io.Discard, dec, settings)
+	b, err := parquetbuild.NewBuilderFor(io.Discard, dec, settings, parquetbuild.WithPages(ix.Pages))
 	if err != nil {
 		return nil, err
 	}

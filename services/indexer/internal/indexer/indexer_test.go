@@ -81,12 +81,26 @@ func (e *env) startIndexer(t *testing.T, id string) (stop func()) {
 
 // startIndexerWith is startIndexer reporting its metrics to meter.
 func (e *env) startIndexerWith(t *testing.T, id string, meter metric.Meter) (stop func()) {
+	stop, _ = e.startIndexerOpts(t, id, indexer.Options{Meter: meter}, nil)
+	return stop
+}
+
+// startIndexerOpts is startIndexer with o (its DB, Kafka and Logger set here) and tune
+// applied to the indexer before it runs; it returns the indexer too.
+func (e *env) startIndexerOpts(t *testing.T, id string, o indexer.Options, tune func(*indexer.Indexer)) (stop func(), ix *indexer.Indexer) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ix, err := indexer.New(indexer.Options{DB: e.db, Kafka: e.kc, Meter: meter, Logger: log})
+	o.DB, o.Kafka, o.Logger = e.db, e.kc, log
+	if o.Meter == nil {
+		o.Meter = noop.NewMeterProvider().Meter("test")
+	}
+	ix, err := indexer.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ix.GrowthCheck = 200 * time.Millisecond
+	if tune != nil {
+		tune(ix)
+	}
 	m, err := lease.NewManager(e.db, lease.Config{NodeID: id, Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: id, TTL: 1500 * time.Millisecond, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +118,7 @@ func (e *env) startIndexerWith(t *testing.T, id string, meter metric.Meter) (sto
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, ix
 }
 
 func (e *env) createTable(t *testing.T, name string, partitions int32, props map[string]string) tables.Table {

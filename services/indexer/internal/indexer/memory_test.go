@@ -1,0 +1,58 @@
+package indexer_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/minkhq/mink/pkg/lease/leasetest"
+	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tablecodec"
+	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/services/indexer/internal/indexer"
+)
+
+// An indexer holding many busy partitions keeps at most --build-memory of finished
+// pages in memory, whatever mink.range.target-bytes is: the rest wait in temporary
+// files, and the ranges still tile every partition and rebuild byte for byte.
+func TestBuildMemoryBoundsManyPartitions(t *testing.T) {
+	e := newEnv(t)
+	const parts, limit = 40, 32 << 10
+	// Ranges far larger than what arrives: without the bound every page of every
+	// partition would wait in memory until the age cuts the range.
+	tbl := e.createTable(t, "mem", parts, map[string]string{tables.PropRangeTargetBytes: "1073741824", tables.PropRangeMaxAge: "2s"})
+	_, ix := e.startIndexerOpts(t, "idx-mem", indexer.Options{BuildMemory: limit}, func(ix *indexer.Indexer) {
+		// Small pages in one row group per range: pages finish and wait early.
+		ix.Settings.PageBufferBytes = 4 << 10
+		ix.Settings.RowGroupRows = 1 << 20
+	})
+	for round := range 3 {
+		for p := range int32(parts) {
+			e.produce(t, "mem", p, jsonEvents(round*300, 300)...)
+		}
+	}
+	for p := range int32(parts) {
+		e.checkTiling(t, tbl, p)
+	}
+	if peak := ix.Pages.Peak(); peak > limit || peak == 0 {
+		t.Errorf("peak of pages in memory: %d bytes, want 1..%d", peak, limit)
+	}
+	if ix.Pages.Spilled() == 0 {
+		t.Errorf("no page spilled: the partitions' pages never needed more than %d bytes, the test shows nothing", limit)
+	}
+	// Every cut range gave its pages back.
+	leasetest.Eventually(t, 10*time.Second, "pages in memory back to 0", func() bool { return ix.Pages.InMemory() == 0 })
+	for _, p := range []int32{0, parts - 1} {
+		rs, err := ranges.List(context.Background(), e.db, tbl.ID, p, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if _, err := rangefile.Build(context.Background(), e.kc, tablecodec.New(e.db, nil), tbl, r, io.Discard); err != nil {
+				t.Fatalf("rebuild [%d, %d) of partition %d: %v", r.Start, r.End, p, err)
+			}
+		}
+	}
+}
