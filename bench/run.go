@@ -51,6 +51,9 @@ type Config struct {
 	// partitions; 0 skips it.
 	CoordCheckPartitions int
 
+	// 11: concurrent live loads.
+	Live LiveConfig
+
 	// 8: failover.
 	FailoverTrials     int
 	FailoverTTL        time.Duration
@@ -64,7 +67,7 @@ type Config struct {
 // DefaultConfig is what make bench runs.
 func DefaultConfig() Config {
 	return Config{
-		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
 		Compression: "none",
 		Reps:        3,
 
@@ -79,7 +82,8 @@ func DefaultConfig() Config {
 		AvroRecords:  200_000,
 		ProtoRecords: 200_000,
 
-		FS: DefaultFSConfig(),
+		FS:   DefaultFSConfig(),
+		Live: DefaultLiveConfig(),
 
 		CoordNodes:           []int{10, 100, 1000},
 		CoordTables:          1000,
@@ -102,8 +106,8 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, it := range c.Items {
-		if it < 1 || it > 10 {
-			bad("items: %d is not one of the items (1-10)", it)
+		if it < 1 || it > 11 {
+			bad("items: %d is not one of the items (1-11)", it)
 		}
 	}
 	if c.Reps < 1 {
@@ -139,6 +143,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FailoverTrials < 1 || c.FailoverPartitions < 2 {
 		bad("failover: want at least 1 trial and 2 partitions")
+	}
+	if c.Live.Clients < 1 || c.Live.Duration < time.Second || c.Live.Rate < 1 {
+		bad("live-clients, live-duration, live-rate: want at least 1 client, 1s and 1 record/s")
 	}
 	if c.IndexTTL < 300*time.Millisecond || c.FailoverTTL < 300*time.Millisecond {
 		bad("lease TTLs: want at least 300ms")
@@ -235,6 +242,12 @@ func Run(ctx context.Context, e *Env, c Config) *Report {
 		}
 		it := item(f.n, f.title)
 		if err := runRegIndexing(ctx, e, c, it, f.format, f.records); err != nil {
+			fail(it, err)
+		}
+	}
+	if c.has(11) {
+		it := item(11, "Concurrent live loads")
+		if err := runLiveLoads(ctx, e, c, it); err != nil {
 			fail(it, err)
 		}
 	}
