@@ -175,9 +175,9 @@ func TestLiveLoadReuseBound(t *testing.T) {
 		at  time.Time
 	}
 	var (
-		mu     sync.Mutex
-		acks   []acked
-		loads  []struct {
+		mu    sync.Mutex
+		acks  []acked
+		loads []struct {
 			began time.Time
 			r     rawLoad
 		}

@@ -25,9 +25,23 @@
 // and with it every file the load names. The writer's collection deletes both kinds of
 // rows once expired and unnamed.
 //
-// Concurrent loads of the same tail share one build of the load; a load whose tail ends
-// where a load of the last minute (at most TTL/4) ended reuses its metadata. With
-// mink.live-load=false a load returns the committed metadata and never reads Kafka.
+// Loads read rather than write (pkg/liveloads keeps the rows):
+//
+//   - A load snapshot has a content key: the table, the committed metadata, the
+//     settings and the tail spans. Loads of the same tail share it: concurrent ones
+//     one build in this process, later ones (through any file server, for TTL/4 and at
+//     most a minute after it was made) the row recorded in Postgres. A burst of
+//     identical loads writes nothing after the first.
+//   - Loads of the same committed metadata form a stream. A load answers with the
+//     stream's newest snapshot (this node's, else one any node recorded) whose Kafka
+//     offsets were read less than mink.live.reuse-ms before it arrived, or waits for a
+//     refresh begun within that bound; otherwise it reads Kafka's offsets itself. So a
+//     moving tail costs at most about one load snapshot per bound and commit however
+//     many clients load, and a load that arrives at T has every record Kafka
+//     acknowledged before T - bound. The bound is compared on one clock only: this
+//     node's, or the database's for the snapshots of other nodes.
+//
+// With mink.live-load=false a load returns the committed metadata and never reads Kafka.
 // With Kafka unreachable a live load answers 503 naming Kafka.
 package live
 
