@@ -37,6 +37,7 @@ func TestEveryDocumentedPropertyIsValidated(t *testing.T) {
 		tables.PropCommitInterval:                    "-1s",
 		tables.PropAssemblyTargetBytes:               "-1",
 		tables.PropMaintenanceInterval:               "0s",
+		tables.PropHistoryMaxSnapshots:               "0",
 		"history.expire.min-snapshots-to-keep":       "-5",
 		"history.expire.max-snapshot-age-ms":         "0",
 		"commit.manifest.min-count-to-merge":         "many",

@@ -81,6 +81,10 @@ type Props struct {
 	// snapshot per LiveReuse however many clients load it. Zero: every load reads Kafka
 	// (loads of an unchanged tail still share one snapshot).
 	LiveReuse time.Duration
+
+	// HistoryMaxSnapshots caps the snapshots the writer keeps, however young, so that a
+	// table committing often loads in bounded metadata (pkg/icebergmeta.Retention).
+	HistoryMaxSnapshots int
 }
 
 // Property keys Mink reads; other keys are kept and served as Iceberg table properties.
@@ -97,12 +101,15 @@ const (
 	PropLiveMaxRecords = "mink.live.max-records" // offsets per partition, 1 to 1e9
 	PropLiveMaxBytes   = "mink.live.max-bytes"   // bytes per partition, 1 to 16 GiB
 	PropLiveReuseMs    = "mink.live.reuse-ms"    // milliseconds, 0 to 60000
+
+	PropHistoryMaxSnapshots = "mink.history.max-snapshots" // 1 to 1000000
 )
 
 // DefaultProps are the defaults of the properties Mink reads.
 var DefaultProps = Props{RangeTargetBytes: 128 << 20, RangeMaxAge: 10 * time.Second, CommitInterval: 5 * time.Second,
 	AssemblyTargetBytes: 128 << 20, MaintenanceInterval: time.Minute,
-	LiveLoad: true, LiveTTL: 15 * time.Minute, LiveMaxRecords: 1_000_000, LiveMaxBytes: 64 << 20, LiveReuse: 100 * time.Millisecond}
+	LiveLoad: true, LiveTTL: 15 * time.Minute, LiveMaxRecords: 1_000_000, LiveMaxBytes: 64 << 20, LiveReuse: 100 * time.Millisecond,
+	HistoryMaxSnapshots: 100}
 
 // A property's rule: how its value is checked and where it goes in Props (nil: checked
 // only; pkg/icebergmeta reads Iceberg's own keys).
@@ -146,6 +153,8 @@ var propRules = map[string]propRule{
 	PropLiveReuseMs: {intIn(0, 60_000), "a number of milliseconds from 0 to 60000", func(p *Props, v any) {
 		p.LiveReuse = time.Duration(v.(int64)) * time.Millisecond
 	}},
+
+	PropHistoryMaxSnapshots: {intIn(1, 1_000_000), "a snapshot count from 1 to 1000000", func(p *Props, v any) { p.HistoryMaxSnapshots = int(v.(int64)) }},
 
 	// Iceberg's own keys that Mink acts on (pkg/icebergmeta).
 	"history.expire.max-snapshot-age-ms":         {intIn(1, 1<<53), "a positive number of milliseconds", nil},
