@@ -240,7 +240,7 @@ func New(o Options) (*Loader, error) {
 		streams: map[string]*stream{}, covs: covs}
 	var err1, err2 error
 	l.loads, err1 = o.Meter.Int64Counter("mink.fileserver.live.loads",
-		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (an earlier load's, same tail), committed (no tail), disabled (mink.live-load=false), error."),
+		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (another load's: the same tail, or read within mink.live.reuse-ms), committed (no tail), disabled (mink.live-load=false), error."),
 		metric.WithUnit("{load}"))
 	l.duration, err2 = o.Meter.Float64Histogram("mink.fileserver.live.load.duration",
 		metric.WithDescription("Time to make a load snapshot, tail builds included."), metric.WithUnit("s"))
