@@ -54,6 +54,9 @@ type Config struct {
 	// partitions; 0 skips it.
 	CoordCheckPartitions int
 
+	// 11: concurrent live loads.
+	Live LiveConfig
+
 	// 8: failover.
 	FailoverTrials     int
 	FailoverTTL        time.Duration
@@ -70,7 +73,7 @@ type Config struct {
 // DefaultConfig is what make bench runs.
 func DefaultConfig() Config {
 	return Config{
-		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13},
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14},
 		Compression: "none",
 		Reps:        3,
 
@@ -85,8 +88,9 @@ func DefaultConfig() Config {
 		AvroRecords:  200_000,
 		ProtoRecords: 200_000,
 
-		FS:  DefaultFSConfig(),
-		Mem: DefaultMemConfig(),
+		FS:   DefaultFSConfig(),
+		Mem:  DefaultMemConfig(),
+		Live: DefaultLiveConfig(),
 
 		CoordNodes:           []int{10, 100, 1000},
 		CoordTables:          1000,
@@ -111,8 +115,8 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, it := range c.Items {
-		if (it < 1 || it > 11) && it != 13 {
-			bad("items: %d is not one of the items (1-11, 13)", it)
+		if it < 1 || it > 14 || it == 12 {
+			bad("items: %d is not one of the items (1-11, 13, 14)", it)
 		}
 	}
 	if c.Reps < 1 {
@@ -151,6 +155,9 @@ func (c *Config) Validate() error {
 	}
 	if c.has(11) && (len(c.AssemblyMinutes) == 0 || slices.Min(c.AssemblyMinutes) < 1) {
 		bad("assembly-minutes: want at least one horizon, each of 1 minute or more")
+	}
+	if c.Live.Clients < 1 || c.Live.Duration < time.Second || c.Live.Rate < 1 {
+		bad("live-clients, live-duration, live-rate: want at least 1 client, 1s and 1 record/s")
 	}
 	if c.IndexTTL < 300*time.Millisecond || c.FailoverTTL < 300*time.Millisecond {
 		bad("lease TTLs: want at least 300ms")
@@ -259,6 +266,12 @@ func Run(ctx context.Context, e *Env, c Config) *Report {
 	if c.has(13) {
 		it := item(13, "Memory")
 		if err := runMemory(ctx, e, c, it); err != nil {
+			fail(it, err)
+		}
+	}
+	if c.has(14) {
+		it := item(14, "Concurrent live loads")
+		if err := runLiveLoads(ctx, e, c, it); err != nil {
 			fail(it, err)
 		}
 	}

@@ -276,7 +276,7 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 		}
 		list = append(list, mf)
 	}
-	carried, err := w.carry(ctx, r, parent, ch.Remove)
+	carried, all, err := w.carry(ctx, r, parent, ch.Remove)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -304,6 +304,9 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 	summary, err := summarize(parent, ch)
 	if err != nil {
 		return nil, nil, err
+	}
+	if parent != nil && all {
+		summary.Properties[SummaryParentCarried] = "true"
 	}
 	schemaID := schema.ID
 	snap := &table.Snapshot{
@@ -366,20 +369,20 @@ func (w *manifests) write(fill func(*iceberg.ManifestWriter) error) (iceberg.Man
 // carry returns the parent's manifests for the new snapshot: unchanged when they name
 // no removed file, rewritten when they do, dropped when they only record deletions of
 // an earlier snapshot, and the small ones merged once there are many.
-func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot, remove []DataFile) ([]iceberg.ManifestFile, error) {
+func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot, remove []DataFile) (_ []iceberg.ManifestFile, all bool, err error) {
 	gone := make(map[string]bool, len(remove))
 	for _, f := range remove {
 		gone[f.URI()] = true
 	}
 	ms, err := r.ManifestList(ctx, parent)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out, kept []iceberg.ManifestFile
 	found := 0
 	for _, m := range ms {
 		if m.ManifestContent() != iceberg.ManifestContentData {
-			return nil, fmt.Errorf("icebergmeta: manifest %s holds delete files, which Mink never writes", m.FilePath())
+			return nil, false, fmt.Errorf("icebergmeta: manifest %s holds delete files, which Mink never writes", m.FilePath())
 		}
 		if m.AddedDataFiles()+m.ExistingDataFiles() == 0 {
 			continue // only tombstones of an earlier snapshot's removals
@@ -388,7 +391,7 @@ func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot
 		if len(gone) > 0 {
 			paths, err := r.LivePaths(ctx, m)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			for _, p := range paths {
 				if gone[p] {
@@ -403,7 +406,7 @@ func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot
 		found += hits
 		es, err := r.Entries(ctx, m, true)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		mf, err := w.write(func(mw *iceberg.ManifestWriter) error {
 			for _, e := range es {
@@ -420,7 +423,7 @@ func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, mf)
 	}
@@ -439,13 +442,21 @@ func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot
 			}
 		}
 		sort.Strings(missing)
-		return nil, fmt.Errorf("%w: %v", ErrNotLive, missing)
+		return nil, false, fmt.Errorf("%w: %v", ErrNotLive, missing)
 	}
 	merged, err := w.mergeSmall(ctx, r, kept)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return append(out, merged...), nil
+	// Every manifest of the parent's with live entries is carried as it is (none
+	// rewritten, none merged): what a live load built on the parent names, this
+	// snapshot names too.
+	all = len(out) == 0 && samePaths(merged, kept)
+	return append(out, merged...), all, nil
+}
+
+func samePaths(a, b []iceberg.ManifestFile) bool {
+	return slices.EqualFunc(a, b, func(x, y iceberg.ManifestFile) bool { return x.FilePath() == y.FilePath() })
 }
 
 // mergeSmall merges manifests below the target size into manifests near it, once there
@@ -612,7 +623,17 @@ type Retention struct {
 	// files; keeping the snapshot keeps them (collection spares what a kept snapshot
 	// names), so the load stays readable for its TTL after newer commits. Zero: off.
 	KeepSuperseded time.Duration
+	// MaxSnapshots caps the snapshots kept however young (never below MinKeep): beyond
+	// the newest MaxSnapshots, a snapshot goes once its child carried every manifest of
+	// its own as it was (SummaryParentCarried), as then whatever a live load built on it
+	// names stays named by a kept snapshot: the child, or the first descendant whose
+	// parent was not carried whole, which KeepSuperseded keeps. Zero: no cap.
+	MaxSnapshots int
 }
+
+// SummaryParentCarried marks a writer's snapshot that carries every manifest of its
+// parent as it is: "true".
+const SummaryParentCarried = "mink.parent-manifests-carried"
 
 // Retention defaults: Iceberg's property names, with Mink's defaults (Iceberg keeps
 // snapshots 5 days; Mink commits every few seconds and its data lives in Kafka).
@@ -637,6 +658,13 @@ func RetentionOf(props map[string]string) Retention {
 	if on, ttl := liveProps(props); on {
 		r.KeepSuperseded = min(ttl, r.MaxAge)
 	}
+	r.MaxSnapshots = tables.DefaultProps.HistoryMaxSnapshots
+	if v, ok := props[tables.PropHistoryMaxSnapshots]; ok {
+		if p, err := tables.ParseProps(map[string]string{tables.PropHistoryMaxSnapshots: v}); err == nil {
+			r.MaxSnapshots = p.HistoryMaxSnapshots
+		}
+	}
+	r.MaxSnapshots = max(r.MaxSnapshots, r.MinKeep)
 	return r
 }
 
@@ -667,7 +695,8 @@ func liveProps(props map[string]string) (on bool, ttl time.Duration) {
 
 // Expirable returns the snapshots of md that retention expires at now: older than
 // MaxAge and not among the newest MinKeep (counting added, a snapshot about to be
-// added), never the current one nor one a ref names.
+// added), or beyond the newest MaxSnapshots and carried whole by their child; never the
+// current one nor one a ref names.
 func Expirable(md table.Metadata, added *int64, now time.Time, ret Retention) []int64 {
 	type snap struct {
 		id int64
@@ -711,11 +740,37 @@ func Expirable(md table.Metadata, added *int64, now time.Time, ret Retention) []
 			replaced[cur.SnapshotID] = now.UnixMilli()
 		}
 	}
+	// Which snapshots every child carried whole (see Retention.MaxSnapshots).
+	carried, split := map[int64]bool{}, map[int64]bool{}
+	for _, s := range md.Snapshots() {
+		if p := s.ParentSnapshotID; p != nil {
+			if s.Summary != nil && s.Summary.Properties[SummaryParentCarried] == "true" {
+				carried[*p] = true
+			} else {
+				split[*p] = true
+			}
+		}
+	}
+	var current int64 = -1
+	if cur := md.CurrentSnapshot(); cur != nil && added != nil {
+		current = cur.SnapshotID // its child is the one being added: not known here
+	}
 	cutoff := now.Add(-ret.MaxAge).UnixMilli()
 	keepReplacedFrom := now.Add(-ret.KeepSuperseded).UnixMilli()
 	var out []int64
-	for _, s := range all {
-		if keep[s.id] || s.ts >= cutoff {
+	for i, s := range all {
+		if keep[s.id] {
+			continue
+		}
+		rank := i // newer snapshots kept, the one being added among them
+		if added != nil {
+			rank++
+		}
+		if ret.MaxSnapshots > 0 && rank >= ret.MaxSnapshots && carried[s.id] && !split[s.id] && s.id != current {
+			out = append(out, s.id)
+			continue
+		}
+		if s.ts >= cutoff {
 			continue
 		}
 		if ret.KeepSuperseded > 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -169,5 +170,113 @@ func TestRetentionKeepsReplacedSnapshotsForLiveLoads(t *testing.T) {
 	commit(t0.Add(11*time.Minute), 3) // replaced 11m ago: expired
 	if base.Metadata.SnapshotByID(old) != nil {
 		t.Fatal("a snapshot replaced 11m ago, two hours old, is still kept")
+	}
+}
+
+// mink.history.max-snapshots caps the history however young it is (so a table committing
+// every few hundred milliseconds loads in bounded metadata), and never drops what a live
+// load names: a snapshot whose child rewrote its manifests (here a replace, as assembly
+// makes) is kept for the live TTL, and every manifest and data file of a load built on
+// the capped snapshots stays referenced by the kept ones.
+func TestHistoryCapKeepsWhatLiveLoadsName(t *testing.T) {
+	ctx := context.Background()
+	props := map[string]string{tables.PropHistoryMaxSnapshots: "10", table.MinSnapshotsToKeepKey: "1", tables.PropLiveTTL: "10m"}
+	if ret := icebergmeta.RetentionOf(props); ret.MaxSnapshots != 10 {
+		t.Fatalf("retention %+v, want a cap of 10", ret)
+	}
+	if ret := icebergmeta.RetentionOf(nil); ret.MaxSnapshots != tables.DefaultProps.HistoryMaxSnapshots {
+		t.Fatalf("default retention %+v, want a cap of %d", ret, tables.DefaultProps.HistoryMaxSnapshots)
+	}
+	s := store{}
+	r := icebergmeta.NewReader(s)
+	tbl := testTable(t, props)
+	res, err := icebergmeta.Create(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(res)
+	base := current(t, s, res)
+	now := time.Now()
+	var added []icebergmeta.DataFile
+	commit := func(ch icebergmeta.Change) {
+		t.Helper()
+		ch.Now = now
+		now = now.Add(100 * time.Millisecond)
+		res, err := icebergmeta.Commit(ctx, r, tbl, base, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.put(res)
+		base = current(t, s, res)
+	}
+	appendOne := func() {
+		f := file(0, int64(len(added)), int64(len(added)+1), 1)
+		added = append(added, f)
+		commit(icebergmeta.Change{Operation: table.OpAppend, Add: []icebergmeta.DataFile{f}})
+	}
+	for range 30 {
+		appendOne()
+	}
+	if n := len(base.Metadata.Snapshots()); n != 10 {
+		t.Fatalf("30 appends in 3s kept %d snapshots, want the cap of 10", n)
+	}
+	// Live loads on two snapshots: the current one (about to be capped by appends), and
+	// the one a replace will rewrite.
+	var loads []*icebergmeta.Result
+	liveOn := func() {
+		t.Helper()
+		l, err := icebergmeta.Live(ctx, r, tbl, base, icebergmeta.LiveChange{Add: []icebergmeta.DataFile{file(1, 0, 1, 1)}, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.put(l)
+		loads = append(loads, l)
+	}
+	liveOn()
+	for range 5 {
+		appendOne()
+	}
+	liveOn()
+	rewritten := base.Metadata.CurrentSnapshot().SnapshotID
+	commit(icebergmeta.Change{Operation: table.OpReplace, Add: []icebergmeta.DataFile{file(0, 0, 3, 3)}, Remove: added[:3]})
+	for range 20 {
+		appendOne()
+	}
+	if base.Metadata.SnapshotByID(rewritten) == nil {
+		t.Fatal("the snapshot a replace rewrote was capped within the live TTL")
+	}
+	if n := len(base.Metadata.Snapshots()); n > 11 {
+		t.Errorf("%d snapshots kept, want the cap of 10 and the one a replace rewrote", n)
+	}
+	refs, err := r.Referenced(ctx, base.Metadata, base.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range loads {
+		ms, err := r.ManifestList(ctx, l.Snapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			key, err := layout.KeyOf(m.FilePath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if icebergmeta.IsLiveKey("ns", "events", key) {
+				continue // the load's own: it expires with it
+			}
+			if !refs.Meta[key] {
+				t.Errorf("load %d names manifest %s, which no kept snapshot names: collection would delete it", i, key)
+			}
+			paths, err := r.LivePaths(ctx, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range paths {
+				if k, _ := layout.KeyOf(p); !refs.Data[k] {
+					t.Errorf("load %d names data file %s, which no kept snapshot names", i, k)
+				}
+			}
+		}
 	}
 }

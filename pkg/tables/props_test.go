@@ -11,15 +11,16 @@ import (
 
 func TestLiveProps(t *testing.T) {
 	p, err := tables.ParseProps(nil)
-	if err != nil || !p.LiveLoad || p.LiveTTL != 15*time.Minute || p.LiveMaxRecords != 1_000_000 || p.LiveMaxBytes != 64<<20 {
+	if err != nil || !p.LiveLoad || p.LiveTTL != 15*time.Minute || p.LiveMaxRecords != 1_000_000 || p.LiveMaxBytes != 64<<20 || p.LiveReuse != 100*time.Millisecond {
 		t.Fatalf("defaults %+v %v", p, err)
 	}
 	p, err = tables.ParseProps(map[string]string{tables.PropLiveLoad: "false", tables.PropLiveTTL: "2m",
-		tables.PropLiveMaxRecords: "500", tables.PropLiveMaxBytes: "1048576"})
-	if err != nil || p.LiveLoad || p.LiveTTL != 2*time.Minute || p.LiveMaxRecords != 500 || p.LiveMaxBytes != 1<<20 {
+		tables.PropLiveMaxRecords: "500", tables.PropLiveMaxBytes: "1048576", tables.PropLiveReuseMs: "0"})
+	if err != nil || p.LiveLoad || p.LiveTTL != 2*time.Minute || p.LiveMaxRecords != 500 || p.LiveMaxBytes != 1<<20 || p.LiveReuse != 0 {
 		t.Fatalf("set %+v %v", p, err)
 	}
-	for k, v := range map[string]string{tables.PropLiveLoad: "maybe", tables.PropLiveTTL: "10ms", tables.PropLiveMaxRecords: "0", tables.PropLiveMaxBytes: "-1"} {
+	for k, v := range map[string]string{tables.PropLiveLoad: "maybe", tables.PropLiveTTL: "10ms", tables.PropLiveMaxRecords: "0", tables.PropLiveMaxBytes: "-1",
+		tables.PropLiveReuseMs: "60001"} {
 		_, err := tables.ParseProps(map[string]string{k: v})
 		var e *apierr.Error
 		if apierr.Classify(err) != apierr.InvalidArgument || !errors.As(err, &e) || e.Field != `properties["`+k+`"]` {
@@ -37,6 +38,7 @@ func TestEveryDocumentedPropertyIsValidated(t *testing.T) {
 		tables.PropAssemblyTargetBytes:               "-1",
 		tables.PropAssemblyTierFiles:                 "1",
 		tables.PropMaintenanceInterval:               "0s",
+		tables.PropHistoryMaxSnapshots:               "0",
 		"history.expire.min-snapshots-to-keep":       "-5",
 		"history.expire.max-snapshot-age-ms":         "0",
 		"commit.manifest.min-count-to-merge":         "many",

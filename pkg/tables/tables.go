@@ -78,6 +78,16 @@ type Props struct {
 	// LiveMaxBytes bounds the record bytes (keys, values, headers) one load reads from
 	// Kafka per partition to build tail files; a build that reaches it is cut there.
 	LiveMaxBytes int64
+	// LiveReuse is how stale a load's tail may be: a load answers with the newest load
+	// snapshot of the same committed metadata whose Kafka offsets were read less than
+	// this long before the load arrived, so a table writes at most about one load
+	// snapshot per LiveReuse however many clients load it. Zero: every load reads Kafka
+	// (loads of an unchanged tail still share one snapshot).
+	LiveReuse time.Duration
+
+	// HistoryMaxSnapshots caps the snapshots the writer keeps, however young, so that a
+	// table committing often loads in bounded metadata (pkg/icebergmeta.Retention).
+	HistoryMaxSnapshots int
 }
 
 // Property keys Mink reads; other keys are kept and served as Iceberg table properties.
@@ -94,12 +104,16 @@ const (
 	PropLiveTTL        = "mink.live.ttl"         // duration, 1s to 24h
 	PropLiveMaxRecords = "mink.live.max-records" // offsets per partition, 1 to 1e9
 	PropLiveMaxBytes   = "mink.live.max-bytes"   // bytes per partition, 1 to 16 GiB
+	PropLiveReuseMs    = "mink.live.reuse-ms"    // milliseconds, 0 to 60000
+
+	PropHistoryMaxSnapshots = "mink.history.max-snapshots" // 1 to 1000000
 )
 
 // DefaultProps are the defaults of the properties Mink reads.
 var DefaultProps = Props{RangeTargetBytes: 128 << 20, RangeMaxAge: 10 * time.Second, CommitInterval: 5 * time.Second,
 	AssemblyTargetBytes: 128 << 20, AssemblyTierFiles: 4, MaintenanceInterval: time.Minute,
-	LiveLoad: true, LiveTTL: 15 * time.Minute, LiveMaxRecords: 1_000_000, LiveMaxBytes: 64 << 20}
+	LiveLoad: true, LiveTTL: 15 * time.Minute, LiveMaxRecords: 1_000_000, LiveMaxBytes: 64 << 20, LiveReuse: 100 * time.Millisecond,
+	HistoryMaxSnapshots: 100}
 
 // A property's rule: how its value is checked and where it goes in Props (nil: checked
 // only; pkg/icebergmeta reads Iceberg's own keys).
@@ -141,6 +155,11 @@ var propRules = map[string]propRule{
 	PropLiveTTL:        {durationIn(time.Second, 24*time.Hour), `a duration from 1s to 24h such as "15m"`, func(p *Props, v any) { p.LiveTTL = v.(time.Duration) }},
 	PropLiveMaxRecords: {intIn(1, 1_000_000_000), "a record count from 1 to 1000000000", func(p *Props, v any) { p.LiveMaxRecords = v.(int64) }},
 	PropLiveMaxBytes:   {intIn(1, 1<<34), "a byte count from 1 to 17179869184", func(p *Props, v any) { p.LiveMaxBytes = v.(int64) }},
+	PropLiveReuseMs: {intIn(0, 60_000), "a number of milliseconds from 0 to 60000", func(p *Props, v any) {
+		p.LiveReuse = time.Duration(v.(int64)) * time.Millisecond
+	}},
+
+	PropHistoryMaxSnapshots: {intIn(1, 1_000_000), "a snapshot count from 1 to 1000000", func(p *Props, v any) { p.HistoryMaxSnapshots = int(v.(int64)) }},
 
 	// Iceberg's own keys that Mink acts on (pkg/icebergmeta).
 	"history.expire.max-snapshot-age-ms":         {intIn(1, 1<<53), "a positive number of milliseconds", nil},

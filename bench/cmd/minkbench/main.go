@@ -64,7 +64,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("minkbench", flag.ContinueOnError)
 	fs.StringVar(&out, "out", "docs/benchmarks.md", `Markdown file to write the results into (between its minkbench markers), "-" for stdout`)
 	fs.Var((*intList)(&c.Items), "items", "items to run, comma-separated (1 indexing, 2 builds, 3 cached reads, 4 table loads, 5 freshness, 6 scans, 7 coordination, 8 failover, "+
-		"9 indexing Avro, 10 indexing Protobuf, 11 small files, 13 memory); a run of some items keeps the other items' results in -out")
+		"9 indexing Avro, 10 indexing Protobuf, 11 small files, 13 memory, 14 concurrent live loads); a run of some items keeps the other items' results in -out")
 	fs.StringVar(&pgURL, "postgres-url", "", "admin URL of a Postgres to use (default: a private throwaway cluster)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers to use (default: kfake in this process)")
 	fs.StringVar(&binDir, "bin-dir", "", "folder with prebuilt mink-indexer, mink-writer, mink-fileserver (default: build them)")
@@ -97,6 +97,9 @@ func run(args []string) error {
 	fs.IntVar(&c.FailoverPartitions, "failover-partitions", c.FailoverPartitions, "partitions of the failover topic (item 8)")
 	fs.DurationVar(&c.FailoverMaxAge, "failover-range-max-age", c.FailoverMaxAge, "mink.range.max-age of the failover table (item 8)")
 	fs.Var((*intList)(&c.AssemblyMinutes), "assembly-minutes", "simulated minutes of the demo table at its default rate, comma-separated (item 11)")
+	fs.IntVar(&c.Live.Clients, "live-clients", c.Live.Clients, "concurrent clients of the live-load burst (item 14)")
+	fs.DurationVar(&c.Live.Duration, "live-duration", c.Live.Duration, "how long the live-load burst lasts (item 14)")
+	fs.IntVar(&c.Live.Rate, "live-rate", c.Live.Rate, "records per second produced during the live-load burst (item 14)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run")
 	fs.BoolVar(&replace, "replace", false, "rewrite -out's whole generated section, even when -items leaves out items whose results it holds (default: keep them)")
 	fs.BoolVar(&verbose, "v", false, "log progress to stderr")

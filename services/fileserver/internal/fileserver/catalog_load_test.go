@@ -11,6 +11,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/tables"
 )
 
 // loadedSnapshots reads a raw load: its snapshot ids, and that every snapshot the
@@ -58,7 +59,8 @@ func loadedSnapshots(t *testing.T, resp *http.Response, body []byte) []int64 {
 // own ETags; the ETag is stable while the tail is (304 on If-None-Match) and changes
 // when the tail moves or a commit lands.
 func TestLiveLoadRefsAndETag(t *testing.T) {
-	le := newLiveEnv(t, nil, false)
+	// No reuse bound: a load sees the tail move at once (TestLiveLoadReuseBound has it).
+	le := newLiveEnv(t, map[string]string{tables.PropLiveReuseMs: "0"}, false)
 	n := le.startNodes(1)[0]
 	for range 3 {
 		le.produce(10)

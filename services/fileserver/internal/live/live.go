@@ -25,9 +25,23 @@
 // and with it every file the load names. The writer's collection deletes both kinds of
 // rows once expired and unnamed.
 //
-// Concurrent loads of the same tail share one build of the load; a load whose tail ends
-// where a load of the last minute (at most TTL/4) ended reuses its metadata. With
-// mink.live-load=false a load returns the committed metadata and never reads Kafka.
+// Loads read rather than write (pkg/liveloads keeps the rows):
+//
+//   - A load snapshot has a content key: the table, the committed metadata, the
+//     settings and the tail spans. Loads of the same tail share it: concurrent ones
+//     one build in this process, later ones (through any file server, for TTL/4 and at
+//     most a minute after it was made) the row recorded in Postgres. A burst of
+//     identical loads writes nothing after the first.
+//   - Loads of the same committed metadata form a stream. A load answers with the
+//     stream's newest snapshot (this node's, else one any node recorded) whose Kafka
+//     offsets were read less than mink.live.reuse-ms before it arrived, or waits for a
+//     refresh begun within that bound; otherwise it reads Kafka's offsets itself. So a
+//     moving tail costs at most about one load snapshot per bound and commit however
+//     many clients load, and a load that arrives at T has every record Kafka
+//     acknowledged before T - bound. The bound is compared on one clock only: this
+//     node's, or the database's for the snapshots of other nodes.
+//
+// With mink.live-load=false a load returns the committed metadata and never reads Kafka.
 // With Kafka unreachable a live load answers 503 naming Kafka.
 package live
 
@@ -40,7 +54,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +61,6 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -59,6 +71,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/liveloads"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
@@ -135,7 +148,8 @@ type Result struct {
 // Stats are a Loader's counters since start.
 type Stats struct {
 	Loads     int64 // load snapshots made
-	Reused    int64 // loads answered with an earlier load's metadata (same tail), or sharing one build
+	Reused    int64 // loads answered with another load's snapshot: the same tail, or one read within mink.live.reuse-ms
+	Found     int64 // snapshots found in Postgres (recorded by any file server) rather than made
 	Committed int64 // loads with no tail: the committed metadata
 	Disabled  int64 // loads of tables with live loads off
 	Failed    int64
@@ -152,27 +166,46 @@ type Loader struct {
 
 	mu      sync.Mutex
 	closed  bool
-	flights map[string]*flight
-	recent  map[string]recent
+	flights map[string]*flight // by content key
+	recent  map[string]recent  // by content key
+	streams map[string]*stream // by stream key
 	builds  sync.WaitGroup
 	covs    *lru.Cache[string, map[int32]icebergmeta.Coverage] // by metadata key
 
 	loads    metric.Int64Counter
 	duration metric.Float64Histogram
-	n        struct{ loads, reused, committed, disabled, failed, measures, cut atomic.Int64 }
+	n        struct{ loads, reused, found, committed, disabled, failed, measures, cut atomic.Int64 }
 }
 
+// flight is one read of what loads answer, which concurrent loads share.
 type flight struct {
-	done chan struct{}
-	res  Result
-	err  error
+	started time.Time // before it read anything
+	done    chan struct{}
+	res     Result
+	err     error
 }
 
+// recent is a load snapshot this node made or found, by content key.
 type recent struct {
-	res    Result
-	at     time.Time
-	window time.Duration
+	res Result
+	at  time.Time
 }
+
+// stream is the loads of one table, committed metadata and settings: the newest answer
+// and the refresh under way.
+type stream struct {
+	newest *fresh
+	flight *flight
+}
+
+// fresh is an answer and when its Kafka offsets were read, at the earliest.
+type fresh struct {
+	res    Result
+	readAt time.Time
+}
+
+// streamIdle is how long a stream nobody loads is remembered.
+const streamIdle = time.Minute
 
 // New returns a Loader.
 func New(o Options) (*Loader, error) {
@@ -203,10 +236,11 @@ func New(o Options) (*Loader, error) {
 		stop()
 		return nil, err
 	}
-	l := &Loader{o: o, log: o.Logger, base: base, stop: stop, flights: map[string]*flight{}, recent: map[string]recent{}, covs: covs}
+	l := &Loader{o: o, log: o.Logger, base: base, stop: stop, flights: map[string]*flight{}, recent: map[string]recent{},
+		streams: map[string]*stream{}, covs: covs}
 	var err1, err2 error
 	l.loads, err1 = o.Meter.Int64Counter("mink.fileserver.live.loads",
-		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (an earlier load's, same tail), committed (no tail), disabled (mink.live-load=false), error."),
+		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (another load's: the same tail, or read within mink.live.reuse-ms), committed (no tail), disabled (mink.live-load=false), error."),
 		metric.WithUnit("{load}"))
 	l.duration, err2 = o.Meter.Float64Histogram("mink.fileserver.live.load.duration",
 		metric.WithDescription("Time to make a load snapshot, tail builds included."), metric.WithUnit("s"))
@@ -228,7 +262,7 @@ func (l *Loader) Close() {
 
 // Stats returns the Loader's counters.
 func (l *Loader) Stats() Stats {
-	return Stats{Loads: l.n.loads.Load(), Reused: l.n.reused.Load(), Committed: l.n.committed.Load(),
+	return Stats{Loads: l.n.loads.Load(), Reused: l.n.reused.Load(), Found: l.n.found.Load(), Committed: l.n.committed.Load(),
 		Disabled: l.n.disabled.Load(), Failed: l.n.failed.Load(), Measures: l.n.measures.Load(), Cut: l.n.cut.Load()}
 }
 
@@ -266,18 +300,128 @@ func (l *Loader) Load(ctx context.Context, t tables.Table, base Base) (Result, e
 }
 
 func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, base Base) (Result, error) {
+	arrived := time.Now()
 	cov, err := l.coverage(t, base)
 	if err != nil {
 		return Result{}, err
+	}
+	ttl := icebergmeta.LiveTTLOf(t.Properties)
+	sk := streamKey(t, props, ttl, base.Key)
+	bound := props.LiveReuse
+
+	l.mu.Lock()
+	st := l.streams[sk]
+	if st == nil {
+		st = &stream{}
+		l.streams[sk] = st
+	}
+	if st.newest != nil && arrived.Sub(st.newest.readAt) < bound {
+		res := st.newest.res
+		l.mu.Unlock()
+		return l.answer(ctx, res, true), nil
+	}
+	f := st.flight
+	joined := f != nil && arrived.Sub(f.started) < bound
+	if !joined {
+		if l.closed {
+			l.mu.Unlock()
+			return Result{}, apierr.New(apierr.Unavailable, "file server is stopping")
+		}
+		// A refresh older than the bound may end with offsets read too early for this
+		// load: start one of its own beside it.
+		f = &flight{started: time.Now(), done: make(chan struct{})}
+		st.flight = f
+		l.builds.Add(1)
+		go l.refresh(t, props, base, cov, ttl, sk, st, f)
+	}
+	l.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return Result{}, apierr.Wrap(apierr.Unavailable, ctx.Err(), "load table %s: its tail is still being built", t.FullName())
+	}
+	if f.err != nil {
+		return Result{}, f.err
+	}
+	return l.answer(ctx, f.res, joined || f.res.Reused), nil
+}
+
+// answer counts a load's result and marks it reused when it is another load's.
+func (l *Loader) answer(ctx context.Context, res Result, reused bool) Result {
+	switch {
+	case !res.Live:
+		l.count(ctx, "committed", &l.n.committed)
+	case reused:
+		l.count(ctx, "reused", &l.n.reused)
+		res.Reused = true
+	default:
+		l.count(ctx, "live", &l.n.loads)
+	}
+	return res
+}
+
+// refresh reads what a load of stream sk answers now, into f: the newest load snapshot
+// another file server recorded within the reuse bound, or one for the tail Kafka holds
+// now (shared by content key, built when new). It runs apart from the loads waiting for
+// it, bounded by LoadTimeout: one that gives up leaves it to the next.
+func (l *Loader) refresh(t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, st *stream, f *flight) {
+	defer l.builds.Done()
+	ctx, cancel := context.WithTimeout(l.base, l.o.LoadTimeout)
+	defer cancel()
+	res, readAt, err := l.read(ctx, t, props, base, cov, ttl, sk, f.started)
+	l.mu.Lock()
+	if st.flight == f {
+		st.flight = nil
+	}
+	if err == nil && (st.newest == nil || readAt.After(st.newest.readAt)) {
+		st.newest = &fresh{res: res, readAt: readAt}
+	}
+	l.prune()
+	l.mu.Unlock()
+	f.res, f.err = res, err
+	close(f.done)
+}
+
+// prune forgets streams nobody loaded for a while (l.mu held).
+func (l *Loader) prune() {
+	for k, s := range l.streams {
+		if s.flight == nil && (s.newest == nil || time.Since(s.newest.readAt) > streamIdle) {
+			delete(l.streams, k)
+		}
+	}
+}
+
+// read is refresh's work. readAt is when (on this node's clock) the answer's Kafka
+// offsets were read at the earliest.
+func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, started time.Time) (Result, time.Time, error) {
+	var dbReadAt *time.Time
+	if bound := props.LiveReuse; bound > 0 {
+		var s liveloads.Stored
+		var age time.Duration
+		var now time.Time
+		var found bool
+		err := l.query(ctx, func(ctx context.Context) (err error) {
+			s, age, now, found, err = liveloads.Newest(ctx, l.o.DB, t.ID, sk, bound)
+			return err
+		})
+		if err != nil {
+			return Result{}, time.Time{}, postgresErr(err, "load table %s: look for a recent load", t.FullName())
+		}
+		if found {
+			l.n.found.Add(1)
+			// Its age by the database's clock, from before this node asked.
+			return Result{Key: s.Key, Content: s.Content, Live: true, Reused: true}, started.Add(-age), nil
+		}
+		dbReadAt = &now // Kafka's offsets are read after it
 	}
 	kctx, kcancel := context.WithTimeout(ctx, l.o.KafkaTimeout)
 	offs, err := l.o.Kafka.Offsets(kctx, t.Topic)
 	kcancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return Result{}, apierr.Wrap(apierr.Unavailable, ctx.Err(), "load table %s: kafka is unavailable: no answer in time", t.FullName())
+			return Result{}, time.Time{}, apierr.Wrap(apierr.Unavailable, ctx.Err(), "load table %s: kafka is unavailable: no answer in time", t.FullName())
 		}
-		return Result{}, apierr.Wrap(apierr.Unavailable, err,
+		return Result{}, time.Time{}, apierr.Wrap(apierr.Unavailable, err,
 			"load table %s: kafka is unavailable: a live load reads the last stable offsets of topic %q (table property %s=false serves the committed snapshot without Kafka)",
 			t.FullName(), t.Topic, tables.PropLiveLoad)
 	}
@@ -297,72 +441,108 @@ func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, b
 		}
 	}
 	if len(spans) == 0 {
-		l.count(ctx, "committed", &l.n.committed)
-		return Result{Key: base.Key, Content: base.Content}, nil
+		return Result{Key: base.Key, Content: base.Content}, started, nil
 	}
 	slices.SortFunc(spans, func(a, b span) int { return int(a.p - b.p) })
-	ttl := icebergmeta.LiveTTLOf(t.Properties)
-	key := loadKey(t, props, ttl, base.Key, spans)
-	window := min(ttl/4, time.Minute)
+	res, err := l.byContent(ctx, t, props, ttl, base, sk, spans, dbReadAt)
+	return res, started, err
+}
 
+// byContent returns the load snapshot of spans: one made by this node within the reuse
+// window, one recorded in Postgres (by any node) that stays readable long enough, or a
+// new one. Concurrent calls for the same spans share one.
+func (l *Loader) byContent(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, sk string, spans []span, readAt *time.Time) (Result, error) {
+	key := loadKey(sk, spans)
+	window := reuseWindow(ttl)
 	l.mu.Lock()
-	if r, ok := l.recent[key]; ok && time.Since(r.at) < r.window {
+	if r, ok := l.recent[key]; ok && time.Since(r.at) < window {
 		l.mu.Unlock()
-		l.count(ctx, "reused", &l.n.reused)
 		res := r.res
 		res.Reused = true
 		return res, nil
 	}
 	f, joined := l.flights[key]
 	if !joined {
-		if l.closed {
-			l.mu.Unlock()
-			return Result{}, apierr.New(apierr.Unavailable, "file server is stopping")
-		}
-		f = &flight{done: make(chan struct{})}
+		f = &flight{started: time.Now(), done: make(chan struct{})}
 		l.flights[key] = f
-		l.builds.Add(1)
-		go func() {
-			defer l.builds.Done()
-			bctx, cancel := context.WithTimeout(l.base, l.o.LoadTimeout)
-			defer cancel()
-			began := time.Now()
-			res, err := l.build(bctx, t, props, ttl, base, spans)
-			if err == nil {
-				l.duration.Record(bctx, time.Since(began).Seconds())
-			}
-			l.mu.Lock()
-			delete(l.flights, key)
-			if err == nil {
-				for k, r := range l.recent {
-					if time.Since(r.at) >= r.window {
-						delete(l.recent, k)
-					}
-				}
-				l.recent[key] = recent{res: res, at: time.Now(), window: window}
-			}
-			l.mu.Unlock()
-			f.res, f.err = res, err
-			close(f.done)
-		}()
 	}
 	l.mu.Unlock()
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		return Result{}, apierr.Wrap(apierr.Unavailable, ctx.Err(), "load table %s: its tail is still being built", t.FullName())
-	}
-	if f.err != nil {
-		return Result{}, f.err
-	}
 	if joined {
-		l.count(ctx, "reused", &l.n.reused)
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return Result{}, apierr.Wrap(apierr.Unavailable, ctx.Err(), "load table %s: its tail is still being built", t.FullName())
+		}
 		res := f.res
 		res.Reused = true
-		return res, nil
+		return res, f.err
 	}
-	l.count(ctx, "live", &l.n.loads)
-	return f.res, nil
+	res, err := l.findOrBuild(ctx, t, props, ttl, base, sk, key, spans, readAt)
+	l.mu.Lock()
+	delete(l.flights, key)
+	if err == nil {
+		for k, r := range l.recent {
+			if time.Since(r.at) >= window {
+				delete(l.recent, k)
+			}
+		}
+		l.recent[key] = recent{res: res, at: time.Now()}
+	}
+	l.mu.Unlock()
+	f.res, f.err = res, err
+	close(f.done)
+	return res, err
+}
+
+// findOrBuild reads the load snapshot of key from Postgres, or builds and records it.
+// Losing the race to record it to another node, it answers with the other's.
+func (l *Loader) findOrBuild(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, sk, key string, spans []span, readAt *time.Time) (Result, error) {
+	find := func() (Result, bool, error) {
+		var s liveloads.Stored
+		var found bool
+		err := l.query(ctx, func(ctx context.Context) (err error) {
+			s, found, err = liveloads.ByContent(ctx, l.o.DB, t.ID, key, ttl-reuseWindow(ttl))
+			return err
+		})
+		if err != nil {
+			return Result{}, false, postgresErr(err, "load table %s: look for a load of the same tail", t.FullName())
+		}
+		return Result{Key: s.Key, Content: s.Content, Live: true, Reused: true}, found, nil
+	}
+	if res, found, err := find(); err != nil || found {
+		if found {
+			l.n.found.Add(1)
+		}
+		return res, err
+	}
+	began := time.Now()
+	res, err := l.build(ctx, t, props, ttl, base, spans, liveloads.Load{Table: t.ID, LoadKey: key, Stream: sk, ReadAt: readAt,
+		TTL: ttl, ReuseFrom: ttl - reuseWindow(ttl)})
+	if errors.Is(err, liveloads.ErrExists) {
+		res, found, err := find()
+		if err == nil && !found {
+			err = apierr.New(apierr.Unavailable, "load table %s: another file server recorded this load and it is gone; load again", t.FullName())
+		}
+		if found {
+			l.n.found.Add(1)
+		}
+		return res, err
+	}
+	if err == nil {
+		l.duration.Record(ctx, time.Since(began).Seconds())
+	}
+	return res, err
+}
+
+// reuseWindow is how long after it was made a load snapshot stands for later loads of
+// the same tail: a load reused then is still readable for at least ttl - window.
+func reuseWindow(ttl time.Duration) time.Duration { return min(ttl/4, time.Minute) }
+
+// streamKey names the loads one load snapshot may stand for within the reuse bound: the
+// same table, committed metadata and settings.
+func streamKey(t tables.Table, props tables.Props, ttl time.Duration, baseKey string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d|%s|%d|%d|%d", t.ID, baseKey, ttl.Milliseconds(), props.LiveMaxRecords, props.LiveMaxBytes))
+	return hex.EncodeToString(sum[:])
 }
 
 // coverage is what the current snapshot of base covers, by partition (read only: the
@@ -400,15 +580,14 @@ func parseMetadata(t tables.Table, base Base) (table.Metadata, error) {
 	return md, nil
 }
 
-// loadKey names a load's outcome: the same committed metadata, settings and tail
-// spans make the same load.
-func loadKey(t tables.Table, props tables.Props, ttl time.Duration, baseKey string, spans []span) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d|%s|%d|%d|%d", t.ID, baseKey, ttl.Milliseconds(), props.LiveMaxRecords, props.LiveMaxBytes)
+// loadKey is a load snapshot's content key: its stream (table, committed metadata,
+// settings) and its tail spans make the same load.
+func loadKey(stream string, spans []span) string {
+	b := []byte(stream)
 	for _, s := range spans {
-		fmt.Fprintf(&b, "|%d:%d-%d", s.p, s.start, s.end)
+		b = fmt.Appendf(b, "|%d:%d-%d", s.p, s.start, s.end)
 	}
-	sum := sha256.Sum256([]byte(b.String()))
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
@@ -427,8 +606,9 @@ type tail struct {
 	keyOf    map[string]int         // measured key -> index in files, filled after reading rows
 }
 
-// build makes the load snapshot of spans.
-func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, spans []span) (Result, error) {
+// build makes the load snapshot of spans and records it as rec (its files filled in):
+// liveloads.ErrExists when another node recorded the same first.
+func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, spans []span, rec liveloads.Load) (Result, error) {
 	md, err := parseMetadata(t, base)
 	if err != nil {
 		return Result{}, err
@@ -452,8 +632,9 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	}
 
 	var now time.Time
-	if err := l.query(ctx, func(ctx context.Context) error {
-		return l.o.DB.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	if err := l.query(ctx, func(ctx context.Context) (err error) {
+		now, err = liveloads.Now(ctx, l.o.DB)
+		return err
 	}); err != nil {
 		return Result{}, postgresErr(err, "load table %s", t.FullName())
 	}
@@ -511,10 +692,11 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	meta := icebergmeta.Table{Namespace: t.Namespace, Name: t.Name, Schema: schema, Schemas: schemas, Properties: t.Properties}
 	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
 		var b []byte
-		err := l.query(ctx, func(ctx context.Context) error {
-			return l.o.DB.QueryRow(ctx, `SELECT content FROM mink_meta_files WHERE key = $1`, key).Scan(&b)
+		err := l.query(ctx, func(ctx context.Context) (err error) {
+			b, err = icebergmeta.MetaFile(ctx, l.o.DB, t.ID, key)
+			return err
 		})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, icebergmeta.ErrNoMetaFile) {
 			return nil, fmt.Errorf("metadata file %s is missing", key)
 		}
 		return b, postgresErr(err, "read %s", key)
@@ -527,8 +709,13 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		}
 		return Result{}, fmt.Errorf("load table %s: %w", t.FullName(), err)
 	}
-	if err := l.store(ctx, t, ttl, add, res.Files); err != nil {
+	rec.Tail, rec.Meta = add, res.Files
+	err = l.query(ctx, func(ctx context.Context) error { return liveloads.Save(ctx, l.o.DB, rec) })
+	if errors.Is(err, liveloads.ErrExists) {
 		return Result{}, err
+	}
+	if err != nil {
+		return Result{}, postgresErr(err, "load table %s: record its load snapshot", t.FullName())
 	}
 	content := res.Files[len(res.Files)-1].Content // the metadata JSON, last
 	l.log.DebugContext(ctx, "made a live load", "table", t.FullName(), "metadata", res.Key, "base", base.Key,
@@ -539,51 +726,25 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 // candidates reads, for every span, the indexed ranges and unexpired tail files within
 // it, by partition.
 func (l *Loader) candidates(ctx context.Context, t tables.Table, spans []span) (map[int32][]candidate, error) {
-	ps, los, his := make([]int32, len(spans)), make([]int64, len(spans)), make([]int64, len(spans))
+	ss := make([]liveloads.Span, len(spans))
 	for i, s := range spans {
-		ps[i], los[i], his[i] = s.p, s.start, s.end
+		ss[i] = liveloads.Span{Partition: s.p, Start: s.start, End: s.end}
+	}
+	var indexed, tails []icebergmeta.DataFile
+	err := l.query(ctx, func(ctx context.Context) (err error) {
+		indexed, tails, err = liveloads.Candidates(ctx, l.o.DB, t.ID, ss)
+		return err
+	})
+	if err != nil {
+		return nil, postgresErr(err, "load table %s: read its tail files", t.FullName())
 	}
 	out := map[int32][]candidate{}
-	scan := func(indexed bool) func(pgx.CollectableRow) (candidate, error) {
-		return func(r pgx.CollectableRow) (candidate, error) {
-			c := candidate{indexed: indexed}
-			f := &c.file
-			err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
-			c.start, c.end = f.Start, f.End
-			if indexed {
-				f.Key = dataKey(t, f.Partition, f.Start, f.End, f.SHA256)
-			}
-			return c, err
-		}
+	for _, f := range indexed {
+		f.Key = dataKey(t, f.Partition, f.Start, f.End, f.SHA256)
+		out[f.Partition] = append(out[f.Partition], candidate{start: f.Start, end: f.End, file: f, indexed: true})
 	}
-	for _, q := range []struct {
-		indexed bool
-		sql     string
-	}{
-		{true, `SELECT '', r.partition, r.start_offset, r.end_offset, r.record_count, r.file_size, r.sha256, r.settings, r.stats
-			FROM mink_ranges r JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
-			  ON r.partition = s.p AND r.start_offset >= s.lo AND r.end_offset <= s.hi
-			WHERE r.table_id = $1`},
-		{false, `SELECT f.key, f.partition, f.start_offset, f.end_offset, f.record_count, f.file_size, f.sha256, f.settings, f.stats
-			FROM mink_data_files f JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
-			  ON f.partition = s.p AND f.start_offset >= s.lo AND f.end_offset <= s.hi
-			WHERE f.table_id = $1 AND f.expires_at > now()`},
-	} {
-		var cs []candidate
-		err := l.query(ctx, func(ctx context.Context) error {
-			rows, err := l.o.DB.Query(ctx, q.sql, t.ID, ps, los, his)
-			if err != nil {
-				return err
-			}
-			cs, err = pgx.CollectRows(rows, scan(q.indexed))
-			return err
-		})
-		if err != nil {
-			return nil, postgresErr(err, "load table %s: read its tail files", t.FullName())
-		}
-		for _, c := range cs {
-			out[c.file.Partition] = append(out[c.file.Partition], c)
-		}
+	for _, f := range tails {
+		out[f.Partition] = append(out[f.Partition], candidate{start: f.Start, end: f.End, file: f})
 	}
 	return out, nil
 }
@@ -660,21 +821,9 @@ func (l *Loader) fillMeasured(ctx context.Context, t tables.Table, tails []*tail
 	if len(keys) == 0 {
 		return nil
 	}
-	rows := map[string]icebergmeta.DataFile{}
-	err := l.query(ctx, func(ctx context.Context) error {
-		rs, err := l.o.DB.Query(ctx, `SELECT key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats
-			FROM mink_data_files WHERE key = ANY($1)`, keys)
-		if err != nil {
-			return err
-		}
-		fs, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
-			var f icebergmeta.DataFile
-			err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
-			return f, err
-		})
-		for _, f := range fs {
-			rows[f.Key] = f
-		}
+	var rows map[string]icebergmeta.DataFile
+	err := l.query(ctx, func(ctx context.Context) (err error) {
+		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
 		return err
 	})
 	if err != nil {
@@ -699,33 +848,6 @@ func (l *Loader) fillMeasured(ctx context.Context, t tables.Table, tails []*tail
 			}
 		}
 		tl.files = out
-	}
-	return nil
-}
-
-// store records the load: its tail files' rows expire no sooner than now + ttl (a row
-// collected meanwhile is written again), and its metadata files expire then.
-func (l *Loader) store(ctx context.Context, t tables.Table, ttl time.Duration, add []icebergmeta.DataFile, meta []icebergmeta.File) error {
-	ms := float64(ttl.Milliseconds())
-	err := l.query(ctx, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, l.o.DB, func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			for _, f := range add {
-				b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
-						file_size, sha256, settings, stats, expires_at, live)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond', true)
-					ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)`,
-					t.ID, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, ms)
-			}
-			for _, f := range meta {
-				b.Queue(`INSERT INTO mink_meta_files (table_id, key, content, expires_at)
-					VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond')`, t.ID, f.Key, f.Content, ms)
-			}
-			return tx.SendBatch(ctx, b).Close()
-		})
-	})
-	if err != nil {
-		return postgresErr(err, "load table %s: record its load snapshot", t.FullName())
 	}
 	return nil
 }

@@ -1,0 +1,182 @@
+// Package liveloads is the store of live table loads (services/fileserver/internal/live):
+// the tail files a load can name, and load snapshots recorded so that other loads read
+// them instead of writing their own. A load snapshot's metadata JSON row carries its
+// content key (table, committed metadata, settings, tail spans), its stream (the same
+// without the spans) and the database time before its Kafka offsets were read.
+package liveloads
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+// Span is one partition's tail: offsets [Start, End).
+type Span struct {
+	Partition  int32
+	Start, End int64
+}
+
+const fileColumns = `partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats`
+
+func scanFile(r pgx.CollectableRow, f *icebergmeta.DataFile, key *string) error {
+	return r.Scan(key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
+}
+
+// Candidates returns what may make up spans of table: the indexed ranges within them
+// (Key empty: the caller names their files) and the unexpired tail files within them.
+func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span) (indexed, tails []icebergmeta.DataFile, err error) {
+	ps, los, his := make([]int32, len(spans)), make([]int64, len(spans)), make([]int64, len(spans))
+	for i, s := range spans {
+		ps[i], los[i], his[i] = s.Partition, s.Start, s.End
+	}
+	read := func(sql string) ([]icebergmeta.DataFile, error) {
+		rows, err := db.Query(ctx, sql, table, ps, los, his)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
+			var f icebergmeta.DataFile
+			err := scanFile(r, &f, &f.Key)
+			return f, err
+		})
+	}
+	if indexed, err = read(`SELECT '', r.partition, r.start_offset, r.end_offset, r.record_count, r.file_size, r.sha256, r.settings, r.stats
+		FROM mink_ranges r JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
+		  ON r.partition = s.p AND r.start_offset >= s.lo AND r.end_offset <= s.hi
+		WHERE r.table_id = $1`); err != nil {
+		return nil, nil, err
+	}
+	tails, err = read(`SELECT f.key, f.partition, f.start_offset, f.end_offset, f.record_count, f.file_size, f.sha256, f.settings, f.stats
+		FROM mink_data_files f JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
+		  ON f.partition = s.p AND f.start_offset >= s.lo AND f.end_offset <= s.hi
+		WHERE f.table_id = $1 AND f.expires_at > now()`)
+	return indexed, tails, err
+}
+
+// DataFiles returns the rows of the data files keys, by key (missing ones absent).
+func DataFiles(ctx context.Context, db lease.DB, keys []string) (map[string]icebergmeta.DataFile, error) {
+	rows, err := db.Query(ctx, `SELECT key, `+fileColumns+` FROM mink_data_files WHERE key = ANY($1)`, keys)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
+		var f icebergmeta.DataFile
+		err := scanFile(r, &f, &f.Key)
+		return f, err
+	})
+	out := make(map[string]icebergmeta.DataFile, len(fs))
+	for _, f := range fs {
+		out[f.Key] = f
+	}
+	return out, err
+}
+
+// Now is the database's clock.
+func Now(ctx context.Context, db lease.DB) (time.Time, error) {
+	var now time.Time
+	err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+	return now, err
+}
+
+// Stored is a recorded load snapshot: its metadata JSON.
+type Stored struct {
+	Key     string
+	Content []byte
+}
+
+// Newest returns the newest load snapshot of stream whose offsets were read less than
+// bound ago, with how long ago (both by the database's clock), and the database's time
+// now either way.
+func Newest(ctx context.Context, db lease.DB, table int64, stream string, bound time.Duration) (s Stored, age time.Duration, now time.Time, found bool, err error) {
+	var key *string
+	var ageMs *float64
+	err = db.QueryRow(ctx, `SELECT n.now, f.key, f.content, (extract(epoch FROM n.now - f.load_read_at) * 1000)::float8
+		FROM (SELECT clock_timestamp() AS now) n
+		LEFT JOIN LATERAL (SELECT key, content, load_read_at FROM mink_meta_files
+		  WHERE table_id = $1 AND load_stream = $2 AND load_read_at > n.now - $3::float8 * interval '1 millisecond'
+		    AND expires_at > n.now
+		  ORDER BY load_read_at DESC LIMIT 1) f ON true`,
+		table, stream, float64(bound.Milliseconds())).Scan(&now, &key, &s.Content, &ageMs)
+	if err != nil || key == nil {
+		return Stored{}, 0, now, false, err
+	}
+	s.Key = *key
+	return s, time.Duration(*ageMs * float64(time.Millisecond)), now, true, nil
+}
+
+// ByContent returns the load snapshot recorded under loadKey that stays readable at
+// least minLeft from now.
+func ByContent(ctx context.Context, db lease.DB, table int64, loadKey string, minLeft time.Duration) (Stored, bool, error) {
+	var s Stored
+	err := db.QueryRow(ctx, `SELECT key, content FROM mink_meta_files
+		WHERE table_id = $1 AND load_key = $2 AND expires_at > now() + $3::float8 * interval '1 millisecond'`,
+		table, loadKey, float64(minLeft.Milliseconds())).Scan(&s.Key, &s.Content)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Stored{}, false, nil
+	}
+	return s, err == nil, err
+}
+
+// ErrExists: another load recorded the same content key first (read it with ByContent).
+var ErrExists = errors.New("liveloads: a load snapshot with this content key is recorded already")
+
+// Load is a load snapshot to record.
+type Load struct {
+	Table     int64
+	LoadKey   string
+	Stream    string
+	ReadAt    *time.Time // nil: never stands for a later load of its stream
+	TTL       time.Duration
+	ReuseFrom time.Duration // a row of LoadKey readable for less than this is stale: it gives up its key
+	Tail      []icebergmeta.DataFile
+	Meta      []icebergmeta.File // the metadata JSON last
+}
+
+// Save records l in one transaction: its tail files' rows expire no sooner than now +
+// TTL (a row collected meanwhile is written again), its metadata files expire then, and
+// its metadata JSON row carries the keys. A stale row of the same content key (readable
+// for less than ReuseFrom) gives up its key; a fresh one makes Save return ErrExists
+// and write nothing.
+func Save(ctx context.Context, db lease.DB, l Load) error {
+	if len(l.Meta) == 0 {
+		return errors.New("liveloads: a load has metadata files")
+	}
+	ms := float64(l.TTL.Milliseconds())
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE mink_meta_files SET load_key = NULL
+			WHERE table_id = $1 AND load_key = $2 AND expires_at <= now() + $3::float8 * interval '1 millisecond'`,
+			l.Table, l.LoadKey, float64(l.ReuseFrom.Milliseconds())); err != nil {
+			return err
+		}
+		js := l.Meta[len(l.Meta)-1]
+		tag, err := tx.Exec(ctx, `INSERT INTO mink_meta_files (table_id, key, content, expires_at, load_key, load_stream, load_read_at)
+			VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond', $5, $6, $7)
+			ON CONFLICT (table_id, load_key) WHERE load_key IS NOT NULL DO NOTHING`,
+			l.Table, js.Key, js.Content, ms, l.LoadKey, l.Stream, l.ReadAt)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrExists
+		}
+		b := &pgx.Batch{}
+		for _, f := range l.Tail {
+			b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
+					file_size, sha256, settings, stats, expires_at, live)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond', true)
+				ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)`,
+				l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, ms)
+		}
+		for _, f := range l.Meta[:len(l.Meta)-1] {
+			b.Queue(`INSERT INTO mink_meta_files (table_id, key, content, expires_at)
+				VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond')`, l.Table, f.Key, f.Content, ms)
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+}
