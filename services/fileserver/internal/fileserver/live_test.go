@@ -55,6 +55,11 @@ type liveEnv struct {
 
 const livePartitions = 2
 
+// noReuse makes every load read Kafka's offsets (mink.live.reuse-ms 0): the tests of a
+// tail's exactness load right after producing and want all of it; reuse within the
+// bound is live_reuse_test.go's.
+var noReuse = map[string]string{tables.PropLiveReuseMs: "0"}
+
 func newLiveEnv(t testing.TB, props map[string]string, persistentKafka bool) *liveEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -323,7 +328,7 @@ func sameRows(t testing.TB, what string, got, want []row) {
 // one, built once by each tail file's owner. As commits catch up, the tail shrinks to
 // what they have not covered: the same rows in fewer tail files.
 func TestLiveLoadSeesEveryRecord(t *testing.T) {
-	le := newLiveEnv(t, nil, false)
+	le := newLiveEnv(t, noReuse, false)
 	nodes := le.startNodes(2)
 	a, b := nodes[0], nodes[1]
 
@@ -432,7 +437,7 @@ func TestLiveLoadSeesEveryRecord(t *testing.T) {
 // Iceberg envelope, and iceberg-go sees it as such; the files an earlier load named are
 // still served from the cache. Kafka back: loads work again, nothing restarted.
 func TestLiveLoadKafkaOutage(t *testing.T) {
-	le := newLiveEnv(t, nil, true)
+	le := newLiveEnv(t, noReuse, true)
 	nodes := le.startNodes(2)
 	le.produce(20)
 	before := le.mustScan(nodes[0])
@@ -590,7 +595,7 @@ func TestLiveLoadOff(t *testing.T) {
 // mink.live.max-bytes of records per partition: the summary says where and why.
 func TestLiveLoadTailLimits(t *testing.T) {
 	t.Run("records", func(t *testing.T) {
-		le := newLiveEnv(t, map[string]string{tables.PropLiveMaxRecords: "15"}, false)
+		le := newLiveEnv(t, map[string]string{tables.PropLiveReuseMs: "0", tables.PropLiveMaxRecords: "15"}, false)
 		n := le.startNodes(1)[0]
 		le.produce(40)
 		l := le.mustScan(n)
@@ -619,7 +624,7 @@ func TestLiveLoadTailLimits(t *testing.T) {
 	})
 	t.Run("bytes", func(t *testing.T) {
 		const budget = 400
-		le := newLiveEnv(t, map[string]string{tables.PropLiveMaxBytes: strconv.Itoa(budget)}, false)
+		le := newLiveEnv(t, map[string]string{tables.PropLiveReuseMs: "0", tables.PropLiveMaxBytes: strconv.Itoa(budget)}, false)
 		n := le.startNodes(1)[0]
 		le.produce(40)
 		// Where the budget ends: before the first record that would pass it.
@@ -657,7 +662,7 @@ func TestLiveLoadTailLimits(t *testing.T) {
 // tail file is measured once, by its owner; and the two nodes share one load snapshot,
 // recorded by one of them and found in Postgres by the other.
 func TestLiveLoadConcurrentLoadsShareBuilds(t *testing.T) {
-	le := newLiveEnv(t, nil, false)
+	le := newLiveEnv(t, noReuse, false)
 	nodes := le.startNodes(2)
 	le.produce(500)
 	var wg sync.WaitGroup
