@@ -86,10 +86,14 @@ func Lookup(ctx context.Context, db lease.DB, key string) (Record, error) {
 		  FROM mink_meta_files WHERE key = $1
 		LIMIT 1`, key).Scan(&kind, &r.TableID, &r.Partition, &r.Start, &r.End, &r.Size, &r.SHA256, &r.Settings, &r.Created, &r.Content)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, apierr.New(apierr.NotFound, "no file %s in bucket %s", key, layout.Bucket)
+		return r, notFound(key)
 	}
 	r.Data = kind == "data"
 	return r, err
+}
+
+func notFound(key string) error {
+	return apierr.New(apierr.NotFound, "no file %s in bucket %s", key, layout.Bucket)
 }
 
 // Cursor is where a listing resumes: after Key, or with PastPrefix after every key that

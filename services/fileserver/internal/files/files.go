@@ -69,6 +69,13 @@ type Options struct {
 	// ProblemTTL is how long a file that could not be rebuilt with its recorded bytes is
 	// refused without trying again (default 1m): a rebuild costs a full Kafka read.
 	ProblemTTL time.Duration
+	// MissTTL is how long a key Postgres recorded nothing for is answered 404 without
+	// asking again (default objects.DefaultMissTTL, 2s; negative: never cached), and so
+	// the longest a file created meanwhile by another process (a commit) can be answered
+	// 404 by this node. MissKeys bounds how many such keys are kept (LRU; default
+	// objects.DefaultMissKeys).
+	MissTTL  time.Duration
+	MissKeys int
 	Meter      metric.Meter // nil: no metrics
 	Logger     *slog.Logger
 }
@@ -111,6 +118,7 @@ type Store struct {
 	members *members
 	peers   *peers.Pool
 	met     *metrics
+	objects *objects.Lookups
 
 	base context.Context // builds run under it, not under a caller's request
 	stop context.CancelFunc
@@ -176,6 +184,7 @@ func New(o Options) (*Store, error) {
 		members:  &members{db: o.DB, self: o.NodeID, interval: o.MemberRefresh, log: log},
 		peers:    peers.New(append(relayDialOptions(), o.DialOptions...)...),
 		met:      met,
+		objects:  objects.NewLookups(o.DB, o.MissTTL, o.MissKeys),
 		base:     base,
 		stop:     stop,
 		flights:  map[string]*flight{},
@@ -215,6 +224,10 @@ func (s *Store) Owner(key string) (node string, self bool) {
 // Members are the file servers known now (the last member list read), with their gRPC
 // addresses.
 func (s *Store) Members() map[string]string { return s.members.snapshot() }
+
+// Created tells the store that keys were just recorded in Postgres (by this process), so
+// that a miss it remembers of them (Options.MissTTL) does not hide them.
+func (s *Store) Created(keys ...string) { s.objects.Created(keys...) }
 
 // Open opens key, or the range rng of it (nil: all of it), at its owner. With infoOnly the
 // object has no Body (HEAD). The owner's errors come back as they were answered there.
@@ -350,7 +363,7 @@ func (s *Store) fillShared(ctx context.Context, key string) error {
 func (s *Store) lookup(ctx context.Context, key string) (objects.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
 	defer cancel()
-	r, err := objects.Lookup(ctx, s.o.DB, key)
+	r, err := s.objects.Lookup(ctx, key)
 	if err != nil && apierr.Classify(err) != apierr.NotFound {
 		return r, postgresErr(err, "look up %s", key)
 	}
