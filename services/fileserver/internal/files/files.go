@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -76,6 +77,15 @@ type Options struct {
 	// objects.DefaultMissKeys).
 	MissTTL  time.Duration
 	MissKeys int
+	// Warming (warm.go): every WarmInterval (default 1s; negative: no warming) this node
+	// builds the data files committed since its last look that it owns, newest first,
+	// one at a time, while fewer than WarmBusyReads reads are in flight (default 4) and
+	// its cache is under WarmCacheShare full (default 0.8). Its first look goes back
+	// WarmLookback (default 10m).
+	WarmInterval   time.Duration
+	WarmLookback   time.Duration
+	WarmBusyReads  int
+	WarmCacheShare float64
 	Meter      metric.Meter // nil: no metrics
 	Logger     *slog.Logger
 }
@@ -119,6 +129,9 @@ type Store struct {
 	peers   *peers.Pool
 	met     *metrics
 	objects *objects.Lookups
+
+	inflight  atomic.Int64 // reads being served (opened and not yet closed): how busy the node is
+	warmStats struct{ Warmed, SkippedBusy, SkippedFull, Failed atomic.Int64 }
 
 	base context.Context // builds run under it, not under a caller's request
 	stop context.CancelFunc
@@ -166,6 +179,18 @@ func New(o Options) (*Store, error) {
 	if o.ProblemTTL <= 0 {
 		o.ProblemTTL = time.Minute
 	}
+	if o.WarmInterval == 0 {
+		o.WarmInterval = DefaultWarmInterval
+	}
+	if o.WarmLookback <= 0 {
+		o.WarmLookback = DefaultWarmLookback
+	}
+	if o.WarmBusyReads <= 0 {
+		o.WarmBusyReads = DefaultWarmBusyReads
+	}
+	if o.WarmCacheShare <= 0 || o.WarmCacheShare > 1 {
+		o.WarmCacheShare = DefaultWarmCacheShare
+	}
 	if o.Meter == nil {
 		o.Meter = noop.NewMeterProvider().Meter("")
 	}
@@ -195,8 +220,39 @@ func New(o Options) (*Store, error) {
 	}, nil
 }
 
-// Run keeps the member list fresh until ctx ends.
-func (s *Store) Run(ctx context.Context) { s.members.run(ctx) }
+// Run keeps the member list fresh, and warms newly committed files, until ctx ends.
+func (s *Store) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.members.run(ctx) })
+	if s.warmEnabled() {
+		wg.Go(func() { s.warm(ctx) })
+	}
+	wg.Wait()
+}
+
+// WarmStats are warming's counters since start.
+func (s *Store) WarmStats() WarmStats {
+	w := &s.warmStats
+	return WarmStats{Warmed: w.Warmed.Load(), SkippedBusy: w.SkippedBusy.Load(), SkippedFull: w.SkippedFull.Load(), Failed: w.Failed.Load()}
+}
+
+// track counts a read in flight from its open to its close (or its failure).
+func (s *Store) track(obj *Object, err error) (*Object, error) {
+	if err != nil {
+		s.inflight.Add(-1)
+		return nil, err
+	}
+	done := obj.close
+	var once sync.Once
+	obj.close = func() error {
+		once.Do(func() { s.inflight.Add(-1) })
+		if done == nil {
+			return nil
+		}
+		return done()
+	}
+	return obj, nil
+}
 
 // RefreshMembers reads the member list now (tests; Run does it every MemberRefresh).
 func (s *Store) RefreshMembers(ctx context.Context) error { return s.members.refresh(ctx) }
@@ -235,6 +291,11 @@ func (s *Store) Open(ctx context.Context, key string, rng *Range, infoOnly bool)
 	if err := ValidKey(key); err != nil {
 		return nil, err
 	}
+	s.inflight.Add(1)
+	return s.track(s.open(ctx, key, rng, infoOnly))
+}
+
+func (s *Store) open(ctx context.Context, key string, rng *Range, infoOnly bool) (*Object, error) {
 	node, addr := s.members.ownerOf(key)
 	if node == s.o.NodeID || addr == "" {
 		return s.openLocal(ctx, key, rng, infoOnly)

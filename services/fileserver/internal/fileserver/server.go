@@ -78,6 +78,10 @@ type Options struct {
 	// ProblemTTL is how long a file that cannot be rebuilt is refused without retrying
 	// (default 1m).
 	ProblemTTL time.Duration
+	// WarmInterval is how often newly committed files are looked for and built into the
+	// owner's cache before anyone reads them (files.Options.WarmInterval; default 1s,
+	// negative: no warming).
+	WarmInterval time.Duration
 	// LiveTimeout bounds the live part of a table load: Kafka's offsets and the tail's
 	// builds (default 30s).
 	LiveTimeout time.Duration
@@ -188,6 +192,7 @@ func New(o Options) (_ *Server, err error) {
 		NodeID: o.NodeID, DB: o.DB, Kafka: o.Kafka, Cache: s.cache,
 		DialOptions:   dialOpts,
 		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
+		WarmInterval: o.WarmInterval,
 		Meter: meter, Logger: o.Logger,
 	})
 	if err != nil {
