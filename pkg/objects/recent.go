@@ -2,7 +2,10 @@ package objects
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/minkhq/mink/pkg/lease"
 )
@@ -44,4 +47,34 @@ func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]Rec
 		}
 	}
 	return out, now, rows.Err()
+}
+
+// WatchCommits calls notify each time a transaction that recorded committed data files
+// commits (the mink_data_files_notify trigger), and once when it starts listening, until
+// ctx ends or the connection fails: its error. It holds one connection of db, which must
+// lend one (a *pgxpool.Pool); the connection is closed at the end, not returned to the
+// pool, since it listens.
+func WatchCommits(ctx context.Context, db lease.DB, notify func()) error {
+	p, ok := db.(interface {
+		Acquire(context.Context) (*pgxpool.Conn, error)
+	})
+	if !ok {
+		return errors.New("watch commits: the database handle lends no connection to listen on")
+	}
+	pc, err := p.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	conn := pc.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN mink_data_files"); err != nil {
+		return err
+	}
+	notify() // what was committed before the LISTEN took is found by the look it prompts
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		notify()
+	}
 }

@@ -131,7 +131,10 @@ type Store struct {
 	objects *objects.Lookups
 
 	inflight  atomic.Int64 // reads being served (opened and not yet closed): how busy the node is
-	warmStats struct{ Warmed, SkippedBusy, SkippedFull, Failed atomic.Int64 }
+	warmStats struct {
+		Looks, Warmed, SkippedBusy, SkippedFull, Failed atomic.Int64
+		Listening                                 atomic.Bool
+	}
 
 	base context.Context // builds run under it, not under a caller's request
 	stop context.CancelFunc
@@ -233,7 +236,7 @@ func (s *Store) Run(ctx context.Context) {
 // WarmStats are warming's counters since start.
 func (s *Store) WarmStats() WarmStats {
 	w := &s.warmStats
-	return WarmStats{Warmed: w.Warmed.Load(), SkippedBusy: w.SkippedBusy.Load(), SkippedFull: w.SkippedFull.Load(), Failed: w.Failed.Load()}
+	return WarmStats{Looks: w.Looks.Load(), Listening: w.Listening.Load(), Warmed: w.Warmed.Load(), SkippedBusy: w.SkippedBusy.Load(), SkippedFull: w.SkippedFull.Load(), Failed: w.Failed.Load()}
 }
 
 // track counts a read in flight from its open to its close (or its failure).

@@ -37,6 +37,8 @@ const (
 
 // WarmStats count what warming did since start.
 type WarmStats struct {
+	Looks       int64 // reads of the newly committed files
+	Listening   bool  // told of commits as they happen (else it looks every WarmInterval only)
 	Warmed      int64 // files built into the cache before anyone asked
 	SkippedBusy int64 // rounds cut short because the node was serving reads
 	SkippedFull int64 // files dropped because the cache was over WarmCacheShare full
@@ -56,6 +58,8 @@ func (s *Store) warmEnabled() bool { return s.o.WarmInterval > 0 }
 func (s *Store) warm(ctx context.Context) {
 	seen, _ := lru.New[string, struct{}](4 * warmBatch)
 	w := &warmer{seen: seen}
+	kick := make(chan struct{}, 1)
+	go s.watchCommits(ctx, kick)
 	t := time.NewTicker(s.o.WarmInterval)
 	defer t.Stop()
 	for {
@@ -64,6 +68,35 @@ func (s *Store) warm(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-kick:
+		}
+	}
+}
+
+// watchCommits kicks warming whenever a commit records data files, so that they are
+// warmed at once rather than at the next tick; the ticker alone is the fallback while
+// Postgres cannot be listened to.
+func (s *Store) watchCommits(ctx context.Context, kick chan<- struct{}) {
+	notify := func() {
+		s.warmStats.Listening.Store(true)
+		select {
+		case kick <- struct{}{}:
+		default: // a look is due already; it reads this commit too
+		}
+	}
+	for ctx.Err() == nil {
+		err := objects.WatchCommits(ctx, s.o.DB, notify)
+		s.warmStats.Listening.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if s.logOnce("warm watch", time.Minute) {
+			s.log.WarnContext(ctx, "cannot listen for commits; warming looks every interval only (logged once a minute)",
+				"interval", s.o.WarmInterval, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(max(s.o.WarmInterval, time.Second)):
 		}
 	}
 }
@@ -113,6 +146,7 @@ func (s *Store) warmLook(ctx context.Context, w *warmer) error {
 	if err != nil {
 		return err
 	}
+	s.warmStats.Looks.Add(1)
 	w.since = now.Add(-warmSlack)
 	var keys []string
 	for _, f := range fs {

@@ -57,14 +57,19 @@ func newWarmer() *warmer {
 func TestWarmAfterCommit(t *testing.T) {
 	e := newMeasureEnv(t, "fs-1")
 	s := e.stores["fs-1"]
+	s.o.WarmInterval = time.Hour // so only the commit's notification can prompt the look that finds it
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the warmer to listen and make its first looks", func() bool {
+		w := s.WarmStats()
+		return w.Listening && w.Looks >= 2 // the start's, and the one listening prompts
+	})
 	key := e.commitRange(0, 5)
 	committed := time.Now()
 	for !s.o.Cache.Contains(key) {
-		if time.Since(committed) > 5*s.o.WarmInterval+5*time.Second {
+		if time.Since(committed) > 5*time.Second {
 			t.Fatalf("%s not in the owner's cache %v after its commit (warm interval %v); warm stats %+v",
 				key, time.Since(committed), s.o.WarmInterval, s.WarmStats())
 		}
@@ -85,8 +90,8 @@ func TestWarmAfterCommit(t *testing.T) {
 	if _, err := io.Copy(io.Discard, obj.Body); err != nil {
 		t.Fatal(err)
 	}
-	if w := s.WarmStats(); w.Warmed != 1 {
-		t.Fatalf("warm stats %+v, want 1 warmed", w)
+	if w := s.WarmStats(); w.Warmed != 1 || w.Looks != 3 {
+		t.Fatalf("warm stats %+v, want 1 warmed in the third look", w)
 	}
 }
 
@@ -162,5 +167,16 @@ func TestWarmOwnFilesOnly(t *testing.T) {
 	}
 	if len(owned) != 2 {
 		t.Fatalf("the files should be owned by both nodes: %v", owned)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
