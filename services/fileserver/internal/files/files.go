@@ -86,8 +86,8 @@ type Options struct {
 	WarmLookback   time.Duration
 	WarmBusyReads  int
 	WarmCacheShare float64
-	Meter      metric.Meter // nil: no metrics
-	Logger     *slog.Logger
+	Meter          metric.Meter // nil: no metrics
+	Logger         *slog.Logger
 }
 
 // Info is what a reader needs before a file's bytes: the S3 headers and where they came
@@ -133,7 +133,7 @@ type Store struct {
 	inflight  atomic.Int64 // reads being served (opened and not yet closed): how busy the node is
 	warmStats struct {
 		Looks, Warmed, SkippedBusy, SkippedFull, Failed atomic.Int64
-		Listening                                 atomic.Bool
+		Listening                                       atomic.Bool
 	}
 
 	base context.Context // builds run under it, not under a caller's request

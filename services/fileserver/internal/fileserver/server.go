@@ -193,7 +193,7 @@ func New(o Options) (_ *Server, err error) {
 		DialOptions:   dialOpts,
 		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
 		WarmInterval: o.WarmInterval,
-		Meter: meter, Logger: o.Logger,
+		Meter:        meter, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
