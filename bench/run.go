@@ -102,8 +102,8 @@ func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, it := range c.Items {
-		if it < 1 || it > 10 {
-			bad("items: %d is not one of the items (1-10)", it)
+		if !slices.Contains(DefaultConfig().Items, it) {
+			bad("items: %d is not one of the items %v", it, DefaultConfig().Items)
 		}
 	}
 	if c.Reps < 1 {
