@@ -34,6 +34,11 @@ const (
 	// connection between two file servers carries every read one forwards to the
 	// other: beyond this, new calls wait for a free stream rather than fail.
 	grpcMaxConcurrentStreams = 1024
+	// grpcWriteBuffer is what the server gathers before a write to the socket: a
+	// forwarded read streams 1 MiB chunks, which gRPC's 32 KiB default writes in 32
+	// syscalls each (BenchmarkCachedRead/forwarded: about 15% less CPU per read at 512
+	// KiB). Shared, the buffer is taken from a pool per flush, not held per connection.
+	grpcWriteBuffer = 512 << 10
 	// Keepalive: a client may ping every 15s, with or without calls in flight (more
 	// often is a protocol violation that closes its connection); the server pings a
 	// connection quiet for a minute and closes it when no answer comes in 20s, and
@@ -110,6 +115,7 @@ func (t *transport) grpcServerOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
 		grpc.MaxHeaderListSize(grpcMaxHeaderListSize),
 		grpc.MaxConcurrentStreams(grpcMaxConcurrentStreams),
+		grpc.WriteBufferSize(grpcWriteBuffer), grpc.SharedWriteBuffer(true),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcKeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: grpcKeepaliveMaxConnIdle, Time: grpcKeepaliveTime, Timeout: grpcKeepaliveTimeout,
