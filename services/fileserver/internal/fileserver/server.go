@@ -256,8 +256,8 @@ func (s *Server) Figures() map[string]string {
 		"cache_bytes": strconv.FormatInt(cs.Bytes, 10), "cache_bytes_limit": strconv.FormatInt(cs.Max, 10),
 		"cache_hit_rate": rate, "builds": strconv.FormatInt(st.Builds, 10),
 		"build_failures": strconv.FormatInt(st.BuildFailures, 10), "forwarded_reads": strconv.FormatInt(st.Forwarded, 10),
-		"files_reported": strconv.FormatInt(st.Reported, 10),
-		"live_loads":     strconv.FormatInt(ls.Loads, 10), "live_loads_reused": strconv.FormatInt(ls.Reused, 10),
+		"files_reported": strconv.FormatInt(st.Reported, 10), "files_warmed": strconv.FormatInt(s.store.WarmStats().Warmed, 10),
+		"live_loads": strconv.FormatInt(ls.Loads, 10), "live_loads_reused": strconv.FormatInt(ls.Reused, 10),
 		"live_load_failures": strconv.FormatInt(ls.Failed, 10), "tail_builds": strconv.FormatInt(st.TailBuilds, 10),
 	}
 }
