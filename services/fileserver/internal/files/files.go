@@ -6,7 +6,10 @@
 // checked against the size and checksum recorded in mink_data_files; a metadata file from
 // mink_meta_files (pkg/objects looks both up). Concurrent reads of a file being built
 // share the build. Measure builds the tail files of live table loads at their owners
-// (tail.go). List reads a page of the bucket's listing (list.go).
+// (tail.go). List reads a page of the bucket's listing (list.go). Run also warms: the
+// owner of a newly committed data file builds it before anyone asks (warm.go). A key
+// Postgres records nothing for is answered 404 from memory for Options.MissTTL
+// (objects.Lookups), so a flood of unknown keys costs no query per GET.
 //
 // What a read needs when the file is cached is all in the cache, and the member list is
 // held in memory, so cached files are still served while Postgres or Kafka is down.
