@@ -74,6 +74,9 @@ type Config struct {
 	S3Endpoint  string        // file server: the S3 URL engines are told in table loads
 	CacheDir    string        // file server: data file cache
 	CacheBytes  flagenv.Bytes // file server: cache size
+	// WarmInterval: file server: how often it looks for newly committed files to warm
+	// (0: no warming).
+	WarmInterval time.Duration
 
 	// Not flags: set by code.
 	Logger  *slog.Logger                // nil: JSON on stderr at LogLevel
@@ -152,6 +155,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		fs.StringVar(&c.CacheDir, "cache-dir", "", "folder of the data file cache (default <temp dir>/mink-cache/<node id>)")
 		c.CacheBytes = 10 << 30
 		fs.Var(&c.CacheBytes, "cache-bytes", "size of the data file cache: 10GiB, 512MiB, ...")
+		fs.DurationVar(&c.WarmInterval, "warm-interval", time.Second, "how often to look for newly committed data files this node owns, to build them into its cache before they are read (it is also told of each commit); 0: no warming")
 	}
 }
 

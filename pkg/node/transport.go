@@ -34,6 +34,13 @@ const (
 	// connection between two file servers carries every read one forwards to the
 	// other: beyond this, new calls wait for a free stream rather than fail.
 	grpcMaxConcurrentStreams = 1024
+	// grpcWriteBuffer is what the server gathers before a write to the socket: a
+	// forwarded read streams 1 MiB chunks, which gRPC's 32 KiB default writes in 32
+	// syscalls each. Shared, the buffer is taken from a pool per flush, not held per
+	// connection. BenchmarkCachedRead/forwarded/whole on a loaded machine (load 14-17):
+	// 68-106 ms of CPU per 64 MiB read, against 86-105 ms with the default; within the
+	// noise, but never worse.
+	grpcWriteBuffer = 512 << 10
 	// Keepalive: a client may ping every 15s, with or without calls in flight (more
 	// often is a protocol violation that closes its connection); the server pings a
 	// connection quiet for a minute and closes it when no answer comes in 20s, and
@@ -110,6 +117,7 @@ func (t *transport) grpcServerOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
 		grpc.MaxHeaderListSize(grpcMaxHeaderListSize),
 		grpc.MaxConcurrentStreams(grpcMaxConcurrentStreams),
+		grpc.WriteBufferSize(grpcWriteBuffer), grpc.SharedWriteBuffer(true),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcKeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: grpcKeepaliveMaxConnIdle, Time: grpcKeepaliveTime, Timeout: grpcKeepaliveTimeout,

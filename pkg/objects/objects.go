@@ -2,7 +2,9 @@
 // server answers (a mink_data_files or mink_meta_files row), what GET and HEAD say of it
 // (size, ETag, last modified), and the listing of the committed ones in S3's key order.
 //
-// Lookup finds any recorded key, live-load tails included; List names only the committed
+// Lookup finds any recorded key, live-load tails included (Lookups adds a negative
+// cache of the keys it did not find; Recent and WatchCommits tell file servers of new
+// commits, to warm them); List names only the committed
 // files: the writer's metadata files (metadata JSON, manifest lists, manifests) and the
 // data files its snapshots added. A live load's tail files (data rows marked live) and
 // metadata files (under metadata/live/, with an expiry) belong to that one load, are
@@ -86,10 +88,14 @@ func Lookup(ctx context.Context, db lease.DB, key string) (Record, error) {
 		  FROM mink_meta_files WHERE key = $1
 		LIMIT 1`, key).Scan(&kind, &r.TableID, &r.Partition, &r.Start, &r.End, &r.Size, &r.SHA256, &r.Settings, &r.Created, &r.Content)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, apierr.New(apierr.NotFound, "no file %s in bucket %s", key, layout.Bucket)
+		return r, notFound(key)
 	}
 	r.Data = kind == "data"
 	return r, err
+}
+
+func notFound(key string) error {
+	return apierr.New(apierr.NotFound, "no file %s in bucket %s", key, layout.Bucket)
 }
 
 // Cursor is where a listing resumes: after Key, or with PastPrefix after every key that

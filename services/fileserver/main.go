@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
 
@@ -18,7 +19,8 @@ func main() {
 		srv, err := fileserver.New(fileserver.Options{NodeID: d.NodeID, DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs,
 			CatalogAddr: d.Config.CatalogAddr, S3Addr: d.Config.S3Addr, S3Endpoint: d.Config.S3Endpoint, Auth: d.Auth,
 			CacheDir: d.Config.CacheDir, CacheBytes: int64(d.Config.CacheBytes), ShutdownTimeout: d.Config.ShutdownTimeout,
-			TLS: d.TLS, HTTPLimits: httplimit.Limits{MaxConnections: d.Config.MaxConnections},
+			WarmInterval: cmp.Or(d.Config.WarmInterval, -1), // the flag's 0 is off; the option's is its default
+			TLS:          d.TLS, HTTPLimits: httplimit.Limits{MaxConnections: d.Config.MaxConnections},
 			DialOptions:   d.DialOptions,
 			MeterProvider: d.MeterProvider, TracerProvider: d.TracerProvider, Propagator: d.Propagator, Logger: d.Logger})
 		if err != nil {

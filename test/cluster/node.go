@@ -107,6 +107,9 @@ func (n *Node) args(extra []string) []string {
 	}
 	if n.Role == FileServer {
 		f.CatalogAddr, f.S3Addr, f.CacheDir, f.CacheBytes = "127.0.0.1:0", "127.0.0.1:0", n.cacheDir, c.opts.cacheBytes
+		// Warming off: the scenarios choose what is cached (a file nobody read must stay
+		// uncached for the outage checks); flags given later win.
+		f.Extra = append([]string{"--warm-interval", "0"}, f.Extra...)
 	}
 	return f.Args()
 }

@@ -64,7 +64,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("minkbench", flag.ContinueOnError)
 	fs.StringVar(&out, "out", "docs/benchmarks.md", `Markdown file to write the results into (between its minkbench markers), "-" for stdout`)
 	fs.Var((*intList)(&c.Items), "items", "items to run, comma-separated (1 indexing, 2 builds, 3 cached reads, 4 table loads, 5 freshness, 6 scans, 7 coordination, 8 failover, "+
-		"9 indexing Avro, 10 indexing Protobuf, 11 small files, 13 memory, 14 concurrent live loads); a run of some items keeps the other items' results in -out")
+		"9 indexing Avro, 10 indexing Protobuf, 11 small files, 12 unknown keys, 13 memory, 14 concurrent live loads); a run of some items keeps the other items' results in -out")
 	fs.StringVar(&pgURL, "postgres-url", "", "admin URL of a Postgres to use (default: a private throwaway cluster)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers to use (default: kfake in this process)")
 	fs.StringVar(&binDir, "bin-dir", "", "folder with prebuilt mink-indexer, mink-writer, mink-fileserver (default: build them)")

@@ -6,7 +6,10 @@
 // checked against the size and checksum recorded in mink_data_files; a metadata file from
 // mink_meta_files (pkg/objects looks both up). Concurrent reads of a file being built
 // share the build. Measure builds the tail files of live table loads at their owners
-// (tail.go). List reads a page of the bucket's listing (list.go).
+// (tail.go). List reads a page of the bucket's listing (list.go). Run also warms: the
+// owner of a newly committed data file builds it before anyone asks (warm.go). A key
+// Postgres records nothing for is answered 404 from memory for Options.MissTTL
+// (objects.Lookups), so a flood of unknown keys costs no query per GET.
 //
 // What a read needs when the file is cached is all in the cache, and the member list is
 // held in memory, so cached files are still served while Postgres or Kafka is down.
@@ -22,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -69,8 +73,24 @@ type Options struct {
 	// ProblemTTL is how long a file that could not be rebuilt with its recorded bytes is
 	// refused without trying again (default 1m): a rebuild costs a full Kafka read.
 	ProblemTTL time.Duration
-	Meter      metric.Meter // nil: no metrics
-	Logger     *slog.Logger
+	// MissTTL is how long a key Postgres recorded nothing for is answered 404 without
+	// asking again (default objects.DefaultMissTTL, 2s; negative: never cached), and so
+	// the longest a file created meanwhile by another process (a commit) can be answered
+	// 404 by this node. MissKeys bounds how many such keys are kept (LRU; default
+	// objects.DefaultMissKeys).
+	MissTTL  time.Duration
+	MissKeys int
+	// Warming (warm.go): every WarmInterval (default 1s; negative: no warming) this node
+	// builds the data files committed since its last look that it owns, newest first,
+	// one at a time, while fewer than WarmBusyReads reads are in flight (default 4) and
+	// its cache is under WarmCacheShare full (default 0.8). Its first look goes back
+	// WarmLookback (default 10m).
+	WarmInterval   time.Duration
+	WarmLookback   time.Duration
+	WarmBusyReads  int
+	WarmCacheShare float64
+	Meter          metric.Meter // nil: no metrics
+	Logger         *slog.Logger
 }
 
 // Info is what a reader needs before a file's bytes: the S3 headers and where they came
@@ -111,6 +131,13 @@ type Store struct {
 	members *members
 	peers   *peers.Pool
 	met     *metrics
+	objects *objects.Lookups
+
+	inflight  atomic.Int64 // reads being served (opened and not yet closed): how busy the node is
+	warmStats struct {
+		Looks, Warmed, SkippedBusy, SkippedFull, Failed atomic.Int64
+		Listening                                       atomic.Bool
+	}
 
 	base context.Context // builds run under it, not under a caller's request
 	stop context.CancelFunc
@@ -158,6 +185,18 @@ func New(o Options) (*Store, error) {
 	if o.ProblemTTL <= 0 {
 		o.ProblemTTL = time.Minute
 	}
+	if o.WarmInterval == 0 {
+		o.WarmInterval = DefaultWarmInterval
+	}
+	if o.WarmLookback <= 0 {
+		o.WarmLookback = DefaultWarmLookback
+	}
+	if o.WarmBusyReads <= 0 {
+		o.WarmBusyReads = DefaultWarmBusyReads
+	}
+	if o.WarmCacheShare <= 0 || o.WarmCacheShare > 1 {
+		o.WarmCacheShare = DefaultWarmCacheShare
+	}
 	if o.Meter == nil {
 		o.Meter = noop.NewMeterProvider().Meter("")
 	}
@@ -176,6 +215,7 @@ func New(o Options) (*Store, error) {
 		members:  &members{db: o.DB, self: o.NodeID, interval: o.MemberRefresh, log: log},
 		peers:    peers.New(append(relayDialOptions(), o.DialOptions...)...),
 		met:      met,
+		objects:  objects.NewLookups(o.DB, o.MissTTL, o.MissKeys),
 		base:     base,
 		stop:     stop,
 		flights:  map[string]*flight{},
@@ -186,8 +226,39 @@ func New(o Options) (*Store, error) {
 	}, nil
 }
 
-// Run keeps the member list fresh until ctx ends.
-func (s *Store) Run(ctx context.Context) { s.members.run(ctx) }
+// Run keeps the member list fresh, and warms newly committed files, until ctx ends.
+func (s *Store) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.members.run(ctx) })
+	if s.warmEnabled() {
+		wg.Go(func() { s.warm(ctx) })
+	}
+	wg.Wait()
+}
+
+// WarmStats are warming's counters since start.
+func (s *Store) WarmStats() WarmStats {
+	w := &s.warmStats
+	return WarmStats{Looks: w.Looks.Load(), Listening: w.Listening.Load(), Warmed: w.Warmed.Load(), SkippedBusy: w.SkippedBusy.Load(), SkippedFull: w.SkippedFull.Load(), Failed: w.Failed.Load()}
+}
+
+// track counts a read in flight from its open to its close (or its failure).
+func (s *Store) track(obj *Object, err error) (*Object, error) {
+	if err != nil {
+		s.inflight.Add(-1)
+		return nil, err
+	}
+	done := obj.close
+	var once sync.Once
+	obj.close = func() error {
+		once.Do(func() { s.inflight.Add(-1) })
+		if done == nil {
+			return nil
+		}
+		return done()
+	}
+	return obj, nil
+}
 
 // RefreshMembers reads the member list now (tests; Run does it every MemberRefresh).
 func (s *Store) RefreshMembers(ctx context.Context) error { return s.members.refresh(ctx) }
@@ -216,12 +287,21 @@ func (s *Store) Owner(key string) (node string, self bool) {
 // addresses.
 func (s *Store) Members() map[string]string { return s.members.snapshot() }
 
+// Created tells the store that keys were just recorded in Postgres (by this process), so
+// that a miss it remembers of them (Options.MissTTL) does not hide them.
+func (s *Store) Created(keys ...string) { s.objects.Created(keys...) }
+
 // Open opens key, or the range rng of it (nil: all of it), at its owner. With infoOnly the
 // object has no Body (HEAD). The owner's errors come back as they were answered there.
 func (s *Store) Open(ctx context.Context, key string, rng *Range, infoOnly bool) (*Object, error) {
 	if err := ValidKey(key); err != nil {
 		return nil, err
 	}
+	s.inflight.Add(1)
+	return s.track(s.open(ctx, key, rng, infoOnly))
+}
+
+func (s *Store) open(ctx context.Context, key string, rng *Range, infoOnly bool) (*Object, error) {
 	node, addr := s.members.ownerOf(key)
 	if node == s.o.NodeID || addr == "" {
 		return s.openLocal(ctx, key, rng, infoOnly)
@@ -350,7 +430,7 @@ func (s *Store) fillShared(ctx context.Context, key string) error {
 func (s *Store) lookup(ctx context.Context, key string) (objects.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
 	defer cancel()
-	r, err := objects.Lookup(ctx, s.o.DB, key)
+	r, err := s.objects.Lookup(ctx, key)
 	if err != nil && apierr.Classify(err) != apierr.NotFound {
 		return r, postgresErr(err, "look up %s", key)
 	}

@@ -81,7 +81,8 @@ func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamin
 	err := ValidKey(req.GetKey())
 	var obj *Object
 	if err == nil {
-		obj, err = s.openLocal(ctx, req.GetKey(), rangeFromProto(req.GetRange()), req.GetInfoOnly())
+		s.inflight.Add(1)
+		obj, err = s.track(s.openLocal(ctx, req.GetKey(), rangeFromProto(req.GetRange()), req.GetInfoOnly()))
 	}
 	// Sign the answer, unless this node is stopping and cannot serve the file: unsigned,
 	// the forwarding node takes it for unreachable and serves the file itself.

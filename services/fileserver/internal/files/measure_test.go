@@ -27,6 +27,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
+	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -60,6 +61,12 @@ const (
 )
 
 func newMeasureEnv(t *testing.T, ids ...string) *measureEnv {
+	t.Helper()
+	return newMeasureEnvOver(t, func(db lease.DB) lease.DB { return db }, ids...)
+}
+
+// newMeasureEnvOver is newMeasureEnv with the stores' database seen through wrap.
+func newMeasureEnvOver(t *testing.T, wrap func(lease.DB) lease.DB, ids ...string) *measureEnv {
 	t.Helper()
 	ctx := context.Background()
 	db, _ := pgtest.DB(t)
@@ -98,7 +105,7 @@ func newMeasureEnv(t *testing.T, ids ...string) *measureEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := New(Options{NodeID: id, DB: db, Kafka: kafka, Codecs: tablecodec.New(db, nil), Cache: cache, Logger: log,
+		s, err := New(Options{NodeID: id, DB: wrap(db), Kafka: kafka, Codecs: tablecodec.New(db, nil), Cache: cache, Logger: log,
 			DialOptions: []grpc.DialOption{grpc.WithPerRPCCredentials(auth.NewPeerCredentials(a, id))}})
 		if err != nil {
 			t.Fatal(err)

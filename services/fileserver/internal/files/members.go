@@ -91,3 +91,11 @@ func (m *members) snapshot() map[string]string {
 	defer m.mu.RUnlock()
 	return maps.Clone(m.addrs)
 }
+
+// owns reports whether this node owns key by the member list read last: false while no
+// list has been read, when ownerOf would serve a key here anyway.
+func (m *members) owns(key string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return owner.Of(OwnerKey(key), m.nodes) == m.self
+}

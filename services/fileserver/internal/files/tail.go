@@ -491,6 +491,7 @@ func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration
 	if err != nil {
 		return time.Time{}, 0, "", postgresErr(err, "record tail file %s", r.key)
 	}
+	s.Created(r.key)
 	return created, size, sha, nil
 }
 

@@ -2,6 +2,7 @@ package fileserver_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -325,6 +326,7 @@ type nodeOptions struct {
 	tls, peerTLS *tls.Config
 	limits       httplimit.Limits
 	planBatch    int // file scan tasks per planning answer (0: the default)
+	warm         time.Duration
 }
 
 func (e *env) startNode(id string, o nodeOptions) *node {
@@ -344,6 +346,7 @@ func (e *env) startNode(id string, o nodeOptions) *node {
 		NodeID: id, DB: e.db, Kafka: e.kc, CatalogAddr: "127.0.0.1:0", S3Addr: "127.0.0.1:0",
 		Auth: o.auth, S3Endpoint: o.s3Endpoint, CacheDir: o.cacheDir, CacheBytes: o.cacheBytes, ShutdownTimeout: 2 * time.Second,
 		MemberRefresh: 100 * time.Millisecond, LookupTimeout: 2 * time.Second, ProblemTTL: time.Minute,
+		WarmInterval:  cmp.Or(o.warm, -1), // off unless a test warms: the others count builds and misses of reads
 		MeterProvider: mp, TracerProvider: e.tp, Propagator: prop, Logger: log,
 		TLS: o.tls, HTTPLimits: o.limits, DialOptions: tlsDialOptions(o.peerTLS, e.tp, mp, prop), PlanBatchFiles: o.planBatch,
 	})
@@ -358,6 +361,7 @@ func (e *env) startNode(id string, o nodeOptions) *node {
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(e.tp), otelgrpc.WithMeterProvider(mp), otelgrpc.WithPropagators(prop))),
 		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(nil)),
 		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(nil)),
+		grpc.WriteBufferSize(512<<10), grpc.SharedWriteBuffer(true), // as pkg/node's
 	)...)
 	srv.RegisterGRPC(gs)
 	mgr, err := lease.NewManager(e.db, lease.Config{NodeID: id, Roles: []lease.Role{lease.RoleFileServer},

@@ -78,6 +78,10 @@ type Options struct {
 	// ProblemTTL is how long a file that cannot be rebuilt is refused without retrying
 	// (default 1m).
 	ProblemTTL time.Duration
+	// WarmInterval is how often newly committed files are looked for and built into the
+	// owner's cache before anyone reads them (files.Options.WarmInterval; default 1s,
+	// negative: no warming).
+	WarmInterval time.Duration
 	// LiveTimeout bounds the live part of a table load: Kafka's offsets and the tail's
 	// builds (default 30s).
 	LiveTimeout time.Duration
@@ -188,7 +192,8 @@ func New(o Options) (_ *Server, err error) {
 		NodeID: o.NodeID, DB: o.DB, Kafka: o.Kafka, Cache: s.cache,
 		DialOptions:   dialOpts,
 		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
-		Meter: meter, Logger: o.Logger,
+		WarmInterval: o.WarmInterval,
+		Meter:        meter, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -251,8 +256,8 @@ func (s *Server) Figures() map[string]string {
 		"cache_bytes": strconv.FormatInt(cs.Bytes, 10), "cache_bytes_limit": strconv.FormatInt(cs.Max, 10),
 		"cache_hit_rate": rate, "builds": strconv.FormatInt(st.Builds, 10),
 		"build_failures": strconv.FormatInt(st.BuildFailures, 10), "forwarded_reads": strconv.FormatInt(st.Forwarded, 10),
-		"files_reported": strconv.FormatInt(st.Reported, 10),
-		"live_loads":     strconv.FormatInt(ls.Loads, 10), "live_loads_reused": strconv.FormatInt(ls.Reused, 10),
+		"files_reported": strconv.FormatInt(st.Reported, 10), "files_warmed": strconv.FormatInt(s.store.WarmStats().Warmed, 10),
+		"live_loads": strconv.FormatInt(ls.Loads, 10), "live_loads_reused": strconv.FormatInt(ls.Reused, 10),
 		"live_load_failures": strconv.FormatInt(ls.Failed, 10), "tail_builds": strconv.FormatInt(st.TailBuilds, 10),
 	}
 }

@@ -108,9 +108,11 @@ func PartitionKey(p int32, suffix string) string {
 	return summaryPartitionLive + strconv.FormatInt(int64(p), 10) + suffix
 }
 
-// Measurer measures tail files: *files.Store.
+// Measurer measures tail files: *files.Store. Created tells it of the keys a load
+// recorded, which it may have remembered as missing.
 type Measurer interface {
 	Measure(ctx context.Context, req files.MeasureRequest) (files.Measured, error)
+	Created(keys ...string)
 }
 
 // Options configure a Loader.
@@ -717,6 +719,14 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	if err != nil {
 		return Result{}, postgresErr(err, "load table %s: record its load snapshot", t.FullName())
 	}
+	keys := make([]string, 0, len(add)+len(res.Files))
+	for _, f := range add {
+		keys = append(keys, f.Key)
+	}
+	for _, f := range res.Files {
+		keys = append(keys, f.Key)
+	}
+	l.o.Files.Created(keys...)
 	content := res.Files[len(res.Files)-1].Content // the metadata JSON, last
 	l.log.DebugContext(ctx, "made a live load", "table", t.FullName(), "metadata", res.Key, "base", base.Key,
 		"tail_files", len(add), "tail_records", records, "cut_partitions", cut)

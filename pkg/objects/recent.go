@@ -1,0 +1,80 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+// RecentFile is a committed data file as Recent names it.
+type RecentFile struct {
+	Key     string
+	Size    int64
+	Created time.Time
+}
+
+// Recent reads the committed data files recorded at since or later, newest first, at most
+// limit of them, and the database's clock now: the since of the next call, less the
+// longest a commit's transaction may run (created_at is its start). A live load's tail
+// files are left out (they are built where they are measured).
+func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]RecentFile, time.Time, error) {
+	rows, err := db.Query(ctx, `
+		SELECT n.now, f.key, f.file_size, f.created_at
+		  FROM (SELECT clock_timestamp() AS now) n
+		  LEFT JOIN LATERAL (
+			SELECT key, file_size, created_at FROM mink_data_files
+			 WHERE NOT live AND created_at >= $1
+			 ORDER BY created_at DESC LIMIT $2) f ON true`, since, limit)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var now time.Time
+	var out []RecentFile
+	for rows.Next() {
+		var key *string
+		var size *int64
+		var created *time.Time
+		if err := rows.Scan(&now, &key, &size, &created); err != nil {
+			rows.Close()
+			return nil, time.Time{}, err
+		}
+		if key != nil { // the left join's one row when nothing is recent
+			out = append(out, RecentFile{Key: *key, Size: *size, Created: *created})
+		}
+	}
+	return out, now, rows.Err()
+}
+
+// WatchCommits calls notify each time a transaction that recorded committed data files
+// commits (the mink_data_files_notify trigger), and once when it starts listening, until
+// ctx ends or the connection fails: its error. It holds one connection of db, which must
+// lend one (a *pgxpool.Pool); the connection is closed at the end, not returned to the
+// pool, since it listens.
+func WatchCommits(ctx context.Context, db lease.DB, notify func()) error {
+	p, ok := db.(interface {
+		Acquire(context.Context) (*pgxpool.Conn, error)
+	})
+	if !ok {
+		return errors.New("watch commits: the database handle lends no connection to listen on")
+	}
+	pc, err := p.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	conn := pc.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN mink_data_files"); err != nil {
+		return err
+	}
+	notify() // what was committed before the LISTEN took is found by the look it prompts
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		notify()
+	}
+}

@@ -1,0 +1,182 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/tablecodec"
+)
+
+// commitRange plays indexer and writer for offsets [start, end) of the env's table: it
+// builds the file once to measure it and records it as a commit does. It returns its key.
+func (e *measureEnv) commitRange(start, end int64) string {
+	e.t.Helper()
+	s := e.stores[firstID(e)]
+	settings := parquetbuild.DefaultSettings()
+	settingsJSON, _ := json.Marshal(settings)
+	var buf bytes.Buffer
+	fs, err := rangefile.BuildOffsets(e.ctx, s.o.Kafka, tablecodec.New(e.db, nil), e.table, settings, 0, start, end, &buf)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	key := layout.DataKey(e.table.Namespace, e.table.Name, 0, start, end, fs.SHA256)
+	stats, _ := json.Marshal(fs.Columns)
+	if _, err := e.db.Exec(e.ctx, `INSERT INTO mink_data_files
+		(table_id, key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats)
+		VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8, $9)`,
+		e.table.ID, key, start, end, fs.RowCount, fs.Size, fs.SHA256, settingsJSON, stats); err != nil {
+		e.t.Fatal(err)
+	}
+	return key
+}
+
+func firstID(e *measureEnv) string {
+	for id := range e.stores {
+		return id
+	}
+	return ""
+}
+
+func newWarmer() *warmer {
+	seen, _ := lru.New[string, struct{}](100)
+	return &warmer{seen: seen}
+}
+
+// TestWarmAfterCommit: a running store builds a file committed after it started into
+// its cache within a few warming intervals, without any read; the read that follows is
+// a cache hit.
+func TestWarmAfterCommit(t *testing.T) {
+	e := newMeasureEnv(t, "fs-1")
+	s := e.stores["fs-1"]
+	s.o.WarmInterval = time.Hour // so only the commit's notification can prompt the look that finds it
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the warmer to listen and make its first looks", func() bool {
+		w := s.WarmStats()
+		return w.Listening && w.Looks >= 2 // the start's, and the one listening prompts
+	})
+	key := e.commitRange(0, 5)
+	committed := time.Now()
+	for !s.o.Cache.Contains(key) {
+		if time.Since(committed) > 5*time.Second {
+			t.Fatalf("%s not in the owner's cache %v after its commit (warm interval %v); warm stats %+v",
+				key, time.Since(committed), s.o.WarmInterval, s.WarmStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("warmed %v after the commit", time.Since(committed))
+	if st := s.Stats(); st.CacheMisses != 0 || st.CacheHits != 0 {
+		t.Fatalf("warming counted as reads: %+v", st)
+	}
+	obj, err := s.Open(ctx, key, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	if !obj.CacheHit {
+		t.Fatal("the first read of a warmed file was not a cache hit")
+	}
+	if _, err := io.Copy(io.Discard, obj.Body); err != nil {
+		t.Fatal(err)
+	}
+	if w := s.WarmStats(); w.Warmed != 1 || w.Looks != 3 {
+		t.Fatalf("warm stats %+v, want 1 warmed in the third look", w)
+	}
+}
+
+// TestWarmSkips: a node serving WarmBusyReads reads builds nothing until they end; a
+// cache past WarmCacheShare gets nothing; files are warmed newest first.
+func TestWarmSkips(t *testing.T) {
+	e := newMeasureEnv(t, "fs-1")
+	older, newer := e.commitRange(0, 5), e.commitRange(5, 10)
+	own := e.stores["fs-1"]
+
+	// Full: nothing is built, and the files are dropped from the queue.
+	share := own.o.WarmCacheShare
+	own.o.WarmCacheShare = 1e-9
+	w := newWarmer()
+	own.warmRound(e.ctx, w)
+	own.o.WarmCacheShare = share
+	if own.o.Cache.Contains(older) || own.o.Cache.Contains(newer) || own.WarmStats().SkippedFull != 2 || len(w.queue) != 0 {
+		t.Fatalf("a full cache warmed: stats %+v, queue %d", own.WarmStats(), len(w.queue))
+	}
+
+	// Busy: reads in flight hold the queue; once they end, the newest is built first.
+	var held []*Object
+	for range own.o.WarmBusyReads {
+		obj, err := own.openLocal(e.ctx, older, nil, true) // any read: its count is what matters
+		if err != nil {
+			t.Fatal(err)
+		}
+		own.inflight.Add(1)
+		obj, _ = own.track(obj, nil)
+		held = append(held, obj)
+	}
+	own.o.Cache.Remove(older) // openLocal built it
+	w = newWarmer()
+	own.warmRound(e.ctx, w)
+	if own.o.Cache.Contains(older) || own.o.Cache.Contains(newer) || own.WarmStats().SkippedBusy != 1 {
+		t.Fatalf("a busy node warmed: stats %+v", own.WarmStats())
+	}
+	if len(w.queue) != 2 || w.queue[0].Key != newer {
+		t.Fatalf("queue %+v, want the newer file first", w.queue)
+	}
+	for _, obj := range held {
+		obj.Close()
+		obj.Close() // closing twice counts once
+	}
+	if n := own.inflight.Load(); n != 0 {
+		t.Fatalf("%d reads counted in flight after all closed", n)
+	}
+	own.warmRound(e.ctx, w)
+	if !own.o.Cache.Contains(older) || !own.o.Cache.Contains(newer) || own.WarmStats().Warmed != 2 {
+		t.Fatalf("an idle node did not warm its queue: stats %+v", own.WarmStats())
+	}
+}
+
+// TestWarmOwnFilesOnly: each node warms the files it owns and leaves the others to
+// their owners.
+func TestWarmOwnFilesOnly(t *testing.T) {
+	e := newMeasureEnv(t, "fs-1", "fs-2")
+	var keys []string
+	for i := range int64(5) {
+		keys = append(keys, e.commitRange(2*i, 2*i+2))
+	}
+	owned := map[string]int{}
+	for id, s := range e.stores {
+		s.warmRound(e.ctx, newWarmer())
+		for _, k := range keys {
+			if s.members.owns(k) {
+				owned[id]++
+			}
+			if s.members.owns(k) != s.o.Cache.Contains(k) {
+				t.Fatalf("%s: owns %s %v, cached %v", id, k, s.members.owns(k), s.o.Cache.Contains(k))
+			}
+		}
+	}
+	if len(owned) != 2 {
+		t.Fatalf("the files should be owned by both nodes: %v", owned)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
