@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/bits"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/minkhq/mink/pkg/jsonscan"
@@ -131,7 +130,7 @@ func (d *Decoder) text(s *jsonscan.Scanner, c *column, elem int, v *Value, want 
 	quoted := func() string { return jsonscan.Snippet(s.Since(start)) }
 	switch c.kind {
 	case kString:
-		if !utf8.Valid(b) {
+		if !ValidUTF8(b) {
 			d.valueError(c, elem, "invalid UTF-8 in "+quoted())
 			return true
 		}
