@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,6 +64,7 @@ func BenchmarkDecoders(b *testing.B) {
 		}{{"encoding-json-map", json.Unmarshal}, {"goccy-go-json-map", gojson.Unmarshal}} {
 			b.Run(m.name+"/decode", func(b *testing.B) {
 				b.ReportAllocs()
+				cpu0 := cpuTime()
 				for b.Loop() {
 					for _, r := range recs {
 						var v map[string]any
@@ -71,7 +73,7 @@ func BenchmarkDecoders(b *testing.B) {
 						}
 					}
 				}
-				perRecord(b, len(recs))
+				perRecord(b, len(recs), cpu0)
 			})
 		}
 	})
@@ -93,6 +95,7 @@ func benchDecoder(b *testing.B, name string, recs []record.Record, mk func() (ro
 		}
 		var row rowcodec.Row
 		b.ReportAllocs()
+		cpu0 := cpuTime()
 		for b.Loop() {
 			for _, r := range recs {
 				if !d.Decode(r, &row) {
@@ -100,7 +103,7 @@ func benchDecoder(b *testing.B, name string, recs []record.Record, mk func() (ro
 				}
 			}
 		}
-		perRecord(b, len(recs))
+		perRecord(b, len(recs), cpu0)
 	})
 	b.Run(name+"/encode", func(b *testing.B) {
 		d, err := mk()
@@ -108,6 +111,7 @@ func benchDecoder(b *testing.B, name string, recs []record.Record, mk func() (ro
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
+		cpu0 := cpuTime()
 		for b.Loop() {
 			bl, err := parquetbuild.NewBuilderFor(io.Discard, d, parquetbuild.DefaultSettings())
 			if err != nil {
@@ -122,13 +126,25 @@ func benchDecoder(b *testing.B, name string, recs []record.Record, mk func() (ro
 				b.Fatal(err, st.DecodeErrors)
 			}
 		}
-		perRecord(b, len(recs))
+		perRecord(b, len(recs), cpu0)
 	})
 }
 
-// perRecord reports ns/op and allocs/op per record rather than per pass over them.
-func perRecord(b *testing.B, n int) {
+// perRecord reports the time per record rather than per pass over them: wall time, and
+// the process's CPU time since cpu0 (from cpuTime before the loop), which other load on
+// a shared machine moves less.
+func perRecord(b *testing.B, n int, cpu0 time.Duration) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/record")
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/record")
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // regRecords encodes the Schema Registry items' events and returns them with the table's

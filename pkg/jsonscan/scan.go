@@ -148,6 +148,17 @@ func describeByte(c byte) string {
 }
 
 func (s *Scanner) ws() {
+	// Most records are compact: one test for the common case (whitespace is <= ' ').
+	if s.pos < len(s.buf) && s.buf[s.pos] > ' ' {
+		return
+	}
+	s.wsLoop()
+}
+
+// wsLoop is the rest of ws, kept out of line so that ws stays small where it is inlined.
+//
+//go:noinline
+func (s *Scanner) wsLoop() {
 	for s.pos < len(s.buf) {
 		switch s.buf[s.pos] {
 		case ' ', '\t', '\n', '\r':
