@@ -230,6 +230,8 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 	log.Info("indexing", "from", start)
 	tail := kafkasrc.NewTailer(ix.Kafka, tbl.Topic, l.Partition, start)
 	defer tail.Close()
+	polls, stopPolls := pollAhead(ctx, tail)
+	defer stopPolls()
 	attrs := metric.WithAttributes(attribute.String("table", tbl.FullName()), attribute.Int("partition", int(l.Partition)))
 
 	var c *cut
@@ -263,7 +265,8 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 		return open(at)
 	}
 	for {
-		// Poll until the open range is due, or the next growth check (partition 0).
+		// Wait for the next answer until the open range is due, or the next growth check
+		// (partition 0).
 		var deadline time.Time
 		if !c.opened.IsZero() {
 			deadline = c.opened.Add(props.RangeMaxAge)
@@ -279,12 +282,25 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 				deadline = due
 			}
 		}
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		var (
+			expired <-chan time.Time
+			timer   *time.Timer
+		)
 		if !deadline.IsZero() {
-			pollCtx, cancel = context.WithDeadline(ctx, deadline)
+			timer = time.NewTimer(time.Until(deadline))
+			expired = timer.C
 		}
-		recs, next, err := tail.Poll(pollCtx)
-		cancel()
+		var p polled
+		select {
+		case p = <-polls:
+		case <-expired:
+			p.err = context.DeadlineExceeded // nothing by the deadline: as a Poll that timed out
+		case <-ctx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		recs, next, err := p.recs, p.next, p.err
 		checkGrowth()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -351,6 +367,38 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 				return err
 			}
 		}
+	}
+}
+
+// polled is one Tailer.Poll's answer.
+type polled struct {
+	recs []record.Record
+	next int64
+	err  error
+}
+
+// pollAhead polls t on a goroutine of its own, one answer ahead of the caller: the next
+// fetch is in flight (and decoded by the Kafka client) while the caller builds the
+// records of the last one, so indexing costs about max(fetch, build) rather than their
+// sum, as kafkasrc.ReadRange does for rebuilds. Answers come in Poll's order, so the
+// positions a range is cut at are those Poll returned, in turn; at most two answers'
+// records are held at once. stop ends the goroutine and waits for it.
+func pollAhead(ctx context.Context, t *kafkasrc.Tailer) (answers <-chan polled, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan polled)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			recs, next, err := t.Poll(ctx)
+			select {
+			case ch <- polled{recs, next, err}:
+			case <-ctx.Done():
+			}
+		}
+	})
+	return ch, func() {
+		cancel()
+		wg.Wait()
 	}
 }
 
