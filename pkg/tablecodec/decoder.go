@@ -31,13 +31,13 @@ var _ rowcodec.RowDecoder = (*Decoder)(nil)
 
 // part decodes registry-format values (or keys) into some of a row's fields.
 type part struct {
-	c      *Codecs
-	t      tables.Table
-	v      tableschema.Version
-	dec    tableschema.Decoding
-	isKey  bool
-	fixed  *bound // latest mode: the one schema of the recipe
-	byID   map[int]*bound
+	c       *Codecs
+	t       tables.Table
+	v       tableschema.Version
+	dec     tableschema.Decoding
+	isKey   bool
+	fixed   *bound // latest mode: the one schema of the recipe
+	byID    map[int]*bound
 	root    rowcodec.Value
 	reason  []byte // scratch for reasons
 	indexes []int  // scratch for a record's Protobuf message indexes
