@@ -15,9 +15,6 @@ import (
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/rowcodec"
 	"github.com/minkhq/mink/pkg/schemafmt"
-	"github.com/minkhq/mink/pkg/schemafmt/avrofmt"
-	"github.com/minkhq/mink/pkg/schemafmt/protofmt"
-	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // The decoders of items 1, 9 and 10 on the benchmarks' own records held in memory:
@@ -152,33 +149,8 @@ func cpuTime() time.Duration {
 // Kafka columns of pkg/rowcodec, as pkg/tablecodec composes them (its schema lookups by
 // id need Postgres; they are one map lookup per record).
 func regRecords(b *testing.B, f RegFormat) ([]record.Record, []iceberg.NestedField, rowcodec.RowDecoder) {
-	var s schemafmt.Schema
-	var err error
-	prefix := 5 // magic byte and schema id
-	if f.Format == tableschema.FormatAvro {
-		s, err = avrofmt.Compile(schemafmt.Source{Text: f.Schema})
-	} else {
-		s, err = protofmt.Compile(schemafmt.Source{Text: f.Schema}, f.Message)
-		prefix++ // the message index [0]
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec := f.Spec("bench-value")
-	fields, err := tableschema.Compose(spec, s.Root(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	v := tableschema.Version{Spec: spec, Schema: iceberg.NewSchema(0, fields...)}
-	target, cols, ok := v.ValueTarget(s.Root())
-	if !ok {
-		b.Fatal("no value target")
-	}
-	dec, err := s.Bind(target)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rc, err := rowcodec.NewDecoderAt(spec, fields)
+	fields, dec, cols, prefix := minkDecoder(b, f)
+	rc, err := rowcodec.NewDecoderAt(f.Spec("bench-value"), fields)
 	if err != nil {
 		b.Fatal(err)
 	}

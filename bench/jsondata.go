@@ -71,10 +71,7 @@ func newJSONRowsWith(unmarshal func([]byte, any) error) (rowcodec.RowDecoder, er
 	for i, c := range EventSpec.Columns {
 		names[i] = c.Name
 	}
-	if d.c, err = columns(fields, names...); err != nil {
-		return nil, err
-	}
-	if d.k, err = newKafkaCols(fields, d.c); err != nil {
+	if d.c, d.k, err = rowColumns(fields, names...); err != nil {
 		return nil, err
 	}
 	return d, nil
