@@ -2,9 +2,11 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"strings"
 	"testing"
 
@@ -370,6 +372,27 @@ func TestParseUUIDAsGoogleUUID(t *testing.T) {
 			t.Fatalf("%q: %v, google/uuid %v", b, got, err)
 		} else if got && !bytes.Equal(out, want[:]) {
 			t.Fatalf("%q: %x, google/uuid %x", b, out, want)
+		}
+	})
+}
+
+// special8Mask's lowest set bit is the first special byte of the word: str jumps to it.
+func TestSpecial8MaskFindsTheFirst(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var b [8]byte
+		for i := range b {
+			b[i] = rapid.SampledFrom([]byte{'"', '\\', 0x00, 0x1f, 0x20, 0x21, 'a', 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}).Draw(t, "b")
+		}
+		first := 8
+		for i, c := range b {
+			if c == '"' || c == '\\' || c < 0x20 {
+				first = i
+				break
+			}
+		}
+		m := special8Mask(binary.LittleEndian.Uint64(b[:]))
+		if got := bits.TrailingZeros64(m) >> 3; got != first {
+			t.Fatalf("%q: first special byte at %d, mask says %d", b, first, got)
 		}
 	})
 }
