@@ -282,24 +282,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 				deadline = due
 			}
 		}
-		var (
-			expired <-chan time.Time
-			timer   *time.Timer
-		)
-		if !deadline.IsZero() {
-			timer = time.NewTimer(time.Until(deadline))
-			expired = timer.C
-		}
-		var p polled
-		select {
-		case p = <-polls:
-		case <-expired:
-			p.err = context.DeadlineExceeded // nothing by the deadline: as a Poll that timed out
-		case <-ctx.Done():
-		}
-		if timer != nil {
-			timer.Stop()
-		}
+		p := nextAnswer(ctx, polls, deadline)
 		recs, next, err := p.recs, p.next, p.err
 		checkGrowth()
 		if ctx.Err() != nil {
@@ -367,6 +350,31 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, log *slog.Logger, r
 				return err
 			}
 		}
+	}
+}
+
+// nextAnswer waits for the next answer of pollAhead until deadline (none: zero). A deadline
+// that has passed comes first, as a Poll under it would have failed at once; one that
+// passes while waiting is an answer with context.DeadlineExceeded and no records, as
+// such a Poll returned.
+func nextAnswer(ctx context.Context, polls <-chan polled, deadline time.Time) polled {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return polled{err: context.DeadlineExceeded}
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case p := <-polls:
+		return p
+	case <-expired:
+		return polled{err: context.DeadlineExceeded}
+	case <-ctx.Done():
+		return polled{err: ctx.Err()}
 	}
 }
 
