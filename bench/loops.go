@@ -67,10 +67,6 @@ func SpecFiles(spec tableschema.Spec) FileMaker {
 	}
 }
 
-func newCutter(spec tableschema.Spec, c Cuts) (*cutter, error) {
-	return newCutterFor(SpecFiles(spec), c)
-}
-
 func newCutterFor(mk FileMaker, c Cuts) (*cutter, error) {
 	ct := &cutter{mk: mk, cuts: c}
 	return ct, ct.open()
@@ -160,15 +156,16 @@ func (e *Env) consume(ctx context.Context, topic string, c Cuts, fn func(record.
 	}
 }
 
-// BareLoop is the baseline of indexing and builds: franz-go consume, rowcodec decode and
-// the same Parquet encode (parquetbuild.Builder into io.Discard), no Postgres, no
-// leases, files cut where c says.
+// BareLoop is franz-go consume, rowcodec decode (Mink's own decoder) and the same Parquet
+// encode (parquetbuild.Builder into io.Discard), no Postgres, no leases, files cut where
+// c says: what the indexer process adds to its decoder and encoder. Item 1's baseline is
+// BareLoopFor with JSONFiles, which decodes with encoding/json.
 func (e *Env) BareLoop(ctx context.Context, topic string, spec tableschema.Spec, c Cuts) (time.Duration, error) {
 	d, _, err := e.BareLoopFor(ctx, topic, SpecFiles(spec), c)
 	return d, err
 }
 
-// BareLoopFor is BareLoop with the files made by mk; it also returns the files built.
+// BareLoopFor is the bare loop with the files made by mk; it also returns the files built.
 func (e *Env) BareLoopFor(ctx context.Context, topic string, mk FileMaker, c Cuts) (time.Duration, []parquetbuild.FileStats, error) {
 	start := time.Now()
 	ct, err := newCutterFor(mk, c)
@@ -184,14 +181,21 @@ func (e *Env) BareLoopFor(ctx context.Context, topic string, mk FileMaker, c Cut
 	return time.Since(start), ct.built, nil
 }
 
-// BareLoopParallel runs one bare loop per partition at once: the machine's limit for
-// indexing every partition.
-func (e *Env) BareLoopParallel(ctx context.Context, topic string, spec tableschema.Spec, cs []Cuts) (time.Duration, error) {
+// BareLoopParallel runs one bare loop per partition at once, each with its own files from
+// mk: the machine's limit for indexing every partition.
+func (e *Env) BareLoopParallel(ctx context.Context, topic string, mk func() (FileMaker, error), cs []Cuts) (time.Duration, error) {
+	makers := make([]FileMaker, len(cs))
+	for i := range cs {
+		var err error
+		if makers[i], err = mk(); err != nil {
+			return 0, err
+		}
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(cs))
 	for i, c := range cs {
-		wg.Go(func() { _, errs[i] = e.BareLoop(ctx, topic, spec, c) })
+		wg.Go(func() { _, _, errs[i] = e.BareLoopFor(ctx, topic, makers[i], c) })
 	}
 	wg.Wait()
 	return time.Since(start), errors.Join(errs...)

@@ -228,6 +228,17 @@ type kafkaCols struct {
 	user                             []int // the value's columns: null in an error row
 }
 
+// rowColumns finds a bare decoder's columns among fields: the value's, named in the
+// decoder's order, and the Kafka columns.
+func rowColumns(fields []iceberg.NestedField, names ...string) ([]int, kafkaCols, error) {
+	c, err := columns(fields, names...)
+	if err != nil {
+		return nil, kafkaCols{}, err
+	}
+	k, err := newKafkaCols(fields, c)
+	return c, k, err
+}
+
 func newKafkaCols(fields []iceberg.NestedField, user []int) (kafkaCols, error) {
 	c, err := columns(fields, tableschema.ColumnKafkaPartition, tableschema.ColumnKafkaOffset, tableschema.ColumnKafkaTimestamp,
 		tableschema.ColumnKafkaKey, tableschema.ColumnKafkaHeaders, tableschema.ColumnMinkError)
@@ -291,11 +302,8 @@ func newAvroRows(id int, fields []iceberg.NestedField) (rowcodec.RowDecoder, err
 	}
 	d := &avroRows{fields: fields, schema: schema, scale: big.NewInt(100)}
 	d.serde.Register(id, AvroEvent{}, sr.DecodeFn(func(b []byte, v any) error { return avro.Unmarshal(schema, b, v) }))
-	if d.c, err = columns(fields, "event_id", "event_type", "user", "session_id", "url", "amount", "quantity",
+	if d.c, d.k, err = rowColumns(fields, "event_id", "event_type", "user", "session_id", "url", "amount", "quantity",
 		"duration_ms", "ts", "tags", "agent", "referrer"); err != nil {
-		return nil, err
-	}
-	if d.k, err = newKafkaCols(fields, d.c); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -431,10 +439,7 @@ func newProtoRows(id int, fields []iceberg.NestedField) (rowcodec.RowDecoder, er
 	d.kinds = d.f[1].Enum().Values()
 	d.userID, d.country = d.f[2].Message().Fields().ByName("id"), d.f[2].Message().Fields().ByName("country")
 	d.seconds, d.nanos = d.f[8].Message().Fields().ByName("seconds"), d.f[8].Message().Fields().ByName("nanos")
-	if d.c, err = columns(fields, names...); err != nil {
-		return nil, err
-	}
-	if d.k, err = newKafkaCols(fields, d.c); err != nil {
+	if d.c, d.k, err = rowColumns(fields, names...); err != nil {
 		return nil, err
 	}
 	return d, nil

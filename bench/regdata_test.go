@@ -20,32 +20,7 @@ import (
 func TestBareDecodersGiveMinksRows(t *testing.T) {
 	for _, f := range []RegFormat{AvroFormat, ProtoFormat} {
 		t.Run(f.Name, func(t *testing.T) {
-			var s schemafmt.Schema
-			var err error
-			prefix := 5 // magic byte and schema id
-			if f.Format == tableschema.FormatAvro {
-				s, err = avrofmt.Compile(schemafmt.Source{Text: f.Schema})
-			} else {
-				s, err = protofmt.Compile(schemafmt.Source{Text: f.Schema}, f.Message)
-				prefix++ // the message index [0]
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			spec := f.Spec("bench-value")
-			fields, err := tableschema.Compose(spec, s.Root(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := tableschema.Version{Spec: spec, Schema: iceberg.NewSchema(0, fields...)}
-			target, cols, ok := v.ValueTarget(s.Root())
-			if !ok {
-				t.Fatal("no value target")
-			}
-			mink, err := s.Bind(target)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fields, mink, cols, prefix := minkDecoder(t, f)
 			bare, err := f.Bare(7, fields)
 			if err != nil {
 				t.Fatal(err)
@@ -81,6 +56,37 @@ func TestBareDecodersGiveMinksRows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// minkDecoder is Mink's decoder of f's values, bound to the table over f's schema as
+// pkg/tablecodec binds it: the table's fields, the decoder, the columns its record's
+// fields go to, and the length of the wire prefix.
+func minkDecoder(t testing.TB, f RegFormat) (fields []iceberg.NestedField, dec schemafmt.Decoder, cols []int, prefix int) {
+	var s schemafmt.Schema
+	var err error
+	prefix = 5 // magic byte and schema id
+	if f.Format == tableschema.FormatAvro {
+		s, err = avrofmt.Compile(schemafmt.Source{Text: f.Schema})
+	} else {
+		s, err = protofmt.Compile(schemafmt.Source{Text: f.Schema}, f.Message)
+		prefix++ // the message index [0]
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := f.Spec("bench-value")
+	if fields, err = tableschema.Compose(spec, s.Root(), nil); err != nil {
+		t.Fatal(err)
+	}
+	v := tableschema.Version{Spec: spec, Schema: iceberg.NewSchema(0, fields...)}
+	target, cols, ok := v.ValueTarget(s.Root())
+	if !ok {
+		t.Fatal("no value target")
+	}
+	if dec, err = s.Bind(target); err != nil {
+		t.Fatal(err)
+	}
+	return fields, dec, cols, prefix
 }
 
 func sameValue(a, b rowcodec.Value) bool {

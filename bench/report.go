@@ -70,6 +70,12 @@ func Speed(what string, mink, base float64, unit string) Row {
 	return r
 }
 
+// detail marks r as shown in its item's table only.
+func detail(r Row) Row {
+	r.Detail = true
+	return r
+}
+
 // Latency is a time row: lower is better, the ratio is baseline/Mink (1.0 = as fast).
 func Latency(what string, mink, base time.Duration) Row {
 	r := Row{What: what, Mink: fmtDur(mink), Baseline: fmtDur(base)}

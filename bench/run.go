@@ -13,6 +13,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/rowcodec"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )
@@ -322,6 +323,7 @@ func best(reps int, fn func() (time.Duration, error)) (time.Duration, error) {
 }
 
 func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexingResult, error) {
+	loadStart := loadAvg()
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	one, all := "bench-one-"+suffix, "bench-all-"+suffix
 	if err := e.CreateTopic(ctx, one, 1); err != nil {
@@ -352,11 +354,17 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 	// the indexer's read path in-process and the range builds over the same offsets,
 	// so that load from elsewhere on the machine hits Mink and its baselines alike.
 	// The best of each is reported; the first run's ranges are the cuts of all.
+	jsonFiles, err := JSONFiles()
+	if err != nil {
+		return nil, err
+	}
 	var (
 		mink               Measured
 		keep               *IndexRun
 		res                = &indexingResult{topic: one, sizes: oneSizes}
 		bare, tail, builds time.Duration
+		bareMink           time.Duration // the bare loop with Mink's decoder
+		same               string        // what the identity check of the bare loop's files found
 		cuts               Cuts
 		idxOpt             = IndexOptions{Procs: 1, Topic: one, Partitions: 1, TTL: c.IndexTTL, Props: props(c), Timeout: 5 * time.Minute}
 		buildRanges        []ranges.Range
@@ -389,11 +397,22 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 		if rep == 0 || m.Took < mink.Took {
 			mink = m
 		}
-		d, err := e.BareLoop(ctx, one, EventSpec, cuts)
+		d, built, err := e.BareLoopFor(ctx, one, jsonFiles, cuts)
 		if err != nil {
 			return nil, err
 		}
+		if rep == 0 {
+			want := make([]rangeFile, len(buildRanges))
+			for i, r := range buildRanges {
+				want[i] = rangeFile{size: r.Size, sha: r.SHA256}
+			}
+			same = sameFiles(want, built)
+		}
 		bare = minPos(bare, d)
+		if d, err = e.BareLoop(ctx, one, EventSpec, cuts); err != nil {
+			return nil, err
+		}
+		bareMink = minPos(bareMink, d)
 		if d, err = TailerLoop(ctx, kc, one, EventSpec, cuts); err != nil {
 			return nil, err
 		}
@@ -420,18 +439,45 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 	if err != nil {
 		return res, err
 	}
-	encode, err := best(c.Reps, func() (time.Duration, error) { return EncodeOnly(EventSpec, cuts, recs) })
-	recs = nil
+	// Decoders on records in memory, with and without the encode: no consumer, no broker.
+	minkDec, err := rowcodec.NewDecoder(EventSpec)
 	if err != nil {
 		return res, err
+	}
+	jsonDec, err := NewJSONRows()
+	if err != nil {
+		return res, err
+	}
+	var decMink, decJSON, encMink, encJSON time.Duration
+	for range c.Reps {
+		d, err := decodeOnly(minkDec, nil, recs)
+		if err != nil {
+			return res, err
+		}
+		decMink = minPos(decMink, d)
+		if d, err = decodeOnly(jsonDec, nil, recs); err != nil {
+			return res, err
+		}
+		decJSON = minPos(decJSON, d)
+		if d, err = EncodeOnly(EventSpec, cuts, recs); err != nil {
+			return res, err
+		}
+		encMink = minPos(encMink, d)
+		if d, err = EncodeOnlyFor(jsonFiles, nil, cuts, recs); err != nil {
+			return res, err
+		}
+		encJSON = minPos(encJSON, d)
 	}
 
 	it1.Rows = append(it1.Rows,
 		Speed("one partition, 1 indexer process: MB/s", MBps(mink.Bytes, mink.Took), MBps(cutBytes, bare), "MB/s"),
 		Speed("one partition, 1 indexer process: records/s", PerSec(mink.Records, mink.Took), PerSec(cutRecords, bare), "rec/s"),
 		Speed("indexer read path in-process (kafkasrc.Tailer + builder, no Postgres)", MBps(cutBytes, tail), MBps(cutBytes, bare), "MB/s"),
+		Speed("one partition, 1 indexer process, beside the bare loop with Mink's decoder (rowcodec)", MBps(mink.Bytes, mink.Took), MBps(cutBytes, bareMink), "MB/s"),
+		detail(Speed("decode only, records in memory: rowcodec vs encoding/json", MBps(cutBytes, decMink), MBps(cutBytes, decJSON), "MB/s")),
+		detail(Speed("decode + encode, records in memory: rowcodec + builder vs encoding/json + builder", MBps(cutBytes, encMink), MBps(cutBytes, encJSON), "MB/s")),
 		Info("bare loop stage: franz-go consume only", fmtNum(MBps(cutBytes, consume))+" MB/s"),
-		Info("bare loop stage: decode + encode only (records in memory)", fmtNum(MBps(cutBytes, encode))+" MB/s"),
+		Info("load average (1, 5, 15 min)", "at start "+loadStart+"; at end "+loadAvg()),
 	)
 	it1.Notes = append(it1.Notes,
 		fmt.Sprintf("Data: %s records (%.1f MB of keys and values, JSON events of ~%d bytes, producer compression %s) in one partition; "+
@@ -439,7 +485,10 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 			fmtNum(float64(cutRecords)), float64(cutBytes)/1e6, cutBytes/max(1, cutRecords), c.Compression,
 			len(buildRanges), c.RangeBytes, float64(fileBytes)/1e6),
 		"Mink: a real mink-indexer process; time from its partition lease's acquisition to the store of its last measured range, both by the database clock. "+
-			"Baseline (bare loop): a franz-go consumer, rowcodec decode and the same parquetbuild encode into io.Discard in this process, cutting files at the same offsets; no Postgres, no leases.",
+			"Baseline (bare loop): a franz-go consumer, encoding/json's Unmarshal into a struct declared for the event (the amount a string, the timestamp a time.Time), "+
+			"hand-written conversion to rowcodec values, and the same parquetbuild builder into io.Discard in this process, cutting files at the same offsets; no Postgres, no leases. "+
+			"The bare loop with Mink's decoder is the same loop decoding with pkg/rowcodec: what the indexer process adds to its decoder and encoder.",
+		"Same rows: "+same,
 		fmt.Sprintf("Best of %d runs each, Mink and its baselines interleaved; MB are 10^6 bytes of record keys and values.", c.Reps),
 	)
 
@@ -449,18 +498,19 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 	}
 
 	it2.Rows = append(it2.Rows,
-		Speed("uncached build (rangefile.Build per range): MB/s of records", MBps(cutBytes, builds), MBps(cutBytes, bare), "MB/s"),
-		Speed("uncached build: MB/s of Parquet written", float64(fileBytes)/1e6/builds.Seconds(), float64(fileBytes)/1e6/bare.Seconds(), "MB/s"),
+		Speed("uncached build (rangefile.Build per range): MB/s of records", MBps(cutBytes, builds), MBps(cutBytes, bareMink), "MB/s"),
+		Speed("uncached build: MB/s of Parquet written", float64(fileBytes)/1e6/builds.Seconds(), float64(fileBytes)/1e6/bareMink.Seconds(), "MB/s"),
 	)
 	it2.Notes = append(it2.Notes,
 		fmt.Sprintf("The %d ranges of item 1 rebuilt one after another by rangefile.Build (kafkasrc.ReadRange with one fetch ahead, "+
 			"the builder, and the size and SHA-256 check against the index) into io.Discard, as an owner builds an uncached file; the file server's "+
-			"disk write is not included. Baseline: the bare loop of item 1 over the same offsets, interleaved.", len(buildRanges)))
+			"disk write is not included. Baseline: item 1's bare loop with Mink's decoder (rowcodec) over the same offsets, interleaved: what a build adds to decode and encode.", len(buildRanges)))
 
 	// Profiles of the in-process paths, kept for go tool pprof and shown where Mink is
 	// below half its baseline.
 	profiles := map[string]func() error{
-		"bare-loop":    func() error { _, err := e.BareLoop(ctx, one, EventSpec, cuts); return err },
+		"bare-loop":    func() error { _, _, err := e.BareLoopFor(ctx, one, jsonFiles, cuts); return err },
+		"mink-encode":  func() error { _, err := EncodeOnly(EventSpec, cuts, recs); return err },
 		"tailer-loop":  func() error { _, err := TailerLoop(ctx, kc, one, EventSpec, cuts); return err },
 		"range-builds": func() error { _, err := RangeBuilds(ctx, kc, buildCodecs, buildTable, buildRanges); return err },
 	}
@@ -472,10 +522,12 @@ func runIndexing(ctx context.Context, e *Env, c Config, it1, it2 *Item) (*indexi
 		}
 		got[name] = p
 	}
+	recs = nil
 	res.buildProfile = got["range-builds"]
 	for _, it := range []*Item{it1, it2} {
-		if lowRows(it) {
-			it.Profile = append(it.Profile, got["bare-loop"], got["tailer-loop"], got["range-builds"])
+		// Item 1 shows them below issue 17's goal, its bare loop's speed.
+		if lowRows(it) || (it == it1 && MBps(mink.Bytes, mink.Took) < MBps(cutBytes, bare)) {
+			it.Profile = append(it.Profile, got["bare-loop"], got["tailer-loop"], got["mink-encode"], got["range-builds"])
 		}
 	}
 	// The indexer processes themselves, recorded with perf when they are slow.
@@ -518,7 +570,7 @@ func runAllPartitions(ctx context.Context, e *Env, c Config, all string, allSize
 			if allCuts == nil {
 				allCuts = got.Cuts
 			}
-			d, err := e.BareLoopParallel(ctx, all, EventSpec, allCuts)
+			d, err := e.BareLoopParallel(ctx, all, JSONFiles, allCuts)
 			if err != nil {
 				return err
 			}

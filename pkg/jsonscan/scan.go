@@ -15,6 +15,7 @@ package jsonscan
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -148,6 +149,17 @@ func describeByte(c byte) string {
 }
 
 func (s *Scanner) ws() {
+	// Most records are compact: one test for the common case (whitespace is <= ' ').
+	if s.pos < len(s.buf) && s.buf[s.pos] > ' ' {
+		return
+	}
+	s.wsLoop()
+}
+
+// wsLoop is the rest of ws, kept out of line so that ws stays small where it is inlined.
+//
+//go:noinline
+func (s *Scanner) wsLoop() {
 	for s.pos < len(s.buf) {
 		switch s.buf[s.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -349,8 +361,13 @@ func (s *Scanner) Str() ([]byte, bool) { return s.str(true) }
 func (s *Scanner) str(decode bool) ([]byte, bool) {
 	s.pos++ // "
 	start := s.pos
-	// Eight bytes at a time while none is special (", \ or a control character).
-	for s.pos+8 <= len(s.buf) && !Special8(binary.LittleEndian.Uint64(s.buf[s.pos:])) {
+	// Eight bytes at a time while none is special (", \ or a control character), then
+	// straight to the first special one.
+	for s.pos+8 <= len(s.buf) {
+		if m := special8Mask(binary.LittleEndian.Uint64(s.buf[s.pos:])); m != 0 {
+			s.pos += bits.TrailingZeros64(m) >> 3
+			break
+		}
 		s.pos += 8
 	}
 	for s.pos < len(s.buf) {
@@ -451,10 +468,15 @@ func (s *Scanner) str(decode bool) ([]byte, bool) {
 // a time test of Str's fast path (SWAR: a byte is zero after xor with c exactly when it
 // equals c, and "below n" is tested by subtraction). It is exported only because
 // pkg/rowcodec's test of it against a byte loop predates this package.
-func Special8(w uint64) bool {
+func Special8(w uint64) bool { return special8Mask(w) != 0 }
+
+// special8Mask has the high bit set of the first byte of w (little-endian) that is '"',
+// '\\' or below 0x20, and maybe of later bytes: a borrow only ever runs from a flagged
+// byte to the bytes above it, so the lowest set bit is exact.
+func special8Mask(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	hasZero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	return (hasZero(w^(ones*'"')) | hasZero(w^(ones*'\\')) | ((w - ones*0x20) &^ w & highs)) != 0
+	return hasZero(w^(ones*'"')) | hasZero(w^(ones*'\\')) | ((w - ones*0x20) &^ w & highs)
 }
 
 func hex4(b []byte, at int) (rune, bool) {

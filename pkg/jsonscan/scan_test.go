@@ -2,11 +2,16 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+	"pgregory.net/rapid"
 )
 
 // check reads one document with Skip and returns its syntax error, or "".
@@ -343,6 +348,51 @@ func FuzzSkip(f *testing.F) {
 		var want bytes.Buffer
 		if err := json.Compact(&want, doc); err != nil || !bytes.Equal(scratch, want.Bytes()) {
 			t.Fatalf("Compact(%q) = %q, json.Compact %q", doc, scratch, want.Bytes())
+		}
+	})
+}
+
+// ParseUUID reads what google/uuid reads of the canonical 36-byte form, to the same bytes.
+func TestParseUUIDAsGoogleUUID(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		alphabet := []byte("0123456789abcdefABCDEF-gG{ \xff")
+		b := make([]byte, 36)
+		for i := range b {
+			if rapid.IntRange(0, 9).Draw(t, "mutate") == 0 {
+				b[i] = rapid.SampledFrom(alphabet).Draw(t, "c")
+			} else if i == 8 || i == 13 || i == 18 || i == 23 {
+				b[i] = '-'
+			} else {
+				b[i] = rapid.SampledFrom(alphabet[:22]).Draw(t, "hex")
+			}
+		}
+		want, err := uuid.ParseBytes(b)
+		out := make([]byte, 16)
+		if got := ParseUUID(b, out); got != (err == nil) {
+			t.Fatalf("%q: %v, google/uuid %v", b, got, err)
+		} else if got && !bytes.Equal(out, want[:]) {
+			t.Fatalf("%q: %x, google/uuid %x", b, out, want)
+		}
+	})
+}
+
+// special8Mask's lowest set bit is the first special byte of the word: str jumps to it.
+func TestSpecial8MaskFindsTheFirst(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var b [8]byte
+		for i := range b {
+			b[i] = rapid.SampledFrom([]byte{'"', '\\', 0x00, 0x1f, 0x20, 0x21, 'a', 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}).Draw(t, "b")
+		}
+		first := 8
+		for i, c := range b {
+			if c == '"' || c == '\\' || c < 0x20 {
+				first = i
+				break
+			}
+		}
+		m := special8Mask(binary.LittleEndian.Uint64(b[:]))
+		if got := bits.TrailingZeros64(m) >> 3; got != first {
+			t.Fatalf("%q: first special byte at %d, mask says %d", b, first, got)
 		}
 	})
 }

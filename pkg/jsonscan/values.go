@@ -173,22 +173,19 @@ func ParseUUID(b []byte, out []byte) bool {
 	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
 		return false
 	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
+	out = out[:16]
+	// One test at the end: a bad digit maps to 0xff, which sets a high bit.
+	var bad byte
+	for j, i := range uuidDigits {
 		h, l := unhexTable[b[i]], unhexTable[b[i+1]]
-		if h == 0xff || l == 0xff {
-			return false
-		}
+		bad |= h | l
 		out[j] = h<<4 | l
-		j++
-		i += 2
 	}
-	return true
+	return bad&0xf0 == 0
 }
+
+// uuidDigits are where the 16 byte pairs of a UUID's text start.
+var uuidDigits = [16]uint8{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
 // unhexTable maps a hex digit to its value and anything else to 0xff.
 var unhexTable = func() (t [256]byte) {

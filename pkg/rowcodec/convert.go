@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/bits"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/minkhq/mink/pkg/jsonscan"
@@ -131,7 +130,7 @@ func (d *Decoder) text(s *jsonscan.Scanner, c *column, elem int, v *Value, want 
 	quoted := func() string { return jsonscan.Snippet(s.Since(start)) }
 	switch c.kind {
 	case kString:
-		if !utf8.Valid(b) {
+		if !ValidUTF8(b) {
 			d.valueError(c, elem, "invalid UTF-8 in "+quoted())
 			return true
 		}
@@ -172,27 +171,39 @@ func (d *Decoder) text(s *jsonscan.Scanner, c *column, elem int, v *Value, want 
 			int64(t.Second())*1_000_000 + int64(t.Nanosecond()/1000)}
 
 	case kTimestamp, kTimestampTz:
-		str := unsafeString(b)
-		t, err := time.Parse(time.RFC3339Nano, str)
-		if err != nil {
-			// A timestamp without zone is a wall-clock time: take it as written. A
-			// timestamptz is an instant and needs the offset.
-			local, lerr := time.Parse("2006-01-02T15:04:05.999999999", str)
-			switch {
-			case lerr == nil && c.kind == kTimestamp:
-				t = local
-			case lerr == nil:
-				d.valueError(c, elem, quoted()+" has no UTC offset (want Z or ±hh:mm)")
-				return true
-			default:
-				d.valueError(c, elem, quoted()+" is not an RFC 3339 timestamp")
+		us, zone, ok := parseTimestamp(b)
+		if !ok || (!zone && c.kind == kTimestampTz) {
+			// What the strict form leaves out, and every error, as time.Parse reads it.
+			var msg string
+			if us, msg = parseTimestampSlow(b, c.kind == kTimestampTz); msg != "" {
+				d.valueError(c, elem, quoted()+msg)
 				return true
 			}
 		}
-		// UnixMicro floors sub-microsecond digits; years 0000-9999 always fit.
-		*v = Value{Valid: true, Int: t.UnixMicro()}
+		*v = Value{Valid: true, Int: us}
 	}
 	return true
+}
+
+// parseTimestampSlow reads b with time.Parse as RFC 3339 or, without zone, as a
+// wall-clock time (refused when tz: a timestamptz is an instant and needs the offset).
+// It returns µs since 1970-01-01 UTC, or the message's end after the quoted value.
+func parseTimestampSlow(b []byte, tz bool) (int64, string) {
+	str := unsafeString(b)
+	t, err := time.Parse(time.RFC3339Nano, str)
+	if err != nil {
+		local, lerr := time.Parse("2006-01-02T15:04:05.999999999", str)
+		switch {
+		case lerr == nil && !tz:
+			t = local
+		case lerr == nil:
+			return 0, " has no UTC offset (want Z or ±hh:mm)"
+		default:
+			return 0, " is not an RFC 3339 timestamp"
+		}
+	}
+	// UnixMicro floors sub-microsecond digits; years 0000-9999 always fit.
+	return t.UnixMicro(), ""
 }
 
 // grow returns n bytes of scratch memory that stay valid until the next record.

@@ -8,7 +8,9 @@
 package rowcodec
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -96,19 +98,21 @@ type pathNode struct {
 	children map[string]*pathNode
 	keys     []string    // the children's keys, for lookup by scanning when there are few
 	nodes    []*pathNode // keys[i]'s node
+	next     int         // where in keys to look first: after the key found last
 	path     string      // dotted path, for messages
 	firstCol int         // a column below, named when the value here is not an object
 }
 
 // Decoder decodes the records of one table. It is not safe for concurrent use.
 type Decoder struct {
-	spec   tableschema.Spec
-	fields []iceberg.NestedField
-	nUser  int // declared columns (JSON) or 1 (raw): the first fields; 0 for registry formats
-	kpos   [kafkaColumns]int
-	others []int // positions of every field that is not a Kafka column: null in error rows
-	cols   []column
-	root   *pathNode
+	spec     tableschema.Spec
+	fields   []iceberg.NestedField
+	nUser    int // declared columns (JSON) or 1 (raw): the first fields; 0 for registry formats
+	kpos     [kafkaColumns]int
+	others   []int // positions of every field that is not a Kafka column: null in error rows
+	cols     []column
+	required []int // the required columns
+	root     *pathNode
 
 	scratch []byte // unescaped strings, decoded bytes, error text of the current row
 	seen    []bool // per column: the key was present in the current record
@@ -195,6 +199,9 @@ func NewDecoderAt(spec tableschema.Spec, fields []iceberg.NestedField) (*Decoder
 			return nil, err
 		}
 		d.cols = append(d.cols, col)
+		if col.required {
+			d.required = append(d.required, i)
+		}
 		n := d.root
 		path := c.Path()
 		for k, key := range path {
@@ -220,11 +227,16 @@ func NewDecoderAt(spec tableschema.Spec, fields []iceberg.NestedField) (*Decoder
 const maxScan = 16
 
 func (n *pathNode) index() {
-	for k, c := range n.children {
-		if len(n.children) <= maxScan {
+	if len(n.children) <= maxScan {
+		// In column order, which is often the order records write their keys in.
+		for _, k := range slices.SortedFunc(maps.Keys(n.children), func(a, b string) int {
+			return cmp.Or(n.children[a].firstCol-n.children[b].firstCol, strings.Compare(a, b))
+		}) {
 			n.keys = append(n.keys, k)
-			n.nodes = append(n.nodes, c)
+			n.nodes = append(n.nodes, n.children[k])
 		}
+	}
+	for _, c := range n.children {
 		c.index()
 	}
 }
@@ -234,8 +246,15 @@ func (n *pathNode) child(key []byte) *pathNode {
 	if n.keys == nil {
 		return n.children[string(key)]
 	}
+	// The records of a topic mostly write their keys in one order, so the key after the
+	// one found last is likely next.
+	if i := n.next; i < len(n.keys) && n.keys[i] == string(key) {
+		n.next = i + 1
+		return n.nodes[i]
+	}
 	for i, k := range n.keys {
-		if len(k) == len(key) && k == string(key) {
+		if k == string(key) {
+			n.next = i + 1
 			return n.nodes[i]
 		}
 	}
@@ -416,8 +435,8 @@ func (d *Decoder) decodeJSON(data []byte, user []Value) string {
 	if d.errMsg != "" {
 		return d.errMsg
 	}
-	for i := range d.cols {
-		if d.cols[i].required && !user[i].Valid {
+	for _, i := range d.required {
+		if !user[i].Valid {
 			if d.seen[i] {
 				return fmt.Sprintf("required column %q is null", d.cols[i].name)
 			}

@@ -31,15 +31,16 @@ var _ rowcodec.RowDecoder = (*Decoder)(nil)
 
 // part decodes registry-format values (or keys) into some of a row's fields.
 type part struct {
-	c      *Codecs
-	t      tables.Table
-	v      tableschema.Version
-	dec    tableschema.Decoding
-	isKey  bool
-	fixed  *bound // latest mode: the one schema of the recipe
-	byID   map[int]*bound
-	root   rowcodec.Value
-	reason []byte // scratch for reasons
+	c       *Codecs
+	t       tables.Table
+	v       tableschema.Version
+	dec     tableschema.Decoding
+	isKey   bool
+	fixed   *bound // latest mode: the one schema of the recipe
+	byID    map[int]*bound
+	root    rowcodec.Value
+	reason  []byte // scratch for reasons
+	indexes []int  // scratch for a record's Protobuf message indexes
 }
 
 // bound is one registry schema bound to the part's target at the decoder's version.
@@ -189,7 +190,8 @@ func (p *part) decode(data []byte, row *rowcodec.Row) string {
 	var indexes []int
 	if b == nil {
 		var reason string
-		id, indexes, payload, reason = splitPrefix(p.dec.Format, data)
+		id, indexes, payload, reason = splitPrefix(p.dec.Format, data, p.indexes)
+		p.keep(indexes)
 		if reason != "" {
 			return what + ": " + reason
 		}
@@ -219,10 +221,19 @@ func (p *part) decode(data []byte, row *rowcodec.Row) string {
 	return ""
 }
 
+// keep keeps the memory of a record's message indexes for the next record, unless a
+// hostile record made it large.
+func (p *part) keep(indexes []int) {
+	if cap(indexes) <= 64 && cap(indexes) > cap(p.indexes) {
+		p.indexes = indexes
+	}
+}
+
 // splitPrefix reads the Confluent wire format prefix: magic byte 0, the schema id as a
 // 4-byte big-endian integer, and for Protobuf the message indexes (a zig-zag varint
-// count, then each index; a lone 0 means [0]).
-func splitPrefix(f tableschema.Format, data []byte) (id int, indexes []int, payload []byte, reason string) {
+// count, then each index; a lone 0 means [0]), appended to buf[:0] so that a record
+// costs no allocation.
+func splitPrefix(f tableschema.Format, data []byte, buf []int) (id int, indexes []int, payload []byte, reason string) {
 	if len(data) < 5 || data[0] != 0 {
 		return 0, nil, nil, "no schema id prefix (want magic byte 0 and a 4-byte schema id)"
 	}
@@ -236,16 +247,16 @@ func splitPrefix(f tableschema.Format, data []byte) (id int, indexes []int, payl
 		return id, nil, nil, "bad Protobuf message index list after the schema id"
 	}
 	payload = payload[k:]
+	indexes = buf[:0]
 	if n == 0 {
-		return id, []int{0}, payload, ""
+		return id, append(indexes, 0), payload, ""
 	}
-	indexes = make([]int, n)
-	for i := range indexes {
+	for range n {
 		x, k := binary.Varint(payload)
 		if k <= 0 || x < 0 || x > 1<<20 {
 			return id, nil, nil, "bad Protobuf message index list after the schema id"
 		}
-		indexes[i] = int(x)
+		indexes = append(indexes, int(x))
 		payload = payload[k:]
 	}
 	return id, indexes, payload, ""
@@ -285,7 +296,8 @@ func (d *Decoder) Check(r record.Record) Need {
 		if data == nil {
 			continue
 		}
-		id, _, _, reason := splitPrefix(p.dec.Format, data)
+		id, indexes, _, reason := splitPrefix(p.dec.Format, data, p.indexes)
+		p.keep(indexes)
 		if reason != "" {
 			continue
 		}

@@ -182,6 +182,10 @@ func TestAvroLearnEvolveAndRebuildWithoutTheRegistry(t *testing.T) {
 	if why != "" || vals["id"].Int != 7 || string(vals["item"].Bytes) != "pen" || vals["_kafka_offset"].Int != 0 {
 		t.Fatalf("row %v %q", vals, why)
 	}
+	var out rowcodec.Row
+	if n := testing.AllocsPerRun(100, func() { d0.Check(r1); d0.Decode(r1, &out) }); n != 0 {
+		t.Errorf("%v allocations per record", n)
+	}
 
 	// Version 2 of the subject, produced mid-stream: learned, then the table evolves.
 	id2 := f.register("orders-value", ordersV2, sr.TypeAvro)
@@ -465,6 +469,12 @@ func TestProtobufWithReferenceAndMessageIndexes(t *testing.T) {
 	price := vals["price"]
 	if why != "" || vals["id"].Int != 42 || !price.Valid || string(price.Elems[0].Bytes) != "EUR" || price.Elems[1].Int != 5 {
 		t.Fatalf("row %v %q", vals, why)
+	}
+	// Indexing and rebuilds decode every record so: no allocation per record.
+	var out rowcodec.Row
+	r := rec(0, payload)
+	if n := testing.AllocsPerRun(100, func() { d.Check(r); d.Decode(r, &out) }); n != 0 {
+		t.Errorf("%v allocations per record", n)
 	}
 	// The same bytes under another message index name another message: an error row.
 	wrong := append([]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}, 0)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/minkhq/mink/pkg/rowcodec"
 )
@@ -243,7 +242,7 @@ func (d *decoder) read(p *pnode, v *rowcodec.Value) {
 		v.Valid, v.Bytes = true, d.readBytes(p.path)
 	case opString:
 		b := d.readBytes(p.path)
-		if !utf8.Valid(b) {
+		if !rowcodec.ValidUTF8(b) {
 			d.fail(p.path, reasonBadUTF8)
 		}
 		v.Valid, v.Bytes = true, b
@@ -297,7 +296,7 @@ func (d *decoder) read(p *pnode, v *rowcodec.Value) {
 				e := &entries[len(entries)-1]
 				kv := grow(e.Elems, 2)
 				key := d.readBytes(p.keyPath)
-				if !utf8.Valid(key) {
+				if !rowcodec.ValidUTF8(key) {
 					d.fail(p.keyPath, reasonBadUTF8)
 				}
 				kv[0].Valid, kv[0].Bytes = true, key

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/minkhq/mink/pkg/jsonscan"
 	"github.com/minkhq/mink/pkg/rowcodec"
@@ -146,7 +145,7 @@ func (d *decoder) value(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool {
 			return false
 		}
 		b := d.scratch[start:len(d.scratch):len(d.scratch)]
-		if !utf8.Valid(b) {
+		if !rowcodec.ValidUTF8(b) {
 			d.fail("invalid UTF-8 in " + jsonscan.Snippet(b))
 			return true
 		}
@@ -220,7 +219,7 @@ func (d *decoder) text(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool {
 	quoted := func() string { return jsonscan.Snippet(s.Since(start)) }
 	switch dc.kind {
 	case kString:
-		if !utf8.Valid(b) {
+		if !rowcodec.ValidUTF8(b) {
 			d.fail("invalid UTF-8 in " + quoted())
 			return true
 		}
@@ -347,7 +346,7 @@ func (d *decoder) mapValue(s *jsonscan.Scanner, dc *dec, v *rowcodec.Value) bool
 		if !ok {
 			return false
 		}
-		if utf8.Valid(key) {
+		if rowcodec.ValidUTF8(key) {
 			var e *rowcodec.Value
 			entries, e = next(entries)
 			kv := e.Elems[:cap(e.Elems)]

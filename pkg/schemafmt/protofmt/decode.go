@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -299,7 +298,7 @@ func (d *decoder) value(p *valPlan, num protowire.Number, b []byte, dst *rowcode
 		}
 		switch p.op {
 		case opString:
-			if !utf8.Valid(s) {
+			if !rowcodec.ValidUTF8(s) {
 				return 0, p.badUTF8
 			}
 			*dst = rowcodec.Value{Valid: true, Bytes: s}

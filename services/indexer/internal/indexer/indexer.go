@@ -292,6 +292,8 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	log.Info("indexing", "from", start)
 	tail := kafkasrc.NewTailer(ix.Kafka, tbl.Topic, l.Partition, start)
 	defer tail.Close()
+	polls, stopPolls := pollAhead(ctx, tail)
+	defer stopPolls()
 	attrs := metric.WithAttributes(attribute.String("table", tbl.FullName()), attribute.Int("partition", int(l.Partition)))
 
 	var c *cut
@@ -330,7 +332,8 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 		return open(at)
 	}
 	for {
-		// Poll until the open range is due, or the next growth check (partition 0).
+		// Wait for the next answer until the open range is due, or the next growth check
+		// (partition 0).
 		var deadline time.Time
 		if !c.opened.IsZero() {
 			deadline = c.opened.Add(props.RangeMaxAge)
@@ -346,12 +349,8 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 				deadline = due
 			}
 		}
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
-		if !deadline.IsZero() {
-			pollCtx, cancel = context.WithDeadline(ctx, deadline)
-		}
-		recs, next, err := tail.Poll(pollCtx)
-		cancel()
+		p := nextAnswer(ctx, polls, deadline)
+		recs, next, err := p.recs, p.next, p.err
 		checkGrowth()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -418,6 +417,63 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 				return err
 			}
 		}
+	}
+}
+
+// nextAnswer waits for the next answer of pollAhead until deadline (none: zero). A deadline
+// that has passed comes first, as a Poll under it would have failed at once; one that
+// passes while waiting is an answer with context.DeadlineExceeded and no records, as
+// such a Poll returned.
+func nextAnswer(ctx context.Context, polls <-chan polled, deadline time.Time) polled {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return polled{err: context.DeadlineExceeded}
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case p := <-polls:
+		return p
+	case <-expired:
+		return polled{err: context.DeadlineExceeded}
+	case <-ctx.Done():
+		return polled{err: ctx.Err()}
+	}
+}
+
+// polled is one Tailer.Poll's answer.
+type polled struct {
+	recs []record.Record
+	next int64
+	err  error
+}
+
+// pollAhead polls t on a goroutine of its own, one answer ahead of the caller: the next
+// fetch is in flight (and decoded by the Kafka client) while the caller builds the
+// records of the last one, so indexing costs about max(fetch, build) rather than their
+// sum, as kafkasrc.ReadRange does for rebuilds. Answers come in Poll's order, so the
+// positions a range is cut at are those Poll returned, in turn; at most two answers'
+// records are held at once. stop ends the goroutine and waits for it.
+func pollAhead(ctx context.Context, t *kafkasrc.Tailer) (answers <-chan polled, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan polled)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			recs, next, err := t.Poll(ctx)
+			select {
+			case ch <- polled{recs, next, err}:
+			case <-ctx.Done():
+			}
+		}
+	})
+	return ch, func() {
+		cancel()
+		wg.Wait()
 	}
 }
 
