@@ -578,11 +578,7 @@ func (s *Store) reportProblem(t tables.Table, r objects.Record, reason, detail s
 	ctx, cancel := context.WithTimeout(s.base, s.o.LookupTimeout)
 	defer cancel()
 	s.met.reportedFile(ctx, reason)
-	_, dbErr := s.o.DB.Exec(ctx, `INSERT INTO mink_file_problems (key, table_id, reason, detail, reported_by)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (key) DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail,
-			reported_by = EXCLUDED.reported_by, last_seen = now(), reports = mink_file_problems.reports + 1`,
-		r.Key, r.TableID, reason, detail, s.o.NodeID)
+	dbErr := objects.ReportProblem(ctx, s.o.DB, r.Key, r.TableID, reason, detail, s.o.NodeID)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(dbErr, &pgErr) && pgErr.Code == "42P01": // undefined_table

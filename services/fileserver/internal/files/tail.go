@@ -479,15 +479,8 @@ func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration
 	if ttl <= 0 || ttl > maxTTL {
 		return time.Time{}, 0, "", fmt.Errorf("record tail file %s: ttl %v outside (0, %v]", r.key, ttl, maxTTL)
 	}
-	err = s.o.DB.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
-			record_count, file_size, sha256, settings, stats, expires_at, live)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond', true)
-		ON CONFLICT (key) DO UPDATE SET expires_at = LEAST(
-			GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
-			now() + $12::bigint * interval '1 millisecond')
-		RETURNING created_at, file_size, sha256`,
-		r.table, r.key, r.partition, r.start, r.end, r.records, r.size, r.sha256, r.settings, r.stats,
-		max(1, ttl.Milliseconds()), maxTTL.Milliseconds()).Scan(&created, &size, &sha)
+	created, size, sha, err = objects.RecordTail(ctx, s.o.DB, objects.Tail{Table: r.table, Key: r.key, Partition: r.partition,
+		Start: r.start, End: r.end, Records: r.records, Size: r.size, SHA256: r.sha256, Settings: r.settings, Stats: r.stats}, ttl, maxTTL)
 	if err != nil {
 		return time.Time{}, 0, "", postgresErr(err, "record tail file %s", r.key)
 	}

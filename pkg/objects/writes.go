@@ -1,0 +1,47 @@
+package objects
+
+import (
+	"context"
+	"time"
+
+	"github.com/minkhq/mink/pkg/lease"
+)
+
+// Tail is a live load's tail data file as a file server measured it.
+type Tail struct {
+	Table           int64
+	Key             string
+	Partition       int32
+	Start, End      int64
+	Records, Size   int64
+	SHA256          string
+	Settings, Stats []byte
+}
+
+// RecordTail writes a tail file's row, readable for ttl at least and marked live (not
+// listed until a commit names it). The row may exist (the same span measured before, or
+// committed: same offsets, same bytes): an expiry already set is kept when later, but
+// never beyond maxTTL from now. It returns what the row records.
+func RecordTail(ctx context.Context, db lease.DB, t Tail, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
+	err = db.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
+			record_count, file_size, sha256, settings, stats, expires_at, live)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond', true)
+		ON CONFLICT (key) DO UPDATE SET expires_at = LEAST(
+			GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
+			now() + $12::bigint * interval '1 millisecond')
+		RETURNING created_at, file_size, sha256`,
+		t.Table, t.Key, t.Partition, t.Start, t.End, t.Records, t.Size, t.SHA256, t.Settings, t.Stats,
+		max(1, ttl.Milliseconds()), maxTTL.Milliseconds()).Scan(&created, &size, &sha)
+	return created, size, sha, err
+}
+
+// ReportProblem records that node could not serve key with its recorded bytes, for
+// the table's writer to replace: a report again counts up.
+func ReportProblem(ctx context.Context, db lease.DB, key string, table int64, reason, detail, node string) error {
+	_, err := db.Exec(ctx, `INSERT INTO mink_file_problems (key, table_id, reason, detail, reported_by)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (key) DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail,
+			reported_by = EXCLUDED.reported_by, last_seen = now(), reports = mink_file_problems.reports + 1`,
+		key, table, reason, detail, node)
+	return err
+}
