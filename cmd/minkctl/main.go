@@ -51,7 +51,7 @@ commands:
                          [--value-subject SUBJECT] [--message PKG.MESSAGE] [--value-schema-mode prefix|latest]
                          [--key-format avro|protobuf|json_schema [--key-subject SUBJECT]
                           [--key-message PKG.MESSAGE] [--key-schema-mode prefix|latest]]
-                         [--property KEY=VALUE]...   (or --spec FILE|-: a CreateTableRequest in JSON)
+                         [--mode append|upsert] [--property KEY=VALUE]...   (or --spec FILE|-: a CreateTableRequest in JSON)
                          registry formats take their columns from the subject (default TOPIC-value)
   table alter NAME       [--add NAME:TYPE[:required][:JSON_PATH]] [--widen NAME:TYPE] [--optional NAME]
                          [--rename OLD:NEW] (json tables; repeatable, applied in order)

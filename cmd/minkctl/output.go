@@ -199,6 +199,10 @@ func printTable(w io.Writer, t *adminv1.Table) {
 	}
 	fmt.Fprintf(w, "TOPIC\t%s (%d partition%s)\n", t.GetTopic(), t.GetPartitions(), plural)
 	fmt.Fprintf(w, "FORMAT\t%s\n", format(t.GetFormat()))
+	if t.GetMode() == adminv1.TableMode_TABLE_MODE_UPSERT {
+		// Only upsert tables say so: append is what a table is unless told otherwise.
+		fmt.Fprintf(w, "MODE\tupsert (the latest record per key and partition)\n")
+	}
 	if t.GetValue() != nil {
 		fmt.Fprintf(w, "VALUES\t%s\n", decoding(t.GetValue()))
 	}

@@ -28,6 +28,7 @@ type createOpts struct {
 	valueSubject, message, valueMode  string
 	keyFormat, keySubject, keyMessage string
 	keyMode                           string
+	tableMode                         string
 	fs                                *flag.FlagSet // to tell flags given from defaults
 }
 
@@ -50,6 +51,7 @@ func createFlags(fs *flag.FlagSet) any {
 	fs.StringVar(&o.keySubject, "key-subject", "", "the subject of the keys (default: TOPIC-key)")
 	fs.StringVar(&o.keyMessage, "key-message", "", "protobuf keys: the message, fully qualified (default: the schema's first)")
 	fs.StringVar(&o.keyMode, "key-schema-mode", "", "prefix (the default) or latest, as --value-schema-mode")
+	fs.StringVar(&o.tableMode, "mode", "", "append (every record a row, the default) or upsert (the latest record per key; tombstones delete)")
 	fs.StringVar(&o.spec, "spec", "", "read the whole CreateTableRequest as JSON from this file (- for stdin); flags given override it")
 	return o
 }
@@ -67,6 +69,9 @@ var (
 	}
 	schemaModes = map[string]adminv1.SchemaMode{
 		"prefix": adminv1.SchemaMode_SCHEMA_MODE_PREFIX, "latest": adminv1.SchemaMode_SCHEMA_MODE_LATEST,
+	}
+	tableModes = map[string]adminv1.TableMode{
+		"append": adminv1.TableMode_TABLE_MODE_APPEND, "upsert": adminv1.TableMode_TABLE_MODE_UPSERT,
 	}
 )
 
@@ -167,6 +172,13 @@ func (c *cli) tableCreate(ctx context.Context, args []string, f any) error {
 			return err
 		}
 		req.KeyFormat = k
+	}
+	if given["mode"] {
+		m, err := choice("mode", o.tableMode, tableModes, "append or upsert")
+		if err != nil {
+			return err
+		}
+		req.Mode = m
 	}
 	if given["key-schema-mode"] {
 		m, err := choice("key-schema-mode", o.keyMode, schemaModes, "prefix or latest")

@@ -205,6 +205,7 @@ FIELD ID  COLUMN              TYPE
 		{[]string{"--key-format", "avro", "--key-schema-mode", "first"}, `--key-schema-mode: want prefix or latest, got "first"`},
 		{[]string{"--column", "id"}, `--column "id": want NAME:TYPE`},
 		{[]string{"--property", "=1"}, `--property "=1": want KEY=VALUE`},
+		{[]string{"--mode", "merge"}, `--mode: want append or upsert, got "merge"`},
 	} {
 		_, errOut, code := minkctl(append([]string{"table", "create", "orders"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {

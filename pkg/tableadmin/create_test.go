@@ -262,6 +262,8 @@ func TestCreateInvalid(t *testing.T) {
 		{"a schema with a reserved column", &adminv1.CreateTableRequest{Name: "bad", Format: avroFormat},
 			"value_subject", []string{"_kafka_offset", "reserved"}},
 		{"bad table name", &adminv1.CreateTableRequest{Name: "9lives", Topic: "orders", Format: avroFormat}, "name", nil},
+		{"unknown table mode", &adminv1.CreateTableRequest{Name: "orders", Format: avroFormat, Mode: adminv1.TableMode(7)},
+			"mode", []string{"TABLE_MODE_UPSERT"}},
 	}
 	for _, tc := range cases {
 		_, err := f.svc.CreateTable(f.ctx, tc.req)

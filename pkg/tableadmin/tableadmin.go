@@ -116,8 +116,12 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	if err != nil {
 		return nil, err
 	}
+	mode, err := modeOf(req.GetMode())
+	if err != nil {
+		return nil, err
+	}
 	t := tables.Table{Namespace: req.GetNamespace(), Name: req.GetName(), Topic: topic,
-		Spec: spec, Properties: req.GetProperties()}
+		Spec: spec, Properties: req.GetProperties(), Mode: mode}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
@@ -351,7 +355,7 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 	out := &adminv1.Table{Id: t.ID, Namespace: t.Namespace, Name: t.Name, Topic: t.Topic,
 		Properties: t.Properties, Partitions: t.Partitions, CreatedAt: timestamppb.New(t.CreatedAt),
 		Format: formatProto(t.Spec.Format), Value: decodingProto(t.Spec.Value), Key: decodingProto(t.Spec.Key),
-		SchemaVersion: int32(t.Version)}
+		SchemaVersion: int32(t.Version), Mode: modeProto(t.Mode)}
 	for _, c := range t.Spec.Columns {
 		out.Columns = append(out.Columns, &adminv1.Column{Name: c.Name, Type: c.Type, Required: c.Required, JsonPath: c.JSONPath})
 	}
@@ -364,6 +368,23 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 		out.Schema = append(out.Schema, &adminv1.SchemaColumn{FieldId: int32(f.ID), Name: f.Name, Type: f.Type.String()})
 	}
 	return out, nil
+}
+
+func modeOf(m adminv1.TableMode) (tables.Mode, error) {
+	switch m {
+	case adminv1.TableMode_TABLE_MODE_UNSPECIFIED, adminv1.TableMode_TABLE_MODE_APPEND:
+		return tables.ModeAppend, nil
+	case adminv1.TableMode_TABLE_MODE_UPSERT:
+		return tables.ModeUpsert, nil
+	}
+	return "", apierr.Invalid("mode", "unknown table mode %v (want TABLE_MODE_APPEND or TABLE_MODE_UPSERT)", m)
+}
+
+func modeProto(m tables.Mode) adminv1.TableMode {
+	if m == tables.ModeUpsert {
+		return adminv1.TableMode_TABLE_MODE_UPSERT
+	}
+	return adminv1.TableMode_TABLE_MODE_APPEND
 }
 
 func formatProto(f tableschema.Format) adminv1.RecordFormat {

@@ -39,7 +39,21 @@ type Table struct {
 	// Version is the current version of the table's schema (tableschema.Version.ID):
 	// new ranges are built with it.
 	Version int
+	// Mode is what the table's rows are: every record (ModeAppend, the default) or the
+	// latest record per key (ModeUpsert). Fixed at creation.
+	Mode Mode
 }
+
+// Mode is a table's mode.
+type Mode string
+
+const (
+	ModeAppend Mode = "append" // every Kafka record is a row
+	ModeUpsert Mode = "upsert" // the latest record per key and partition; tombstones delete
+)
+
+// Upsert reports whether the table keeps the latest record per key.
+func (t Table) Upsert() bool { return t.Mode == ModeUpsert }
 
 // FullName is "namespace.name".
 func (t Table) FullName() string { return t.Namespace + "." + t.Name }
@@ -239,6 +253,13 @@ func (t *Table) Validate() error {
 	if _, err := ParseProps(t.Properties); err != nil {
 		return err
 	}
+	switch t.Mode {
+	case "":
+		t.Mode = ModeAppend
+	case ModeAppend, ModeUpsert:
+	default:
+		return apierr.Invalid("mode", "%q is not a table mode (want append or upsert)", t.Mode)
+	}
 	return nil
 }
 
@@ -269,9 +290,9 @@ func CreateVersioned(ctx context.Context, db lease.DB, t Table, partitions int32
 		t.Properties = map[string]string{}
 	}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions, spec, properties)
-			VALUES ($1, $2, $3, 0, $4, $5) RETURNING id, created_at`,
-			t.Namespace, t.Name, t.Topic, t.Spec, t.Properties).Scan(&t.ID, &t.CreatedAt)
+		err := tx.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions, spec, properties, mode)
+			VALUES ($1, $2, $3, 0, $4, $5, $6) RETURNING id, created_at`,
+			t.Namespace, t.Name, t.Topic, t.Spec, t.Properties, t.Mode).Scan(&t.ID, &t.CreatedAt)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 			return apierr.New(apierr.AlreadyExists, "table %s already exists", t.FullName())
@@ -361,11 +382,11 @@ func Drop(ctx context.Context, db lease.DB, namespace, name string) error {
 	return nil
 }
 
-const columns = `id, namespace, name, topic, spec, properties, partitions, created_at, version`
+const columns = `id, namespace, name, topic, spec, properties, partitions, created_at, version, mode`
 
 func scan(row pgx.Row) (Table, error) {
 	var t Table
-	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Topic, &t.Spec, &t.Properties, &t.Partitions, &t.CreatedAt, &t.Version)
+	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Topic, &t.Spec, &t.Properties, &t.Partitions, &t.CreatedAt, &t.Version, &t.Mode)
 	return t, err
 }
 

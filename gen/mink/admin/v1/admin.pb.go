@@ -205,6 +205,61 @@ func (RecordFormat) EnumDescriptor() ([]byte, []int) {
 	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
+// What a table's rows are.
+type TableMode int32
+
+const (
+	// The default: TABLE_MODE_APPEND.
+	TableMode_TABLE_MODE_UNSPECIFIED TableMode = 0
+	// Every Kafka record is a row.
+	TableMode_TABLE_MODE_APPEND TableMode = 1
+	// The latest record per key and partition is a row: the key is the Kafka key bytes,
+	// a record with a null value (tombstone) deletes its key. Read with Iceberg v2
+	// position deletes (see the README, "Upsert tables").
+	TableMode_TABLE_MODE_UPSERT TableMode = 2
+)
+
+// Enum value maps for TableMode.
+var (
+	TableMode_name = map[int32]string{
+		0: "TABLE_MODE_UNSPECIFIED",
+		1: "TABLE_MODE_APPEND",
+		2: "TABLE_MODE_UPSERT",
+	}
+	TableMode_value = map[string]int32{
+		"TABLE_MODE_UNSPECIFIED": 0,
+		"TABLE_MODE_APPEND":      1,
+		"TABLE_MODE_UPSERT":      2,
+	}
+)
+
+func (x TableMode) Enum() *TableMode {
+	p := new(TableMode)
+	*p = x
+	return p
+}
+
+func (x TableMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TableMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_mink_admin_v1_admin_proto_enumTypes[3].Descriptor()
+}
+
+func (TableMode) Type() protoreflect.EnumType {
+	return &file_mink_admin_v1_admin_proto_enumTypes[3]
+}
+
+func (x TableMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TableMode.Descriptor instead.
+func (TableMode) EnumDescriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
 // How a registry-format record names its schema.
 type SchemaMode int32
 
@@ -244,11 +299,11 @@ func (x SchemaMode) String() string {
 }
 
 func (SchemaMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_mink_admin_v1_admin_proto_enumTypes[3].Descriptor()
+	return file_mink_admin_v1_admin_proto_enumTypes[4].Descriptor()
 }
 
 func (SchemaMode) Type() protoreflect.EnumType {
-	return &file_mink_admin_v1_admin_proto_enumTypes[3]
+	return &file_mink_admin_v1_admin_proto_enumTypes[4]
 }
 
 func (x SchemaMode) Number() protoreflect.EnumNumber {
@@ -257,7 +312,7 @@ func (x SchemaMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SchemaMode.Descriptor instead.
 func (SchemaMode) EnumDescriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 // One lease. holder is empty and expires_at unset when the lease is free.
@@ -1385,6 +1440,7 @@ type Table struct {
 	SchemaId      int32 `protobuf:"varint,13,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
 	// Every top-level column of the current schema, the Kafka columns included.
 	Schema        []*SchemaColumn `protobuf:"bytes,14,rep,name=schema,proto3" json:"schema,omitempty"`
+	Mode          TableMode       `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1517,6 +1573,13 @@ func (x *Table) GetSchema() []*SchemaColumn {
 	return nil
 }
 
+func (x *Table) GetMode() TableMode {
+	if x != nil {
+		return x.Mode
+	}
+	return TableMode_TABLE_MODE_UNSPECIFIED
+}
+
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -1541,6 +1604,8 @@ type CreateTableRequest struct {
 	// Protobuf keys: the message, fully qualified; the schema's first when empty.
 	KeyMessage    string     `protobuf:"bytes,13,opt,name=key_message,json=keyMessage,proto3" json:"key_message,omitempty"`
 	KeySchemaMode SchemaMode `protobuf:"varint,14,opt,name=key_schema_mode,json=keySchemaMode,proto3,enum=mink.admin.v1.SchemaMode" json:"key_schema_mode,omitempty"`
+	// TABLE_MODE_APPEND when unspecified.
+	Mode          TableMode `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1671,6 +1736,13 @@ func (x *CreateTableRequest) GetKeySchemaMode() SchemaMode {
 		return x.KeySchemaMode
 	}
 	return SchemaMode_SCHEMA_MODE_UNSPECIFIED
+}
+
+func (x *CreateTableRequest) GetMode() TableMode {
+	if x != nil {
+		return x.Mode
+	}
+	return TableMode_TABLE_MODE_UNSPECIFIED
 }
 
 type CreateTableResponse struct {
@@ -2610,7 +2682,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\fSchemaColumn\x12\x19\n" +
 	"\bfield_id\x18\x01 \x01(\x05R\afieldId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\x88\x05\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\xb6\x05\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2631,10 +2703,11 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\v \x01(\v2\x1f.mink.admin.v1.RegistryDecodingR\x03key\x12%\n" +
 	"\x0eschema_version\x18\f \x01(\x05R\rschemaVersion\x12\x1b\n" +
 	"\tschema_id\x18\r \x01(\x05R\bschemaId\x123\n" +
-	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x1a=\n" +
+	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x12,\n" +
+	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x05\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2655,7 +2728,8 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"keySubject\x12\x1f\n" +
 	"\vkey_message\x18\r \x01(\tR\n" +
 	"keyMessage\x12A\n" +
-	"\x0fkey_schema_mode\x18\x0e \x01(\x0e2\x19.mink.admin.v1.SchemaModeR\rkeySchemaMode\x1a=\n" +
+	"\x0fkey_schema_mode\x18\x0e \x01(\x0e2\x19.mink.admin.v1.SchemaModeR\rkeySchemaMode\x12,\n" +
+	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
@@ -2734,7 +2808,11 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x11RECORD_FORMAT_RAW\x10\x02\x12\x16\n" +
 	"\x12RECORD_FORMAT_AVRO\x10\x03\x12\x1a\n" +
 	"\x16RECORD_FORMAT_PROTOBUF\x10\x04\x12\x1d\n" +
-	"\x19RECORD_FORMAT_JSON_SCHEMA\x10\x05*Y\n" +
+	"\x19RECORD_FORMAT_JSON_SCHEMA\x10\x05*U\n" +
+	"\tTableMode\x12\x1a\n" +
+	"\x16TABLE_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11TABLE_MODE_APPEND\x10\x01\x12\x15\n" +
+	"\x11TABLE_MODE_UPSERT\x10\x02*Y\n" +
 	"\n" +
 	"SchemaMode\x12\x1b\n" +
 	"\x17SCHEMA_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -2769,123 +2847,126 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_mink_admin_v1_admin_proto_rawDescData
 }
 
-var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
 	(RecordFormat)(0),             // 2: mink.admin.v1.RecordFormat
-	(SchemaMode)(0),               // 3: mink.admin.v1.SchemaMode
-	(*Lease)(nil),                 // 4: mink.admin.v1.Lease
-	(*LeaseStats)(nil),            // 5: mink.admin.v1.LeaseStats
-	(*Node)(nil),                  // 6: mink.admin.v1.Node
-	(*GetStatusRequest)(nil),      // 7: mink.admin.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 8: mink.admin.v1.GetStatusResponse
-	(*ListNodesRequest)(nil),      // 9: mink.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 10: mink.admin.v1.ListNodesResponse
-	(*ListLeasesRequest)(nil),     // 11: mink.admin.v1.ListLeasesRequest
-	(*ListLeasesResponse)(nil),    // 12: mink.admin.v1.ListLeasesResponse
-	(*DrainNodeRequest)(nil),      // 13: mink.admin.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),     // 14: mink.admin.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),    // 15: mink.admin.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),   // 16: mink.admin.v1.UndrainNodeResponse
-	(*Column)(nil),                // 17: mink.admin.v1.Column
-	(*RegistryDecoding)(nil),      // 18: mink.admin.v1.RegistryDecoding
-	(*SchemaColumn)(nil),          // 19: mink.admin.v1.SchemaColumn
-	(*Table)(nil),                 // 20: mink.admin.v1.Table
-	(*CreateTableRequest)(nil),    // 21: mink.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 22: mink.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),      // 23: mink.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 24: mink.admin.v1.DropTableResponse
-	(*ListTablesRequest)(nil),     // 25: mink.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 26: mink.admin.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 27: mink.admin.v1.DescribeTableRequest
-	(*PartitionStatus)(nil),       // 28: mink.admin.v1.PartitionStatus
-	(*DescribeTableResponse)(nil), // 29: mink.admin.v1.DescribeTableResponse
-	(*ColumnChange)(nil),          // 30: mink.admin.v1.ColumnChange
-	(*WidenColumn)(nil),           // 31: mink.admin.v1.WidenColumn
-	(*RenameColumn)(nil),          // 32: mink.admin.v1.RenameColumn
-	(*AlterTableRequest)(nil),     // 33: mink.admin.v1.AlterTableRequest
-	(*AlterTableResponse)(nil),    // 34: mink.admin.v1.AlterTableResponse
-	nil,                           // 35: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 36: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 37: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 38: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 39: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	nil,                           // 40: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
+	(TableMode)(0),                // 3: mink.admin.v1.TableMode
+	(SchemaMode)(0),               // 4: mink.admin.v1.SchemaMode
+	(*Lease)(nil),                 // 5: mink.admin.v1.Lease
+	(*LeaseStats)(nil),            // 6: mink.admin.v1.LeaseStats
+	(*Node)(nil),                  // 7: mink.admin.v1.Node
+	(*GetStatusRequest)(nil),      // 8: mink.admin.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 9: mink.admin.v1.GetStatusResponse
+	(*ListNodesRequest)(nil),      // 10: mink.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 11: mink.admin.v1.ListNodesResponse
+	(*ListLeasesRequest)(nil),     // 12: mink.admin.v1.ListLeasesRequest
+	(*ListLeasesResponse)(nil),    // 13: mink.admin.v1.ListLeasesResponse
+	(*DrainNodeRequest)(nil),      // 14: mink.admin.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),     // 15: mink.admin.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),    // 16: mink.admin.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),   // 17: mink.admin.v1.UndrainNodeResponse
+	(*Column)(nil),                // 18: mink.admin.v1.Column
+	(*RegistryDecoding)(nil),      // 19: mink.admin.v1.RegistryDecoding
+	(*SchemaColumn)(nil),          // 20: mink.admin.v1.SchemaColumn
+	(*Table)(nil),                 // 21: mink.admin.v1.Table
+	(*CreateTableRequest)(nil),    // 22: mink.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),   // 23: mink.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),      // 24: mink.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),     // 25: mink.admin.v1.DropTableResponse
+	(*ListTablesRequest)(nil),     // 26: mink.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),    // 27: mink.admin.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),  // 28: mink.admin.v1.DescribeTableRequest
+	(*PartitionStatus)(nil),       // 29: mink.admin.v1.PartitionStatus
+	(*DescribeTableResponse)(nil), // 30: mink.admin.v1.DescribeTableResponse
+	(*ColumnChange)(nil),          // 31: mink.admin.v1.ColumnChange
+	(*WidenColumn)(nil),           // 32: mink.admin.v1.WidenColumn
+	(*RenameColumn)(nil),          // 33: mink.admin.v1.RenameColumn
+	(*AlterTableRequest)(nil),     // 34: mink.admin.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),    // 35: mink.admin.v1.AlterTableResponse
+	nil,                           // 36: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 37: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 38: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 39: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 40: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 41: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	41, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	35, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	41, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	41, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	41, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	36, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	42, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	42, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	42, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	41, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	36, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	42, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
-	4,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
-	5,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	37, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
-	6,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
-	4,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
-	4,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
+	42, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	37, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	43, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	5,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
+	6,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
+	38, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	7,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
+	5,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
+	5,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
 	2,  // 17: mink.admin.v1.RegistryDecoding.format:type_name -> mink.admin.v1.RecordFormat
-	3,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
+	4,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
-	17, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	38, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	41, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
-	18, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
-	18, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
-	19, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
-	2,  // 26: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
-	17, // 27: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	39, // 28: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
-	3,  // 29: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	2,  // 30: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
-	3,  // 31: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	20, // 32: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	20, // 33: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	41, // 34: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	41, // 35: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
-	20, // 36: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	28, // 37: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	17, // 38: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
-	31, // 39: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
-	32, // 40: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
-	30, // 41: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	40, // 42: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	20, // 43: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	7,  // 44: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	9,  // 45: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	11, // 46: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	13, // 47: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	15, // 48: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	21, // 49: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	23, // 50: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	25, // 51: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	27, // 52: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	33, // 53: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	8,  // 54: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	10, // 55: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	12, // 56: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	14, // 57: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	16, // 58: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	22, // 59: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	24, // 60: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	26, // 61: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	29, // 62: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	34, // 63: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	54, // [54:64] is the sub-list for method output_type
-	44, // [44:54] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	18, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
+	39, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	42, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	19, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
+	19, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
+	20, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
+	3,  // 26: mink.admin.v1.Table.mode:type_name -> mink.admin.v1.TableMode
+	2,  // 27: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
+	18, // 28: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
+	40, // 29: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	4,  // 30: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	2,  // 31: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
+	4,  // 32: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	3,  // 33: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
+	21, // 34: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	21, // 35: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	42, // 36: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	42, // 37: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	21, // 38: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	29, // 39: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	18, // 40: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	32, // 41: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	33, // 42: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	31, // 43: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	41, // 44: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	21, // 45: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	8,  // 46: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	10, // 47: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	12, // 48: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	14, // 49: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	16, // 50: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	22, // 51: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	24, // 52: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	26, // 53: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	28, // 54: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	34, // 55: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	9,  // 56: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	11, // 57: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	13, // 58: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	15, // 59: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	17, // 60: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	23, // 61: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	25, // 62: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	27, // 63: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	30, // 64: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	35, // 65: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	56, // [56:66] is the sub-list for method output_type
+	46, // [46:56] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -2904,7 +2985,7 @@ func file_mink_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
