@@ -18,6 +18,7 @@ import (
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/upsert"
 )
 
 // ErrMismatch: Kafka no longer yields the bytes the index recorded for the range (the
@@ -45,18 +46,46 @@ func Build(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, 
 
 // BuildOffsets writes the Parquet file of offsets [start, end) of one partition with the
 // given settings (the schema version and registry ids they name, through codecs): what
-// indexing measures, assembly merges, and the file server serves.
+// indexing measures, assembly merges, and the file server serves. The file of an upsert
+// table has the latest record of each key of the offsets, tombstones left out, in
+// offset order (upsert.Latest).
 func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, error) {
+	fs, _, err := BuildKeyed(ctx, kc, codecs, t, s, partition, start, end, w)
+	return fs, err
+}
+
+// BuildKeyed is BuildOffsets that also returns, for an upsert table, the keys the
+// offsets touch (the file's rows' keys in order and the tombstoned ones).
+func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, upsert.Keys, error) {
 	dec, err := codecs.Decoder(ctx, t, s)
 	if err != nil {
-		return parquetbuild.FileStats{}, err
+		return parquetbuild.FileStats{}, upsert.Keys{}, err
 	}
 	b, err := parquetbuild.NewBuilderFor(w, dec, s)
 	if err != nil {
-		return parquetbuild.FileStats{}, err
+		return parquetbuild.FileStats{}, upsert.Keys{}, err
 	}
-	if err := kc.ReadRange(ctx, t.Topic, partition, start, end, func(r record.Record) error { return b.Add(r) }); err != nil {
-		return parquetbuild.FileStats{}, err
+	add := b.Add
+	var latest *upsert.Latest
+	if t.Upsert() {
+		latest = upsert.NewLatest()
+		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
-	return b.Close()
+	if err := kc.ReadRange(ctx, t.Topic, partition, start, end, add); err != nil {
+		b.Abort()
+		return parquetbuild.FileStats{}, upsert.Keys{}, err
+	}
+	var keys upsert.Keys
+	if latest != nil {
+		var rows []record.Record
+		rows, keys = latest.Finish()
+		for _, r := range rows {
+			if err := b.Add(r); err != nil {
+				b.Abort()
+				return parquetbuild.FileStats{}, upsert.Keys{}, err
+			}
+		}
+	}
+	fs, err := b.Close()
+	return fs, keys, err
 }

@@ -32,7 +32,11 @@ type Range struct {
 	SHA256       string
 	Settings     json.RawMessage // parquetbuild.Settings: rebuild with exactly these
 	Stats        json.RawMessage // []parquetbuild.ColumnStats: Iceberg column statistics
-	CreatedAt    time.Time
+	// Keys are, for a range of an upsert table, the keys it touches (upsert.Keys.Encode):
+	// what its position deletes and those of earlier files are computed from. Nil for
+	// append tables. List does not read them; KeysOf does.
+	Keys      []byte
+	CreatedAt time.Time
 }
 
 // ErrNotContiguous: the range does not start where the partition's index ends. Nothing
@@ -68,9 +72,9 @@ func Append(ctx context.Context, db lease.DB, l lease.Lease, r Range) error {
 			return fmt.Errorf("%w: [%d, %d) of partition %d of table %d, indexed end is %d", ErrNotContiguous, r.Start, r.End, r.Partition, r.Table, *end)
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO mink_ranges (table_id, partition, start_offset, end_offset, epoch,
-				record_count, decode_errors, file_size, sha256, settings, stats)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			r.Table, r.Partition, r.Start, r.End, r.Epoch, r.Records, r.DecodeErrors, r.Size, r.SHA256, r.Settings, r.Stats)
+				record_count, decode_errors, file_size, sha256, settings, stats, keys)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			r.Table, r.Partition, r.Start, r.End, r.Epoch, r.Records, r.DecodeErrors, r.Size, r.SHA256, r.Settings, r.Stats, r.Keys)
 		return err
 	})
 }
@@ -161,6 +165,28 @@ func List(ctx context.Context, db lease.DB, table int64, partition int32, from i
 		var r Range
 		err := row.Scan(&r.Table, &r.Partition, &r.Start, &r.End, &r.Epoch, &r.Records, &r.DecodeErrors,
 			&r.Size, &r.SHA256, &r.Settings, &r.Stats, &r.CreatedAt)
+		return r, err
+	})
+}
+
+// RangeKeys are one range's offsets and the keys it touches (Range.Keys).
+type RangeKeys struct {
+	Start, End int64
+	Keys       []byte
+}
+
+// KeysOf returns the keys of a partition's ranges that lie within [from, to), in offset
+// order: an upsert table's deletes are computed from them alone.
+func KeysOf(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
+	rows, err := db.Query(ctx, `SELECT start_offset, end_offset, keys FROM mink_ranges
+		WHERE table_id = $1 AND partition = $2 AND start_offset >= $3 AND end_offset <= $4
+		ORDER BY start_offset`, table, partition, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (RangeKeys, error) {
+		var r RangeKeys
+		err := row.Scan(&r.Start, &r.End, &r.Keys)
 		return r, err
 	})
 }

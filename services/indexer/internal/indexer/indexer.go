@@ -28,6 +28,7 @@ import (
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
+	"github.com/minkhq/mink/pkg/upsert"
 )
 
 // Indexer runs the partition workers of one indexer node.
@@ -231,6 +232,18 @@ type cut struct {
 	dec         *tablecodec.Decoder
 	settings    parquetbuild.Settings
 	latestAt    time.Time // when latest-mode ids were last compared with the registry's
+	// latest holds an upsert table's range until it is stored: only the latest record
+	// of each key is built, and the keys are stored with the range.
+	latest *upsert.Latest
+}
+
+// add adds r to the range: to its build, or for an upsert table to its latest records.
+func (c *cut) add(r record.Record) error {
+	if c.latest != nil {
+		c.latest.Add(r)
+		return nil
+	}
+	return c.b.Add(r)
 }
 
 func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log *slog.Logger, resumed func()) error {
@@ -384,7 +397,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 					return err
 				}
 			}
-			if err := c.b.Add(r); err != nil {
+			if err := c.add(r); err != nil {
 				return fmt.Errorf("build range at offset %d: %w", r.Offset, err)
 			}
 			c.bytes += recordBytes(r)
@@ -527,7 +540,11 @@ func (ix *Indexer) newCut(ctx context.Context, l *lease.Lease, tbl *tables.Table
 	if err != nil {
 		return nil, err
 	}
-	return &cut{start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}, nil
+	c := &cut{start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}
+	if tbl.Upsert() {
+		c.latest = upsert.NewLatest()
+	}
+	return c, nil
 }
 
 // latestChanged reports whether a latest-mode subject of the range has a newer latest
@@ -558,6 +575,16 @@ const latestCheck = 2 * time.Second
 
 // store finishes the range's measuring build and stores it under the lease.
 func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metric.MeasurementOption, log *slog.Logger) error {
+	var keys []byte
+	if c.latest != nil {
+		rows, k := c.latest.Finish()
+		for _, r := range rows {
+			if err := c.b.Add(r); err != nil {
+				return fmt.Errorf("build range at offset %d: %w", r.Offset, err)
+			}
+		}
+		keys = k.Encode()
+	}
 	fs, err := c.b.Close()
 	if err != nil {
 		return fmt.Errorf("build range [%d, %d): %w", c.start, c.next, err)
@@ -572,7 +599,7 @@ func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metri
 	}
 	r := ranges.Range{Table: l.Table, Partition: l.Partition, Start: c.start, End: c.next,
 		Records: fs.RowCount, DecodeErrors: fs.DecodeErrors, Size: fs.Size, SHA256: fs.SHA256,
-		Settings: settings, Stats: stats}
+		Settings: settings, Stats: stats, Keys: keys}
 	if err := ranges.Append(ctx, ix.DB, l, r); err != nil {
 		return err
 	}
