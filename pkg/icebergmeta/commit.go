@@ -103,6 +103,9 @@ type Change struct {
 	Operation table.Operation
 	Add       []DataFile
 	Remove    []DataFile // each must be a data file of the current snapshot (by Key)
+	// AddDeletes and RemoveDeletes are position delete files (DataFile.IsDeletes) that
+	// join and leave the snapshot (upsert tables); removed ones must be in it.
+	AddDeletes, RemoveDeletes []DataFile
 	// Coverage of the partitions whose coverage changed; the others keep the current
 	// snapshot's.
 	Coverage map[int32]Coverage
@@ -253,9 +256,18 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 	seq := md.LastSequenceNumber() + 1
 
 	var list []iceberg.ManifestFile
-	if len(ch.Add) > 0 {
-		dfs := make([]iceberg.DataFile, 0, len(ch.Add))
-		for _, f := range ch.Add {
+	for _, add := range []struct {
+		files   []DataFile
+		content iceberg.ManifestContent
+	}{{ch.Add, iceberg.ManifestContentData}, {ch.AddDeletes, iceberg.ManifestContentDeletes}} {
+		if len(add.files) == 0 {
+			continue
+		}
+		dfs := make([]iceberg.DataFile, 0, len(add.files))
+		for _, f := range add.files {
+			if f.IsDeletes() != (add.content == iceberg.ManifestContentDeletes) {
+				return nil, nil, fmt.Errorf("icebergmeta: %s added as the wrong kind of file", f.Key)
+			}
 			df, err := f.icebergFile(spec, partField)
 			if err != nil {
 				return nil, nil, err
@@ -263,7 +275,7 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 			dfs = append(dfs, df)
 		}
 		id := w.id
-		mf, err := w.write(func(mw *iceberg.ManifestWriter) error {
+		mf, err := w.write(add.content, func(mw *iceberg.ManifestWriter) error {
 			for _, df := range dfs {
 				if err := mw.Add(iceberg.NewManifestEntry(iceberg.EntryStatusADDED, &id, nil, nil, df)); err != nil {
 					return err
@@ -276,7 +288,7 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 		}
 		list = append(list, mf)
 	}
-	carried, all, err := w.carry(ctx, r, parent, ch.Remove)
+	carried, all, err := w.carry(ctx, r, parent, append(slices.Clip(ch.Remove), ch.RemoveDeletes...))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -338,10 +350,10 @@ type manifests struct {
 	dir         string // see snapshotOptions
 }
 
-// write writes one manifest that fill fills.
-func (w *manifests) write(fill func(*iceberg.ManifestWriter) error) (iceberg.ManifestFile, error) {
+// write writes one manifest of content (data or deletes) that fill fills.
+func (w *manifests) write(kind iceberg.ManifestContent, fill func(*iceberg.ManifestWriter) error) (iceberg.ManifestFile, error) {
 	var buf bytes.Buffer
-	mw, err := iceberg.NewManifestWriter(FormatVersion, &buf, w.spec, w.schema, w.id)
+	mw, err := iceberg.NewManifestWriter(FormatVersion, &buf, w.spec, w.schema, w.id, iceberg.WithManifestWriterContent(kind))
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: manifest: %w", err)
 	}
@@ -381,9 +393,6 @@ func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot
 	var out, kept []iceberg.ManifestFile
 	found := 0
 	for _, m := range ms {
-		if m.ManifestContent() != iceberg.ManifestContentData {
-			return nil, false, fmt.Errorf("icebergmeta: manifest %s holds delete files, which Mink never writes", m.FilePath())
-		}
 		if m.AddedDataFiles()+m.ExistingDataFiles() == 0 {
 			continue // only tombstones of an earlier snapshot's removals
 		}
@@ -408,7 +417,7 @@ func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot
 		if err != nil {
 			return nil, false, err
 		}
-		mf, err := w.write(func(mw *iceberg.ManifestWriter) error {
+		mf, err := w.write(m.ManifestContent(), func(mw *iceberg.ManifestWriter) error {
 			for _, e := range es {
 				var err error
 				if gone[e.DataFile().FilePath()] {
@@ -444,15 +453,37 @@ func (w *manifests) carry(ctx context.Context, r *Reader, parent *table.Snapshot
 		sort.Strings(missing)
 		return nil, false, fmt.Errorf("%w: %v", ErrNotLive, missing)
 	}
-	merged, err := w.mergeSmall(ctx, r, kept)
-	if err != nil {
-		return nil, false, err
+	// Data and delete manifests merge each with their own kind.
+	var merged []iceberg.ManifestFile
+	for _, content := range []iceberg.ManifestContent{iceberg.ManifestContentData, iceberg.ManifestContentDeletes} {
+		of := slices.DeleteFunc(slices.Clone(kept), func(m iceberg.ManifestFile) bool { return m.ManifestContent() != content })
+		mm, err := w.mergeSmall(ctx, r, content, of)
+		if err != nil {
+			return nil, false, err
+		}
+		merged = append(merged, mm...)
+	}
+	if sameSet(merged, kept) {
+		merged = kept // nothing merged: keep the parent's order
 	}
 	// Every manifest of the parent's with live entries is carried as it is (none
 	// rewritten, none merged): what a live load built on the parent names, this
 	// snapshot names too.
 	all = len(out) == 0 && samePaths(merged, kept)
 	return append(out, merged...), all, nil
+}
+
+func sameSet(a, b []iceberg.ManifestFile) bool {
+	in := map[string]bool{}
+	for _, m := range a {
+		in[m.FilePath()] = true
+	}
+	for _, m := range b {
+		if !in[m.FilePath()] {
+			return false
+		}
+	}
+	return len(a) == len(b)
 }
 
 func samePaths(a, b []iceberg.ManifestFile) bool {
@@ -462,7 +493,7 @@ func samePaths(a, b []iceberg.ManifestFile) bool {
 // mergeSmall merges manifests below the target size into manifests near it, once there
 // are at least mergeMin of them: one manifest per commit would otherwise make every
 // manifest list, and every planning, grow with the table's age.
-func (w *manifests) mergeSmall(ctx context.Context, r *Reader, ms []iceberg.ManifestFile) ([]iceberg.ManifestFile, error) {
+func (w *manifests) mergeSmall(ctx context.Context, r *Reader, content iceberg.ManifestContent, ms []iceberg.ManifestFile) ([]iceberg.ManifestFile, error) {
 	var small, out []iceberg.ManifestFile
 	for _, m := range ms {
 		if m.Length() < int64(w.mergeTarget) {
@@ -497,7 +528,7 @@ func (w *manifests) mergeSmall(ctx context.Context, r *Reader, ms []iceberg.Mani
 			}
 			all = append(all, es...)
 		}
-		mf, err := w.write(func(mw *iceberg.ManifestWriter) error {
+		mf, err := w.write(content, func(mw *iceberg.ManifestWriter) error {
 			for _, e := range all {
 				if err := mw.Existing(e); err != nil {
 					return err
@@ -588,8 +619,46 @@ func summarize(parent *table.Snapshot, ch Change) (*table.Summary, error) {
 		}
 		set(x.key, t+x.add-x.minus)
 	}
-	set(sumTotalDeletes, 0)
-	set(sumTotalPosDel, 0)
+	var addDelFiles, addPos, addDelSize, rmDelFiles, rmPos, rmDelSize int64
+	for _, f := range ch.AddDeletes {
+		addDelFiles++
+		addPos += f.Records
+		addDelSize += f.Size
+		parts[f.Partition] = true
+	}
+	for _, f := range ch.RemoveDeletes {
+		rmDelFiles++
+		rmPos += f.Records
+		rmDelSize += f.Size
+		parts[f.Partition] = true
+	}
+	set(sumChangedParts, int64(len(parts)))
+	setPositive("added-delete-files", addDelFiles)
+	setPositive("added-position-delete-files", addDelFiles)
+	setPositive("added-position-deletes", addPos)
+	setPositive("removed-delete-files", rmDelFiles)
+	setPositive("removed-position-delete-files", rmDelFiles)
+	setPositive("removed-position-deletes", rmPos)
+	if addDelSize > 0 || rmDelSize > 0 {
+		// Iceberg's files-size totals count delete files too.
+		size, _ := strconv.ParseInt(props[sumTotalSize], 10, 64)
+		set(sumTotalSize, size+addDelSize-rmDelSize)
+		setPositive(sumAddedSize, addSize+addDelSize)
+		setPositive(sumRemovedSize, delSize+rmDelSize)
+	}
+	for _, x := range []struct {
+		key        string
+		add, minus int64
+	}{{sumTotalDeletes, addDelFiles, rmDelFiles}, {sumTotalPosDel, addPos, rmPos}} {
+		t, err := total(x.key)
+		if err != nil {
+			return nil, err
+		}
+		if t+x.add-x.minus < 0 {
+			return nil, fmt.Errorf("icebergmeta: %s would become negative", x.key)
+		}
+		set(x.key, t+x.add-x.minus)
+	}
 	set(sumTotalEqDel, 0)
 
 	cov, err := ParseCoverage(parentSummary(parent))

@@ -111,7 +111,15 @@ type DataFile struct {
 	SHA256     string
 	Settings   json.RawMessage // parquetbuild.Settings
 	Stats      json.RawMessage // []parquetbuild.ColumnStats
+	// DeletesOf is, for a position delete file of an upsert table, the key of the data
+	// file whose rows it deletes (Partition, Start and End are that file's): those whose
+	// key a record of the partition in [End, CoverEnd) touches. Empty for a data file.
+	DeletesOf string
+	CoverEnd  int64
 }
+
+// IsDeletes reports whether f is a position delete file.
+func (f DataFile) IsDeletes() bool { return f.DeletesOf != "" }
 
 // URI is the file's path in manifests.
 func (f DataFile) URI() string { return layout.URI(f.Key) }
@@ -205,10 +213,19 @@ func partitionFieldID(spec iceberg.PartitionSpec) (int, error) {
 // icebergFile describes f in a manifest: path, exact size, row count, partition value
 // and the column statistics measured when the file was built.
 func (f DataFile) icebergFile(spec iceberg.PartitionSpec, partField int) (iceberg.DataFile, error) {
-	b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, f.URI(), iceberg.ParquetFile,
+	content := iceberg.EntryContentData
+	if f.IsDeletes() {
+		content = iceberg.EntryContentPosDeletes
+	}
+	b, err := iceberg.NewDataFileBuilder(spec, content, f.URI(), iceberg.ParquetFile,
 		map[int]any{partField: f.Partition}, nil, nil, f.Records, f.Size)
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: data file %s: %w", f.Key, err)
+	}
+	if f.IsDeletes() {
+		// File-scoped: engines apply it to that one file (v2 readers by its file_path
+		// bounds, which the statistics carry; v3 ones by referenced_data_file).
+		b.ReferencedDataFile(layout.URI(f.DeletesOf))
 	}
 	var cols []parquetbuild.ColumnStats
 	if len(f.Stats) > 0 {

@@ -132,6 +132,27 @@ func (r *Reader) SnapshotFiles(ctx context.Context, s *table.Snapshot) ([]string
 	return out, nil
 }
 
+// SnapshotDeletes returns the URIs of the position delete files of a snapshot (upsert
+// tables); none for nil.
+func (r *Reader) SnapshotDeletes(ctx context.Context, s *table.Snapshot) ([]string, error) {
+	ms, err := r.ManifestList(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ms {
+		if m.ManifestContent() != iceberg.ManifestContentDeletes {
+			continue
+		}
+		p, err := r.LivePaths(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
 // Refs are the keys that a table's metadata names, directly or through its snapshots.
 type Refs struct {
 	Data map[string]bool // data files of every live snapshot

@@ -42,6 +42,17 @@ func DataKey(namespace, table string, partition int32, start, end int64, sha256h
 	return fmt.Sprintf("%sdata/_kafka_partition=%d/%020d-%020d-%s.parquet", TablePrefix(namespace, table), partition, start, end, short)
 }
 
+// DeleteKey names the position delete file of the data file of offsets [start, end) of
+// a partition (upsert tables), computed up to the partition's offset coverEnd, by its
+// checksum as DataKey does.
+func DeleteKey(namespace, table string, partition int32, start, end, coverEnd int64, sha256hex string) string {
+	short := sha256hex
+	if len(short) > 16 {
+		short = short[:16]
+	}
+	return fmt.Sprintf("%sdata/_kafka_partition=%d/%020d-%020d-deletes-%020d-%s.parquet", TablePrefix(namespace, table), partition, start, end, coverEnd, short)
+}
+
 // MetadataKey names a metadata file ("v12-<uuid>.metadata.json", "snap-...avro").
 func MetadataKey(namespace, table, name string) string {
 	return TablePrefix(namespace, table) + "metadata/" + name

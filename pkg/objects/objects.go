@@ -74,6 +74,11 @@ type Record struct {
 	Settings  []byte
 	Created   time.Time
 	Content   []byte
+	// DeletesOf is, for a position delete file of an upsert table, the key of the data
+	// file it deletes rows of (Partition, Start, End are that file's); CoverEnd the
+	// partition offset its deletes were computed up to.
+	DeletesOf string
+	CoverEnd  int64
 }
 
 // Lookup reads what Postgres records of key: a NotFound error when nothing does.
@@ -81,12 +86,14 @@ func Lookup(ctx context.Context, db lease.DB, key string) (Record, error) {
 	r := Record{Key: key}
 	var kind string
 	err := db.QueryRow(ctx, `
-		SELECT 'data', table_id, partition, start_offset, end_offset, file_size, sha256, settings, created_at, NULL::bytea
+		SELECT 'data', table_id, partition, start_offset, end_offset, file_size, sha256, settings, created_at, NULL::bytea,
+		       coalesce(deletes_of, ''), coalesce(cover_end, 0)
 		  FROM mink_data_files WHERE key = $1
 		UNION ALL
-		SELECT 'meta', table_id, 0, 0, 0, octet_length(content), sha256, NULL::jsonb, created_at, content
+		SELECT 'meta', table_id, 0, 0, 0, octet_length(content), sha256, NULL::jsonb, created_at, content, '', 0
 		  FROM mink_meta_files WHERE key = $1
-		LIMIT 1`, key).Scan(&kind, &r.TableID, &r.Partition, &r.Start, &r.End, &r.Size, &r.SHA256, &r.Settings, &r.Created, &r.Content)
+		LIMIT 1`, key).Scan(&kind, &r.TableID, &r.Partition, &r.Start, &r.End, &r.Size, &r.SHA256, &r.Settings, &r.Created, &r.Content,
+		&r.DeletesOf, &r.CoverEnd)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, notFound(key)
 	}

@@ -461,7 +461,44 @@ func (s *Store) fill(key string) error {
 	if !r.Data {
 		return s.fillMeta(ctx, r)
 	}
+	if r.DeletesOf != "" {
+		return s.fillDeletes(ctx, r)
+	}
 	return s.fillData(ctx, r)
+}
+
+// fillDeletes builds an upsert table's position delete file from the index alone (the
+// key hashes of the partition's ranges), checked against its recorded bytes.
+func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
+	var settings parquetbuild.Settings
+	if err := json.Unmarshal(r.Settings, &settings); err != nil {
+		s.met.buildFailed(ctx, "deletes", "error")
+		return fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
+	}
+	d := rangefile.Deletes{Table: r.TableID, Partition: r.Partition, Start: r.Start, End: r.End, DataKey: r.DeletesOf, CoverEnd: r.CoverEnd}
+	err := s.commit(r, r.SHA256, func(w io.Writer) (int64, error) {
+		fs, err := rangefile.BuildDeletes(ctx, s.o.DB, d, settings, w)
+		if err != nil {
+			if c := apierr.Classify(err); c == apierr.Unavailable || c == apierr.DeadlineExceeded {
+				return 0, postgresErr(err, "build %s", r.Key)
+			}
+			return 0, fmt.Errorf("build %s: %w", r.Key, err)
+		}
+		if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
+			// Only a changed index can do this (a range re-derived after compaction):
+			// never serve other bytes than the manifest describes.
+			return 0, apierr.DataLossErr(fmt.Errorf("%w: delete file %s rebuilt as %d bytes sha256 %s, recorded %d bytes sha256 %s",
+				rangefile.ErrMismatch, r.Key, fs.Size, fs.SHA256, r.Size, r.SHA256),
+				"file %s cannot be served: its bytes differ from the recorded ones", r.Key)
+		}
+		return fs.Size, nil
+	})
+	if err != nil {
+		s.met.buildFailed(ctx, "deletes", reasonOf(err))
+		return err
+	}
+	s.met.built(ctx, "deletes")
+	return nil
 }
 
 func (s *Store) fillMeta(ctx context.Context, r objects.Record) error {

@@ -63,14 +63,16 @@ func Version(ctx context.Context, tx pgx.Tx, table int64) (int64, error) {
 func DataFiles(ctx context.Context, db lease.DB, keys []string) ([]icebergmeta.DataFile, error) {
 	var out []icebergmeta.DataFile
 	for chunk := range slices.Chunk(keys, 5000) {
-		rows, err := db.Query(ctx, `SELECT key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats
+		rows, err := db.Query(ctx, `SELECT key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats,
+				coalesce(deletes_of, ''), coalesce(cover_end, 0)
 			FROM mink_data_files WHERE key = ANY($1)`, chunk)
 		if err != nil {
 			return nil, err
 		}
 		fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
 			var f icebergmeta.DataFile
-			err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
+			err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats,
+				&f.DeletesOf, &f.CoverEnd)
 			return f, err
 		})
 		if err != nil {
@@ -100,11 +102,15 @@ func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
 	for _, f := range c.Add {
 		// A live-load tail file with the same key (same offsets and bytes) may exist:
 		// once committed it no longer expires, and it is committed (listed) for good.
+		var deletesOf, coverEnd any // NULL for data files
+		if f.IsDeletes() {
+			deletesOf, coverEnd = f.DeletesOf, f.CoverEnd
+		}
 		b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
-				file_size, sha256, settings, stats)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				file_size, sha256, settings, stats, deletes_of, cover_end)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT (key) DO UPDATE SET expires_at = NULL, live = false`,
-			c.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats)
+			c.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, deletesOf, coverEnd)
 	}
 	for _, f := range c.MetaFiles {
 		b.Queue(`INSERT INTO mink_meta_files (table_id, key, content) VALUES ($1, $2, $3)`, c.Table, f.Key, f.Content)

@@ -86,7 +86,7 @@ func (tw *tableWriter) commitAssembly(ctx context.Context, ms []merge) error {
 	if err != nil {
 		return err
 	}
-	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{
+	res, err := tw.commit(ctx, icebergmeta.Change{
 		Operation: table.OpReplace, Add: add, Remove: remove, Now: now,
 		Summary: map[string]string{SummaryAssembledFiles: strconv.Itoa(len(remove)), SummaryAssemblyFiles: strconv.Itoa(len(add))},
 	})

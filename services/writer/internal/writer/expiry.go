@@ -94,7 +94,7 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 	if err != nil {
 		return err
 	}
-	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{
+	res, err := tw.commit(ctx, icebergmeta.Change{
 		Operation: op, Add: add, Remove: remove, Coverage: cover, Now: now,
 		Summary: map[string]string{
 			SummaryDroppedFiles: strconv.Itoa(len(remove)), SummaryDroppedRecords: strconv.FormatInt(dropped, 10),

@@ -208,7 +208,7 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	if err != nil {
 		return err
 	}
-	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{
+	res, err := tw.commit(ctx, icebergmeta.Change{
 		Operation: op, Add: add, Remove: remove, Now: now,
 		Summary: map[string]string{
 			SummaryRepairedFiles: strconv.Itoa(len(remove)), SummaryRepairedRecords: strconv.FormatInt(removed, 10),

@@ -58,6 +58,7 @@ type tableWriter struct {
 	repairing    bool
 	repairDone   chan []repair
 	wg           sync.WaitGroup
+	pending      pendingDeletes // of the change being committed (upsert tables)
 }
 
 // state is the table's current metadata as this writer committed or read it.
@@ -66,6 +67,9 @@ type state struct {
 	cover map[int32]icebergmeta.Coverage
 	live  map[int32][]icebergmeta.DataFile // the current snapshot's files, by Start
 	keys  map[string]bool                  // keys of live
+	// deletes are the current snapshot's position delete files (upsert tables), by the
+	// key of the data file each deletes rows of.
+	deletes map[string]icebergmeta.DataFile
 }
 
 // open loads the table and its current metadata, creating the first metadata (no
@@ -171,7 +175,8 @@ func (tw *tableWriter) load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		tw.st = state{cover: map[int32]icebergmeta.Coverage{}, live: map[int32][]icebergmeta.DataFile{}, keys: map[string]bool{}}
+		tw.st = state{cover: map[int32]icebergmeta.Coverage{}, live: map[int32][]icebergmeta.DataFile{}, keys: map[string]bool{},
+			deletes: map[string]icebergmeta.DataFile{}}
 		if err := tw.store(ctx, "create", res, nil, nil); err != nil {
 			return err
 		}
@@ -189,7 +194,8 @@ func (tw *tableWriter) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("current metadata %s: %w", key, err)
 	}
-	st := state{base: icebergmeta.Base{Version: version, Key: key, Metadata: md}, live: map[int32][]icebergmeta.DataFile{}, keys: map[string]bool{}}
+	st := state{base: icebergmeta.Base{Version: version, Key: key, Metadata: md}, live: map[int32][]icebergmeta.DataFile{}, keys: map[string]bool{},
+		deletes: map[string]icebergmeta.DataFile{}}
 	var summary *table.Summary
 	if s := md.CurrentSnapshot(); s != nil {
 		summary = s.Summary
@@ -217,6 +223,9 @@ func (tw *tableWriter) load(ctx context.Context) error {
 		return fmt.Errorf("current snapshot names %d data files, mink_data_files has %d of them", len(keys), len(files))
 	}
 	st.apply(files, nil)
+	if err := tw.loadDeletes(ctx, &st); err != nil {
+		return err
+	}
 	tw.st = st
 	tw.log.Info("writing", "metadata", key, "version", version, "files", len(files))
 	return nil
@@ -403,7 +412,7 @@ func (tw *tableWriter) commitNew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{
+	res, err := tw.commit(ctx, icebergmeta.Change{
 		Operation: table.OpAppend, Add: add, Coverage: cover, Now: now,
 	})
 	if err != nil {
@@ -471,6 +480,12 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 		id := s.SnapshotID
 		snapID = &id
 	}
+	pending := tw.pending
+	tw.pending = pendingDeletes{}
+	if len(pending.add)+len(pending.remove) > 0 {
+		add = append(slices.Clip(add), pending.add...)
+		remove = append(slices.Clip(remove), pending.remove...)
+	}
 	began := time.Now()
 	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
 		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: keysOf(remove),
@@ -491,6 +506,7 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 		return fmt.Errorf("commit %s as version %d: %w", op, res.Version, err)
 	}
 	tw.st.base = icebergmeta.Base{Version: res.Version, Key: res.Key, Metadata: res.Metadata}
+	tw.st.applyPending(pending)
 	tw.w.m.commits.Add(ctx, 1, metric.WithAttributes(attribute.String("table", tw.tbl.FullName()), attribute.String("operation", op)))
 	if len(res.Expired) > 0 {
 		tw.log.Info("expired snapshots", "snapshots", len(res.Expired), "version", res.Version)

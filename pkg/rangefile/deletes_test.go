@@ -1,0 +1,52 @@
+package rangefile
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/upsert"
+)
+
+func keysOf(t *testing.T, start int64, keys ...string) KeyedRange {
+	t.Helper()
+	l := upsert.NewLatest()
+	for i, k := range keys {
+		r := record.Record{Offset: start + int64(i), Key: []byte(strings.TrimPrefix(k, "-")), Value: []byte("v")}
+		if strings.HasPrefix(k, "-") {
+			r.Value = nil
+		}
+		l.Add(r)
+	}
+	_, ks := l.Finish()
+	return KeyedRange{Start: start, End: start + int64(len(keys)), Keys: ks}
+}
+
+// TestDeletePositions: a file's deletes are its rows whose key a later range up to the
+// coverage touches (an update or a tombstone); an assembled file spanning ranges counts
+// positions of its merged rows; an index that does not tile the span is an error.
+func TestDeletePositions(t *testing.T) {
+	rs := []KeyedRange{keysOf(t, 0, "a", "b", "c"), keysOf(t, 3, "b", "d"), keysOf(t, 5, "-a", "e")}
+	for _, tc := range []struct {
+		start, end, cover int64
+		want              []int64
+	}{
+		{0, 3, 3, nil},
+		{0, 3, 5, []int64{1}},    // b updated
+		{0, 3, 7, []int64{0, 1}}, // and a deleted
+		{3, 5, 7, nil},
+		{0, 5, 7, []int64{0}}, // merged rows a, c, b, d: a deleted
+	} {
+		got, err := DeletePositions(rs, Deletes{Start: tc.start, End: tc.end, CoverEnd: tc.cover, DataKey: "f"})
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("file [%d, %d) at %d: %v %v, want %v", tc.start, tc.end, tc.cover, got, err, tc.want)
+		}
+	}
+	if _, err := DeletePositions(rs[:1], Deletes{Start: 0, End: 3, CoverEnd: 7, DataKey: "f"}); err == nil {
+		t.Error("an index ending before the coverage gave deletes")
+	}
+	if _, err := DeletePositions(rs, Deletes{Start: 1, End: 3, CoverEnd: 7, DataKey: "f"}); err == nil {
+		t.Error("a file not starting at a range gave deletes")
+	}
+}

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/tableschema"
+)
+
+// upsertKey is a key of an upsert table: keys are per partition.
+type upsertKey struct {
+	p   int32
+	key string
+}
+
+// upsertModel is the table a map built from Kafka gives: per key, the last value, with
+// tombstoned keys removed, for the records below each partition's end.
+func upsertModel(recs []*kgo.Record, ends map[int32]int64) map[upsertKey]string {
+	sort.Slice(recs, func(i, j int) bool {
+		return recs[i].Partition < recs[j].Partition || recs[i].Partition == recs[j].Partition && recs[i].Offset < recs[j].Offset
+	})
+	m := map[upsertKey]string{}
+	for _, r := range recs {
+		if r.Offset >= ends[r.Partition] {
+			continue
+		}
+		k := upsertKey{r.Partition, string(r.Key)}
+		if r.Value == nil {
+			delete(m, k)
+		} else {
+			m[k] = string(r.Value)
+		}
+	}
+	return m
+}
+
+// upsertScan reads a snapshot of an upsert table with iceberg-go (which applies its
+// position deletes), failing on a key read twice.
+func upsertScan(t *testing.T, tbl *table.Table, snapshot int64) map[upsertKey]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	at, err := tbl.Scan(table.WithSnapshotID(snapshot)).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatalf("scan snapshot %d: %v", snapshot, err)
+	}
+	defer at.Release()
+	out := map[upsertKey]string{}
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		cols := map[string]int{}
+		for c := range int(rec.NumCols()) {
+			cols[rec.ColumnName(c)] = c
+		}
+		for i := range int(rec.NumRows()) {
+			p := regCell(rec.Column(cols[tableschema.ColumnKafkaPartition]), i).(int64)
+			key, _ := regCell(rec.Column(cols[tableschema.ColumnKafkaKey]), i).([]byte)
+			val, _ := regCell(rec.Column(cols["value"]), i).([]byte)
+			k := upsertKey{int32(p), string(key)}
+			if _, dup := out[k]; dup {
+				t.Fatalf("snapshot %d: key %q of partition %d read twice", snapshot, key, p)
+			}
+			out[k] = string(val)
+		}
+	}
+	if err := tr.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkUpsertSnapshots checks every snapshot of the table's metadata against the model
+// of the records it covers, and the current one's row count (total records minus
+// position deletes) against its live keys. It returns how many snapshots it checked.
+func checkUpsertSnapshots(t *testing.T, tbl *table.Table, recs []*kgo.Record) int {
+	t.Helper()
+	n := 0
+	for _, s := range tbl.Metadata().Snapshots() {
+		cov, err := icebergmeta.ParseCoverage(s.Summary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends := map[int32]int64{}
+		for p, c := range cov {
+			ends[p] = c.End
+		}
+		want := upsertModel(recs, ends)
+		got := upsertScan(t, tbl, s.SnapshotID)
+		bad := 0
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				if bad++; bad < 10 {
+					t.Errorf("snapshot %d (covering %v): key %q of partition %d reads %q (present %v), want %q", s.SnapshotID, ends, k.key, k.p, g, ok, v)
+				}
+			}
+		}
+		for k, g := range got {
+			if _, ok := want[k]; !ok {
+				if bad++; bad < 10 {
+					t.Errorf("snapshot %d (covering %v): key %q of partition %d reads %q, but it is deleted or never was", s.SnapshotID, ends, k.key, k.p, g)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("snapshot %d: %d keys differ (%d read, %d live)", s.SnapshotID, bad, len(got), len(want))
+		}
+		if s.SnapshotID == tbl.CurrentSnapshot().SnapshotID {
+			props := s.Summary.Properties
+			total, _ := strconv.ParseInt(props["total-records"], 10, 64)
+			dels, _ := strconv.ParseInt(props["total-position-deletes"], 10, 64)
+			if total-dels != int64(len(want)) {
+				t.Errorf("current snapshot: total-records %d - total-position-deletes %d != %d live keys", total, dels, len(want))
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// TestUpsertTableThroughIceberg: an upsert table over a keyed topic with updates and
+// tombstones in several partitions, produced in rounds so that snapshots commit ranges
+// whose keys earlier files hold. Read by iceberg-go through the catalog and the S3
+// endpoint (position delete files built on demand from the index), every snapshot
+// equals the map built from Kafka: key -> last value, minus tombstoned keys.
+func TestUpsertTableThroughIceberg(t *testing.T) {
+	rc := newRegCluster(t, true)
+	const parts = 3
+	rc.Kafka.CreateTopic("users", parts, nil)
+	rc.createTable(&adminv1.CreateTableRequest{Name: "users", Format: adminv1.RecordFormat_RECORD_FORMAT_RAW,
+		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps("mink.live-load", "false")})
+	rng := rand.New(rand.NewPCG(19, 1))
+	var all []*kgo.Record
+	ends := map[int32]int64{}
+	for round := range 5 {
+		var recs []*kgo.Record
+		for i := range 120 {
+			r := &kgo.Record{Topic: "users", Partition: int32(rng.IntN(parts)),
+				Key: fmt.Appendf(nil, "user-%d", rng.IntN(40)), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
+			if rng.IntN(8) == 0 {
+				r.Value = nil // a tombstone
+			}
+			recs = append(recs, r)
+		}
+		recs = rc.produce(recs...)
+		all = append(all, recs...)
+		for _, r := range recs {
+			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+		}
+		rc.waitCommitted("users", ends)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tbl, err := regLoad(ctx, rc.catalog, "users")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := checkUpsertSnapshots(t, tbl, all); n < 3 {
+		t.Fatalf("%d snapshots checked, want one per round at least", n)
+	}
+	props := tbl.CurrentSnapshot().Summary.Properties
+	if props["total-position-deletes"] == "0" || props["total-delete-files"] == "0" {
+		t.Fatalf("no position deletes in the current snapshot (%v): updates across rounds must delete earlier rows", props)
+	}
+}
