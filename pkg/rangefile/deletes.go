@@ -42,33 +42,41 @@ func DecodeKeys(rs []ranges.RangeKeys) ([]KeyedRange, error) {
 	return out, nil
 }
 
-// DeletePositions computes d's positions from the keys of the partition's ranges rs,
-// which must tile [d.Start, d.CoverEnd) (more around them is skipped): the data file's
-// rows are those of the ranges within [d.Start, d.End) merged (upsert.Merge), in order.
-func DeletePositions(rs []KeyedRange, d Deletes) ([]int64, error) {
-	var file, later []upsert.Keys
-	next := d.Start
+// SpanKeys are the keys of the run [start, end) of a partition, merged from those of
+// the ranges rs that tile it (others in rs are skipped): the rows a rebuild of the run
+// has, in position order, and the keys it tombstones.
+func SpanKeys(rs []KeyedRange, partition int32, start, end int64) (upsert.Keys, error) {
+	var ks []upsert.Keys
+	next := start
 	for _, r := range rs {
-		if r.Start < d.Start || r.End > d.CoverEnd {
+		if r.End <= start || r.Start >= end {
 			continue
 		}
-		if r.Start != next {
-			return nil, fmt.Errorf("deletes of %s: the index has no range at offset %d of partition %d", d.DataKey, next, d.Partition)
+		if r.Start != next || r.End > end {
+			return upsert.Keys{}, fmt.Errorf("the index of partition %d has no range [%d, ...) within [%d, %d)", partition, next, start, end)
 		}
-		if r.End <= d.End {
-			file = append(file, r.Keys)
-		} else {
-			if r.Start < d.End {
-				return nil, fmt.Errorf("deletes of %s: range [%d, %d) straddles the file's end %d", d.DataKey, r.Start, r.End, d.End)
-			}
-			later = append(later, r.Keys)
-		}
+		ks = append(ks, r.Keys)
 		next = r.End
 	}
-	if next != d.CoverEnd {
-		return nil, fmt.Errorf("deletes of %s: the index of partition %d ends at %d, before %d", d.DataKey, d.Partition, next, d.CoverEnd)
+	if next != end {
+		return upsert.Keys{}, fmt.Errorf("the index of partition %d ends at %d, before %d", partition, next, end)
 	}
-	return upsert.Deleted(upsert.Merge(file), later), nil
+	return upsert.Merge(ks), nil
+}
+
+// DeletePositions computes d's positions from the keys of the partition's ranges rs,
+// which must tile [d.Start, d.CoverEnd): the data file's rows are SpanKeys of
+// [d.Start, d.End), and those whose key [d.End, d.CoverEnd) touches are deleted.
+func DeletePositions(rs []KeyedRange, d Deletes) ([]int64, error) {
+	file, err := SpanKeys(rs, d.Partition, d.Start, d.End)
+	if err != nil {
+		return nil, fmt.Errorf("deletes of %s: %w", d.DataKey, err)
+	}
+	later, err := SpanKeys(rs, d.Partition, d.End, d.CoverEnd)
+	if err != nil {
+		return nil, fmt.Errorf("deletes of %s: %w", d.DataKey, err)
+	}
+	return upsert.Deleted(file, []upsert.Keys{later}), nil
 }
 
 // BuildDeletes writes d's position delete file with settings s to w, computed from the

@@ -139,8 +139,17 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 	rc := newRegCluster(t, true)
 	const parts = 3
 	rc.Kafka.CreateTopic("users", parts, nil)
-	rc.createTable(&adminv1.CreateTableRequest{Name: "users", Format: adminv1.RecordFormat_RECORD_FORMAT_RAW,
+	raw := adminv1.RecordFormat_RECORD_FORMAT_RAW
+	rc.createTable(&adminv1.CreateTableRequest{Name: "users", Format: raw,
 		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps("mink.live-load", "false")})
+	// The same topic assembled as soon as two small files are there: merged files keep
+	// the latest record per key of their span, with their deletes recomputed.
+	rc.createTable(&adminv1.CreateTableRequest{Name: "users_merged", Topic: "users", Format: raw,
+		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps("mink.live-load", "false",
+			"mink.assembly.target-bytes", "65536", "mink.assembly.tier-files", "2", "mink.maintenance.interval", "100ms")})
+	// And as an append table: every record a row, beside the upsert ones.
+	rc.createTable(&adminv1.CreateTableRequest{Name: "users_log", Topic: "users", Format: raw,
+		Properties: regProps("mink.live-load", "false")})
 	rng := rand.New(rand.NewPCG(19, 1))
 	var all []*kgo.Record
 	ends := map[int32]int64{}
@@ -159,7 +168,9 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 		for _, r := range recs {
 			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
 		}
-		rc.waitCommitted("users", ends)
+		for _, name := range []string{"users", "users_merged", "users_log"} {
+			rc.waitCommitted(name, ends)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -173,5 +184,24 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 	props := tbl.CurrentSnapshot().Summary.Properties
 	if props["total-position-deletes"] == "0" || props["total-delete-files"] == "0" {
 		t.Fatalf("no position deletes in the current snapshot (%v): updates across rounds must delete earlier rows", props)
+	}
+
+	merged := waitFor(t, 30*time.Second, "users_merged to be assembled", func() (*table.Table, bool) {
+		tb, err := regLoad(ctx, rc.catalog, "users_merged")
+		if err != nil {
+			return nil, false
+		}
+		for _, s := range tb.Metadata().Snapshots() {
+			if s.Summary.Properties["mink.assembly.replaced-files"] != "" {
+				return tb, true
+			}
+		}
+		return tb, false
+	})
+	checkUpsertSnapshots(t, merged, all)
+
+	log := regScanTable(t, rc.catalog, "users_log")
+	if len(log.rows) != len(all) || len(log.dups) > 0 {
+		t.Fatalf("the append table over the topic reads %d rows (%d twice), %d records were produced", len(log.rows), len(log.dups), len(all))
 	}
 }

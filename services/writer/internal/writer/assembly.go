@@ -37,6 +37,7 @@ func (tw *tableWriter) startAssembly(ctx context.Context) {
 	}
 	tw.assembling = true
 	kc, codecs, tbl, log, m, attrs := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log, tw.w.m, tw.attrs
+	db := tw.w.db
 	tw.wg.Add(1)
 	go func() {
 		defer tw.wg.Done()
@@ -44,11 +45,18 @@ func (tw *tableWriter) startAssembly(ctx context.Context) {
 		for _, g := range groups {
 			first, last := g[0], g[len(g)-1]
 			f, err := buildFile(ctx, kc, codecs, tbl, first.Partition, first.Start, last.End, first.Settings)
+			var want int64
 			if err == nil {
-				var want int64
 				for _, x := range g {
 					want += x.Records
 				}
+				if tbl.Upsert() {
+					// The merged file keeps the latest record per key of the whole
+					// span: as many rows as the index's keys of the span say.
+					want, err = upsertRows(ctx, db, tbl.ID, first.Partition, first.Start, last.End)
+				}
+			}
+			if err == nil {
 				if f.Records != want {
 					// Kafka no longer yields the rows the files hold (compaction): the
 					// files stay as they are.

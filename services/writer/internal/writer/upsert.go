@@ -10,6 +10,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -173,4 +174,19 @@ func (tw *tableWriter) loadDeletes(ctx context.Context, st *state) error {
 		st.deletes[f.DeletesOf] = f
 	}
 	return nil
+}
+
+// upsertRows is the number of rows a file of an upsert table over [start, end) of a
+// partition has: its distinct keys whose latest record is not a tombstone, by the index.
+func upsertRows(ctx context.Context, db lease.DB, table int64, partition int32, start, end int64) (int64, error) {
+	rs, err := ranges.KeysOf(ctx, db, table, partition, start, end)
+	if err != nil {
+		return 0, err
+	}
+	krs, err := rangefile.DecodeKeys(rs)
+	if err != nil {
+		return 0, err
+	}
+	k, err := rangefile.SpanKeys(krs, partition, start, end)
+	return int64(len(k.Live)), err
 }
