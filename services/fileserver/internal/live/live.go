@@ -242,7 +242,7 @@ func New(o Options) (*Loader, error) {
 		streams: map[string]*stream{}, covs: covs}
 	var err1, err2 error
 	l.loads, err1 = o.Meter.Int64Counter("mink.fileserver.live.loads",
-		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (another load's: the same tail, or read within mink.live.reuse-ms), committed (no tail), disabled (mink.live-load=false), error."),
+		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (another load's: the same tail, or read within mink.live.reuse-ms), committed (no tail), disabled (mink.live-load=false, or an upsert table), error."),
 		metric.WithUnit("{load}"))
 	l.duration, err2 = o.Meter.Float64Histogram("mink.fileserver.live.load.duration",
 		metric.WithDescription("Time to make a load snapshot, tail builds included."), metric.WithUnit("s"))
@@ -289,7 +289,10 @@ type span struct {
 func (l *Loader) Load(ctx context.Context, t tables.Table, base Base) (Result, error) {
 	props := t.Props()
 	committed := Result{Key: base.Key, Content: base.Content}
-	if !props.LiveLoad {
+	if !props.LiveLoad || t.Upsert() {
+		// An upsert table's tail would also need deletes of committed rows for the keys
+		// it touches, which load snapshots do not make yet: its loads serve the
+		// committed snapshot, as with live loads off.
 		l.count(ctx, "disabled", &l.n.disabled)
 		return committed, nil
 	}
