@@ -205,3 +205,112 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 		t.Fatalf("the append table over the topic reads %d rows (%d twice), %d records were produced", len(log.rows), len(log.dups), len(all))
 	}
 }
+
+// TestUpsertTableAfterCompaction: Kafka compacts the topic under an upsert table. Files
+// whose rebuild no longer matches their recorded bytes are reported by the file server
+// that cannot serve them, and the writer re-derives their ranges from what Kafka still
+// has (new rows, checksums and keys in the index, new files, new deletes). A compacted
+// record was superseded, so the table read afterwards is still the map from Kafka, which
+// compaction did not change either.
+func TestUpsertTableAfterCompaction(t *testing.T) {
+	rc := newRegCluster(t, true)
+	const parts = 2
+	rc.Kafka.CreateTopic("accounts", parts, map[string]string{"cleanup.policy": "compact"})
+	rc.createTable(&adminv1.CreateTableRequest{Name: "accounts", Format: adminv1.RecordFormat_RECORD_FORMAT_RAW,
+		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps("mink.live-load", "false", "mink.maintenance.interval", "200ms")})
+	rng := rand.New(rand.NewPCG(19, 5))
+	var all []*kgo.Record
+	ends := map[int32]int64{}
+	for round := range 4 {
+		var recs []*kgo.Record
+		for i := range 60 {
+			r := &kgo.Record{Topic: "accounts", Partition: int32(rng.IntN(parts)),
+				Key: fmt.Appendf(nil, "acct-%d", rng.IntN(25)), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
+			if rng.IntN(10) == 0 {
+				r.Value = nil
+			}
+			recs = append(recs, r)
+		}
+		recs = rc.produce(recs...)
+		all = append(all, recs...)
+		for _, r := range recs {
+			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+		}
+		rc.waitCommitted("accounts", ends)
+	}
+	want := upsertModel(all, ends)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	tbl, err := regLoad(ctx, rc.catalog, "accounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkUpsertSnapshots(t, tbl, all)
+
+	rc.Kafka.Compact()
+	// What Kafka holds now: fewer records, the same latest value per key.
+	var left []*kgo.Record
+	cons := rc.Kafka.Client(kgo.ConsumeTopics("accounts"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	total := 0
+	for _, e := range ends {
+		total += int(e)
+	}
+	for len(left) < total {
+		fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cons.PollFetches(fctx)
+		fcancel()
+		if fctx.Err() != nil && fs.NumRecords() == 0 {
+			break // no more: compaction removed the rest
+		}
+		left = append(left, fs.Records()...)
+	}
+	if len(left) >= len(all) {
+		t.Fatalf("compaction left %d of %d records", len(left), len(all))
+	}
+	if after := upsertModel(left, ends); !mapsEqual(after, want) {
+		t.Fatalf("compaction changed the latest values: %d keys, was %d", len(after), len(want))
+	}
+	// A fresh file server has none of the files cached: it builds them from Kafka, and
+	// reports those that no longer match.
+	rc.restart("fileserver", "fs-1")
+	repaired := waitFor(t, 90*time.Second, "the compacted files repaired and the table read", func() (*table.Table, bool) {
+		tb, err := regLoad(ctx, rc.catalog, "accounts")
+		if err != nil {
+			return nil, false
+		}
+		if _, err := tb.Scan().ToArrowTable(ctx); err != nil {
+			return nil, false // a file reported: the writer replaces it
+		}
+		return tb, true
+	})
+	snap := repaired.CurrentSnapshot()
+	got := upsertScan(t, repaired, snap.SnapshotID)
+	if !mapsEqual(got, want) {
+		t.Fatalf("after compaction the table reads %d keys, want %d", len(got), len(want))
+	}
+	found := false
+	for _, s := range repaired.Metadata().Snapshots() {
+		found = found || s.Summary.Properties["mink.repair.replaced-files"] != ""
+	}
+	if !found {
+		t.Fatal("no repair snapshot: compaction changed no file?")
+	}
+	props := snap.Summary.Properties
+	total64, _ := strconv.ParseInt(props["total-records"], 10, 64)
+	dels, _ := strconv.ParseInt(props["total-position-deletes"], 10, 64)
+	if total64-dels != int64(len(want)) {
+		t.Errorf("after repair: total-records %d - total-position-deletes %d != %d live keys", total64, dels, len(want))
+	}
+}
+
+func mapsEqual(a, b map[upsertKey]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/ranges"
 )
 
 // ErrMissing: no row for what was asked.
@@ -94,6 +95,10 @@ type Commit struct {
 	Key        string
 	Version    int64
 	SnapshotID *int64
+	// Rederived are ranges of an upsert table rebuilt from what Kafka holds after
+	// compaction: their rows in mink_ranges take the new counts, checksum, statistics
+	// and keys (same offsets).
+	Rederived []ranges.Range
 }
 
 // Store writes c in tx, all or nothing; ErrStale when the pointer moved meanwhile.
@@ -117,6 +122,11 @@ func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
 	}
 	if len(c.Removed) > 0 {
 		b.Queue(`DELETE FROM mink_file_problems WHERE table_id = $1 AND key = ANY($2)`, c.Table, c.Removed)
+	}
+	for _, r := range c.Rederived {
+		b.Queue(`UPDATE mink_ranges SET record_count = $5, decode_errors = $6, file_size = $7, sha256 = $8, stats = $9, keys = $10
+			WHERE table_id = $1 AND partition = $2 AND start_offset = $3 AND end_offset = $4`,
+			c.Table, r.Partition, r.Start, r.End, r.Records, r.DecodeErrors, r.Size, r.SHA256, r.Stats, r.Keys)
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err

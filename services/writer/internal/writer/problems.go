@@ -15,6 +15,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
@@ -52,6 +53,9 @@ type repair struct {
 	old     icebergmeta.DataFile
 	outcome repairOutcome
 	new     icebergmeta.DataFile // repairRebuilt: the file of what Kafka holds now
+	// rederived are, for an upsert table, the file's ranges as Kafka holds them now
+	// (their keys give the new file's deletes and those of the files before it).
+	rederived []ranges.Range
 }
 
 // startRepairs handles the table's file problems (rows file servers write when a rebuilt
@@ -101,7 +105,7 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 		size += r.old.Size
 	}
 	tw.repairing = true
-	kc, codecs, tbl, log := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log
+	kc, codecs, tbl, log, db := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log, tw.w.db
 	tw.wg.Add(1)
 	go func() {
 		defer tw.wg.Done()
@@ -110,6 +114,9 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 		for _, r := range todo {
 			f := r.old
 			nf, err := buildFile(ctx, kc, codecs, tbl, f.Partition, f.Start, f.End, f.Settings)
+			if err == nil && tbl.Upsert() && (nf.Size != f.Size || nf.SHA256 != f.SHA256) {
+				r.rederived, err = rederive(ctx, db, kc, codecs, tbl, f)
+			}
 			switch {
 			case errors.Is(err, kafkasrc.ErrOffsetsGone):
 				r.outcome = repairGone
@@ -161,6 +168,7 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 		}
 	}
 	var add, remove []icebergmeta.DataFile
+	var rederived []ranges.Range
 	var intact []fileProblem
 	var expired, emptied int64
 	for _, r := range rs {
@@ -180,10 +188,12 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 			intact = append(intact, r.problem)
 		case repairEmptied:
 			remove = append(remove, r.old)
+			rederived = append(rederived, r.rederived...)
 			emptied++
 		case repairRebuilt:
 			remove = append(remove, r.old)
 			add = append(add, r.new)
+			rederived = append(rederived, r.rederived...)
 		}
 	}
 	tw.w.m.repaired.Add(ctx, expired, tw.outcome(repairGone))
@@ -214,7 +224,7 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 			SummaryRepairedFiles: strconv.Itoa(len(remove)), SummaryRepairedRecords: strconv.FormatInt(removed, 10),
 			SummaryRebuiltFiles: strconv.Itoa(len(add)), SummaryRebuiltRecords: strconv.FormatInt(rebuilt, 10),
 		},
-	})
+	}, rederived...)
 	if err != nil {
 		return err
 	}

@@ -488,7 +488,7 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 	}
 	began := time.Now()
 	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: keysOf(remove),
+		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: keysOf(remove), Rederived: pending.ranges,
 			Key: res.Key, Version: res.Version, SnapshotID: snapID})
 		if errors.Is(err, store.ErrStale) {
 			return fmt.Errorf("%w: version %d is no longer current", ErrConflict, res.Version-1)

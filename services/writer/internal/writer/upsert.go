@@ -9,11 +9,14 @@ import (
 	"slices"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tablecodec"
+	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
@@ -21,13 +24,15 @@ import (
 // tables): stored with its data files, applied to the state once it is current.
 type pendingDeletes struct {
 	add, remove []icebergmeta.DataFile
+	ranges      []ranges.Range // re-derived ranges, stored with the change (repairs)
 }
 
 // commit builds the metadata version that applies ch, with, for an upsert table, the
-// position delete files the change needs (withDeletes); tw.store then stores both.
-func (tw *tableWriter) commit(ctx context.Context, ch icebergmeta.Change) (*icebergmeta.Result, error) {
+// position delete files the change needs (withDeletes), computed with the keys of the
+// re-derived ranges given (which the change stores); tw.store then stores it all.
+func (tw *tableWriter) commit(ctx context.Context, ch icebergmeta.Change, rederived ...ranges.Range) (*icebergmeta.Result, error) {
 	tw.pending = pendingDeletes{}
-	if err := tw.withDeletes(ctx, &ch); err != nil {
+	if err := tw.withDeletes(ctx, &ch, rederived); err != nil {
 		return nil, err
 	}
 	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, ch)
@@ -35,7 +40,7 @@ func (tw *tableWriter) commit(ctx context.Context, ch icebergmeta.Change) (*iceb
 		tw.pending = pendingDeletes{}
 		return nil, err
 	}
-	tw.pending = pendingDeletes{add: ch.AddDeletes, remove: ch.RemoveDeletes}
+	tw.pending = pendingDeletes{add: ch.AddDeletes, remove: ch.RemoveDeletes, ranges: rederived}
 	return res, nil
 }
 
@@ -45,7 +50,7 @@ func (tw *tableWriter) commit(ctx context.Context, ch icebergmeta.Change) (*iceb
 // from the index's key hashes alone. A file whose dead set grew gets a new delete file
 // (replacing its old one); a file the change removes loses its delete file. Dead sets
 // only grow as coverage grows, so an unchanged count is an unchanged set.
-func (tw *tableWriter) withDeletes(ctx context.Context, ch *icebergmeta.Change) error {
+func (tw *tableWriter) withDeletes(ctx context.Context, ch *icebergmeta.Change, rederived []ranges.Range) error {
 	if !tw.tbl.Upsert() || ch.Operation == "" {
 		return nil
 	}
@@ -99,6 +104,13 @@ func (tw *tableWriter) withDeletes(ctx context.Context, ch *icebergmeta.Change) 
 		if err != nil {
 			return err
 		}
+		for i, r := range rs {
+			for _, x := range rederived {
+				if x.Partition == p && x.Start == r.Start && x.End == r.End {
+					rs[i].Keys = x.Keys
+				}
+			}
+		}
 		krs, err := rangefile.DecodeKeys(rs)
 		if err != nil {
 			return fmt.Errorf("partition %d: %w", p, err)
@@ -110,12 +122,21 @@ func (tw *tableWriter) withDeletes(ctx context.Context, ch *icebergmeta.Change) 
 			if err != nil {
 				return err
 			}
-			if int64(len(pos)) == old.Records {
+			if int64(len(pos)) == old.Records && len(rederived) == 0 {
+				continue // without re-derived ranges a dead set only grows
+			}
+			if len(pos) == 0 {
+				if had { // re-derived: nothing of the file is superseded any more
+					ch.RemoveDeletes = append(ch.RemoveDeletes, old)
+				}
 				continue
 			}
 			fs, err := parquetbuild.WritePositionDeletes(io.Discard, settings, layout.URI(f.Key), pos)
 			if err != nil {
 				return err
+			}
+			if fs.SHA256 == old.SHA256 {
+				continue
 			}
 			stats, err := json.Marshal(fs.Columns)
 			if err != nil {
@@ -189,4 +210,45 @@ func upsertRows(ctx context.Context, db lease.DB, table int64, partition int32, 
 	}
 	k, err := rangefile.SpanKeys(krs, partition, start, end)
 	return int64(len(k.Live)), err
+}
+
+// rederive rebuilds from what Kafka holds now the ranges of an upsert table's file f
+// (one range, or the run of ranges an assembled file spans): their rows, checksums,
+// statistics and keys as they are after compaction. Compaction only removes records a
+// later record of their key supersedes, so the latest record per key, and hence the
+// table, is unchanged by it.
+func rederive(ctx context.Context, db lease.DB, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, f icebergmeta.DataFile) ([]ranges.Range, error) {
+	rs, err := ranges.List(ctx, db, t.ID, f.Partition, f.Start)
+	if err != nil {
+		return nil, err
+	}
+	var out []ranges.Range
+	next := f.Start
+	for _, r := range rs {
+		if r.Start >= f.End {
+			break
+		}
+		if r.Start != next || r.End > f.End {
+			return nil, fmt.Errorf("file %s: the index has no range [%d, ...) within [%d, %d)", f.Key, next, f.Start, f.End)
+		}
+		var s parquetbuild.Settings
+		if err := json.Unmarshal(r.Settings, &s); err != nil {
+			return nil, fmt.Errorf("range [%d, %d): bad recorded settings: %w", r.Start, r.End, err)
+		}
+		fs, keys, err := rangefile.BuildKeyed(ctx, kc, codecs, t, s, r.Partition, r.Start, r.End, io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		stats, err := json.Marshal(fs.Columns)
+		if err != nil {
+			return nil, err
+		}
+		r.Records, r.DecodeErrors, r.Size, r.SHA256, r.Stats, r.Keys = fs.RowCount, fs.DecodeErrors, fs.Size, fs.SHA256, stats, keys.Encode()
+		out = append(out, r)
+		next = r.End
+	}
+	if next != f.End {
+		return nil, fmt.Errorf("file %s: the index ends at %d, before %d", f.Key, next, f.End)
+	}
+	return out, nil
 }
