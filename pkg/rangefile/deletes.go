@@ -44,13 +44,18 @@ func DecodeKeys(rs []ranges.RangeKeys) ([]KeyedRange, error) {
 
 // SpanKeys are the keys of the run [start, end) of a partition, merged from those of
 // the ranges rs that tile it (others in rs are skipped): the rows a rebuild of the run
-// has, in position order, and the keys it tombstones.
+// has, in position order, and the keys it tombstones. The first range may begin before
+// start: the run then begins at Kafka's log start, inside it, and the writer re-derived
+// that range's keys from the offsets Kafka still holds (rederive).
 func SpanKeys(rs []KeyedRange, partition int32, start, end int64) (upsert.Keys, error) {
 	var ks []upsert.Keys
 	next := start
 	for _, r := range rs {
 		if r.End <= start || r.Start >= end {
 			continue
+		}
+		if len(ks) == 0 && r.Start < start {
+			next = r.Start
 		}
 		if r.Start != next || r.End > end {
 			return upsert.Keys{}, fmt.Errorf("the index of partition %d has no range [%d, ...) within [%d, %d)", partition, next, start, end)

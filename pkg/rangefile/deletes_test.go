@@ -25,7 +25,7 @@ func keysOf(t *testing.T, start int64, keys ...string) KeyedRange {
 
 // TestDeletePositions: a file's deletes are its rows whose key a later range up to the
 // coverage touches (an update or a tombstone); an assembled file spanning ranges counts
-// positions of its merged rows; an index that does not tile the span is an error.
+// positions of its merged rows; an index with a gap in the span is an error.
 func TestDeletePositions(t *testing.T) {
 	rs := []KeyedRange{keysOf(t, 0, "a", "b", "c"), keysOf(t, 3, "b", "d"), keysOf(t, 5, "-a", "e")}
 	for _, tc := range []struct {
@@ -46,7 +46,12 @@ func TestDeletePositions(t *testing.T) {
 	if _, err := DeletePositions(rs[:1], Deletes{Start: 0, End: 3, CoverEnd: 7, DataKey: "f"}); err == nil {
 		t.Error("an index ending before the coverage gave deletes")
 	}
-	if _, err := DeletePositions(rs, Deletes{Start: 1, End: 3, CoverEnd: 7, DataKey: "f"}); err == nil {
-		t.Error("a file not starting at a range gave deletes")
+	if _, err := DeletePositions([]KeyedRange{rs[0], rs[2]}, Deletes{Start: 0, End: 3, CoverEnd: 7, DataKey: "f"}); err == nil {
+		t.Error("an index with a gap gave deletes")
+	}
+	// A file that begins at Kafka's log start inside a range reads that range's keys
+	// (re-derived by the writer from what Kafka holds).
+	if got, err := DeletePositions(rs, Deletes{Start: 1, End: 3, CoverEnd: 7, DataKey: "f"}); err != nil || !slices.Equal(got, []int64{0, 1}) {
+		t.Errorf("a file from inside a range: %v %v", got, err)
 	}
 }

@@ -175,11 +175,11 @@ type RangeKeys struct {
 	Keys       []byte
 }
 
-// KeysOf returns the keys of a partition's ranges that lie within [from, to), in offset
+// KeysOf returns the keys of a partition's ranges that overlap [from, to), in offset
 // order: an upsert table's deletes are computed from them alone.
 func KeysOf(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
 	rows, err := db.Query(ctx, `SELECT start_offset, end_offset, keys FROM mink_ranges
-		WHERE table_id = $1 AND partition = $2 AND start_offset >= $3 AND end_offset <= $4
+		WHERE table_id = $1 AND partition = $2 AND end_offset > $3 AND start_offset < $4
 		ORDER BY start_offset`, table, partition, from, to)
 	if err != nil {
 		return nil, err

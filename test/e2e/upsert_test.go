@@ -87,8 +87,14 @@ func upsertScan(t *testing.T, tbl *table.Table, snapshot int64) map[upsertKey]st
 // position deletes) against its live keys. It returns how many snapshots it checked.
 func checkUpsertSnapshots(t *testing.T, tbl *table.Table, recs []*kgo.Record) int {
 	t.Helper()
+	return checkUpsertSnapshotList(t, tbl, tbl.Metadata().Snapshots(), recs)
+}
+
+// checkUpsertSnapshotList is checkUpsertSnapshots on some of the table's snapshots.
+func checkUpsertSnapshotList(t *testing.T, tbl *table.Table, snaps []table.Snapshot, recs []*kgo.Record) int {
+	t.Helper()
 	n := 0
-	for _, s := range tbl.Metadata().Snapshots() {
+	for _, s := range snaps {
 		cov, err := icebergmeta.ParseCoverage(s.Summary)
 		if err != nil {
 			t.Fatal(err)

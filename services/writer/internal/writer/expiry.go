@@ -14,6 +14,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -38,6 +39,7 @@ const (
 // start moved again meanwhile) the partition waits for the next maintenance.
 func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.PartitionOffsets) error {
 	var remove, add []icebergmeta.DataFile
+	var rederived []ranges.Range
 	cover := map[int32]icebergmeta.Coverage{}
 	for _, o := range offs {
 		c, ok := tw.st.cover[o.Partition]
@@ -46,6 +48,7 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 			continue
 		}
 		var drop, tails []icebergmeta.DataFile
+		var rds []ranges.Range
 		ok = true
 		for _, f := range files {
 			if f.Start >= o.LogStart {
@@ -56,6 +59,14 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 				continue
 			}
 			tail, err := tw.build(ctx, f.Partition, o.LogStart, f.End, f.Settings)
+			if err == nil && tw.tbl.Upsert() {
+				// The tail's rows are what Kafka holds now (maybe compacted): its
+				// ranges' keys must say the same, for its deletes and others'.
+				var rs []ranges.Range
+				if rs, err = rederive(ctx, tw.w.db, tw.w.kafka, tw.w.codecs, tw.tbl, tail); err == nil {
+					rds = append(rds, rs...)
+				}
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -74,6 +85,7 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 		}
 		remove = append(remove, drop...)
 		add = append(add, tails...)
+		rederived = append(rederived, rds...)
 		cover[o.Partition] = icebergmeta.Coverage{Start: min(max(c.Start, o.LogStart), c.End), End: c.End}
 	}
 	if len(remove) == 0 {
@@ -100,7 +112,7 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 			SummaryDroppedFiles: strconv.Itoa(len(remove)), SummaryDroppedRecords: strconv.FormatInt(dropped, 10),
 			SummaryTailFiles: strconv.Itoa(len(add)), SummaryTailRecords: strconv.FormatInt(kept, 10),
 		},
-	})
+	}, rederived...)
 	if err != nil {
 		return err
 	}

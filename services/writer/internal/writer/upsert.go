@@ -228,6 +228,9 @@ func rederive(ctx context.Context, db lease.DB, kc *kafkasrc.Client, codecs *tab
 		if r.Start >= f.End {
 			break
 		}
+		if len(out) == 0 && r.Start < f.Start {
+			next = r.Start // f begins at the log start, inside this range
+		}
 		if r.Start != next || r.End > f.End {
 			return nil, fmt.Errorf("file %s: the index has no range [%d, ...) within [%d, %d)", f.Key, next, f.Start, f.End)
 		}
@@ -235,7 +238,8 @@ func rederive(ctx context.Context, db lease.DB, kc *kafkasrc.Client, codecs *tab
 		if err := json.Unmarshal(r.Settings, &s); err != nil {
 			return nil, fmt.Errorf("range [%d, %d): bad recorded settings: %w", r.Start, r.End, err)
 		}
-		fs, keys, err := rangefile.BuildKeyed(ctx, kc, codecs, t, s, r.Partition, r.Start, r.End, io.Discard)
+		// A range the log start cuts keeps the keys of what Kafka still holds of it.
+		fs, keys, err := rangefile.BuildKeyed(ctx, kc, codecs, t, s, r.Partition, max(r.Start, f.Start), r.End, io.Discard)
 		if err != nil {
 			return nil, err
 		}
