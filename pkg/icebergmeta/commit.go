@@ -578,20 +578,21 @@ func summarize(parent *table.Snapshot, ch Change) (*table.Summary, error) {
 		}
 		return strconv.ParseInt(v, 10, 64)
 	}
-	var addFiles, addRecs, addSize, delFiles, delRecs, delSize int64
 	parts := map[int32]bool{}
-	for _, f := range ch.Add {
-		addFiles++
-		addRecs += f.Records
-		addSize += f.Size
-		parts[f.Partition] = true
+	// tally counts files, their records (positions, for delete files) and bytes.
+	tally := func(fs []DataFile) (n, recs, size int64) {
+		for _, f := range fs {
+			n++
+			recs += f.Records
+			size += f.Size
+			parts[f.Partition] = true
+		}
+		return n, recs, size
 	}
-	for _, f := range ch.Remove {
-		delFiles++
-		delRecs += f.Records
-		delSize += f.Size
-		parts[f.Partition] = true
-	}
+	addFiles, addRecs, addSize := tally(ch.Add)
+	delFiles, delRecs, delSize := tally(ch.Remove)
+	addDelFiles, addPos, addDelSize := tally(ch.AddDeletes)
+	rmDelFiles, rmPos, rmDelSize := tally(ch.RemoveDeletes)
 	props := iceberg.Properties{}
 	set := func(k string, v int64) { props[k] = strconv.FormatInt(v, 10) }
 	setPositive := func(k string, v int64) {
@@ -601,55 +602,22 @@ func summarize(parent *table.Snapshot, ch Change) (*table.Summary, error) {
 	}
 	setPositive(sumAddedFiles, addFiles)
 	setPositive(sumAddedRecords, addRecs)
-	setPositive(sumAddedSize, addSize)
+	setPositive(sumAddedSize, addSize+addDelSize) // Iceberg's sizes count delete files too
 	setPositive(sumDeletedFiles, delFiles)
 	setPositive(sumDeletedRecords, delRecs)
-	setPositive(sumRemovedSize, delSize)
-	set(sumChangedParts, int64(len(parts)))
-	for _, x := range []struct {
-		key        string
-		add, minus int64
-	}{{sumTotalFiles, addFiles, delFiles}, {sumTotalRecords, addRecs, delRecs}, {sumTotalSize, addSize, delSize}} {
-		t, err := total(x.key)
-		if err != nil {
-			return nil, err
-		}
-		if t+x.add-x.minus < 0 {
-			return nil, fmt.Errorf("icebergmeta: %s would become negative", x.key)
-		}
-		set(x.key, t+x.add-x.minus)
-	}
-	var addDelFiles, addPos, addDelSize, rmDelFiles, rmPos, rmDelSize int64
-	for _, f := range ch.AddDeletes {
-		addDelFiles++
-		addPos += f.Records
-		addDelSize += f.Size
-		parts[f.Partition] = true
-	}
-	for _, f := range ch.RemoveDeletes {
-		rmDelFiles++
-		rmPos += f.Records
-		rmDelSize += f.Size
-		parts[f.Partition] = true
-	}
-	set(sumChangedParts, int64(len(parts)))
+	setPositive(sumRemovedSize, delSize+rmDelSize)
 	setPositive("added-delete-files", addDelFiles)
 	setPositive("added-position-delete-files", addDelFiles)
 	setPositive("added-position-deletes", addPos)
 	setPositive("removed-delete-files", rmDelFiles)
 	setPositive("removed-position-delete-files", rmDelFiles)
 	setPositive("removed-position-deletes", rmPos)
-	if addDelSize > 0 || rmDelSize > 0 {
-		// Iceberg's files-size totals count delete files too.
-		size, _ := strconv.ParseInt(props[sumTotalSize], 10, 64)
-		set(sumTotalSize, size+addDelSize-rmDelSize)
-		setPositive(sumAddedSize, addSize+addDelSize)
-		setPositive(sumRemovedSize, delSize+rmDelSize)
-	}
+	set(sumChangedParts, int64(len(parts)))
 	for _, x := range []struct {
 		key        string
 		add, minus int64
-	}{{sumTotalDeletes, addDelFiles, rmDelFiles}, {sumTotalPosDel, addPos, rmPos}} {
+	}{{sumTotalFiles, addFiles, delFiles}, {sumTotalRecords, addRecs, delRecs}, {sumTotalSize, addSize + addDelSize, delSize + rmDelSize},
+		{sumTotalDeletes, addDelFiles, rmDelFiles}, {sumTotalPosDel, addPos, rmPos}} {
 		t, err := total(x.key)
 		if err != nil {
 			return nil, err

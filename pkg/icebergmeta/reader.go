@@ -114,34 +114,24 @@ func (r *Reader) LivePaths(ctx context.Context, m iceberg.ManifestFile) ([]strin
 
 // SnapshotFiles returns the URIs of the data files of a snapshot; none for nil.
 func (r *Reader) SnapshotFiles(ctx context.Context, s *table.Snapshot) ([]string, error) {
-	ms, err := r.ManifestList(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, m := range ms {
-		if m.ManifestContent() != iceberg.ManifestContentData {
-			continue
-		}
-		p, err := r.LivePaths(ctx, m)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p...)
-	}
-	return out, nil
+	return r.snapshotPaths(ctx, s, iceberg.ManifestContentData)
 }
 
 // SnapshotDeletes returns the URIs of the position delete files of a snapshot (upsert
 // tables); none for nil.
 func (r *Reader) SnapshotDeletes(ctx context.Context, s *table.Snapshot) ([]string, error) {
+	return r.snapshotPaths(ctx, s, iceberg.ManifestContentDeletes)
+}
+
+// snapshotPaths returns the URIs of the files of a snapshot's manifests of one content.
+func (r *Reader) snapshotPaths(ctx context.Context, s *table.Snapshot, content iceberg.ManifestContent) ([]string, error) {
 	ms, err := r.ManifestList(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, m := range ms {
-		if m.ManifestContent() != iceberg.ManifestContentDeletes {
+		if m.ManifestContent() != content {
 			continue
 		}
 		p, err := r.LivePaths(ctx, m)

@@ -95,18 +95,7 @@ func TestUpsertUnderFaults(t *testing.T) {
 	checkSampled(t, tbl, all, 8)
 
 	// After assembly: a replace snapshot, and the table as before.
-	merged := waitFor(t, 2*time.Minute, "entities to be assembled", func() (*table.Table, bool) {
-		tb, err := regLoad(ctx, rc.catalog, "entities")
-		if err != nil {
-			return nil, false
-		}
-		for _, s := range tb.Metadata().Snapshots() {
-			if s.Summary.Properties["mink.assembly.replaced-files"] != "" {
-				return tb, true
-			}
-		}
-		return tb, false
-	})
+	merged := waitAssembled(ctx, t, rc.catalog, "entities", 2*time.Minute)
 	if got := upsertScan(t, merged, merged.CurrentSnapshot().SnapshotID); !mapsEqual(got, want) {
 		t.Fatalf("after assembly the table reads %d keys, want %d", len(got), len(want))
 	}

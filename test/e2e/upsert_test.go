@@ -192,18 +192,7 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 		t.Fatalf("no position deletes in the current snapshot (%v): updates across rounds must delete earlier rows", props)
 	}
 
-	merged := waitFor(t, 30*time.Second, "users_merged to be assembled", func() (*table.Table, bool) {
-		tb, err := regLoad(ctx, rc.catalog, "users_merged")
-		if err != nil {
-			return nil, false
-		}
-		for _, s := range tb.Metadata().Snapshots() {
-			if s.Summary.Properties["mink.assembly.replaced-files"] != "" {
-				return tb, true
-			}
-		}
-		return tb, false
-	})
+	merged := waitAssembled(ctx, t, rc.catalog, "users_merged", 30*time.Second)
 	checkUpsertSnapshots(t, merged, all)
 
 	log := regScanTable(t, rc.catalog, "users_log")
@@ -319,4 +308,21 @@ func mapsEqual(a, b map[upsertKey]string) bool {
 		}
 	}
 	return true
+}
+
+// waitAssembled loads the table until its metadata has an assembly snapshot.
+func waitAssembled(ctx context.Context, t *testing.T, catalog, name string, timeout time.Duration) *table.Table {
+	t.Helper()
+	return waitFor(t, timeout, name+" to be assembled", func() (*table.Table, bool) {
+		tb, err := regLoad(ctx, catalog, name)
+		if err != nil {
+			return nil, false
+		}
+		for _, s := range tb.Metadata().Snapshots() {
+			if s.Summary.Properties["mink.assembly.replaced-files"] != "" {
+				return tb, true
+			}
+		}
+		return tb, false
+	})
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/parquetbuild"
-	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 )

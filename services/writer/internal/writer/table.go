@@ -207,20 +207,9 @@ func (tw *tableWriter) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(uris))
-	for _, u := range uris {
-		k, err := layout.KeyOf(u)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
-	}
-	files, err := store.DataFiles(ctx, tw.w.db, keys)
+	files, err := tw.rowsOf(ctx, "data", uris)
 	if err != nil {
 		return err
-	}
-	if len(files) != len(keys) {
-		return fmt.Errorf("current snapshot names %d data files, mink_data_files has %d of them", len(keys), len(files))
 	}
 	st.apply(files, nil)
 	if err := tw.loadDeletes(ctx, &st); err != nil {

@@ -173,20 +173,9 @@ func (tw *tableWriter) loadDeletes(ctx context.Context, st *state) error {
 	if err != nil || len(uris) == 0 {
 		return err
 	}
-	keys := make([]string, 0, len(uris))
-	for _, u := range uris {
-		k, err := layout.KeyOf(u)
-		if err != nil {
-			return err
-		}
-		keys = append(keys, k)
-	}
-	files, err := store.DataFiles(ctx, tw.w.db, keys)
+	files, err := tw.rowsOf(ctx, "delete", uris)
 	if err != nil {
 		return err
-	}
-	if len(files) != len(keys) {
-		return fmt.Errorf("current snapshot names %d delete files, mink_data_files has %d of them", len(keys), len(files))
 	}
 	for _, f := range files {
 		if !f.IsDeletes() {
@@ -195,6 +184,27 @@ func (tw *tableWriter) loadDeletes(ctx context.Context, st *state) error {
 		st.deletes[f.DeletesOf] = f
 	}
 	return nil
+}
+
+// rowsOf reads the mink_data_files rows of the files a snapshot names by URI (kind says
+// which, for the error when some are missing).
+func (tw *tableWriter) rowsOf(ctx context.Context, kind string, uris []string) ([]icebergmeta.DataFile, error) {
+	keys := make([]string, 0, len(uris))
+	for _, u := range uris {
+		k, err := layout.KeyOf(u)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	files, err := store.DataFiles(ctx, tw.w.db, keys)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) != len(keys) {
+		return nil, fmt.Errorf("current snapshot names %d %s files, mink_data_files has %d of them", len(keys), kind, len(files))
+	}
+	return files, nil
 }
 
 // upsertRows is the number of rows a file of an upsert table over [start, end) of a
