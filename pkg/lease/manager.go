@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultTTL is the seed's lease_ttl.
@@ -168,7 +169,8 @@ func (m *Manager) rows(read, written int64) {
 
 // Run registers the node, runs a round every TTL/3 until ctx ends, then releases every
 // lease and leaves at once. It returns nil after a clean leave, or ErrReplaced if another
-// process took this node id over.
+// process took this node id over (ErrLeft if this Manager had left already: a Manager
+// runs once).
 func (m *Manager) Run(ctx context.Context) error {
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	m.mu.Lock()
@@ -183,10 +185,19 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, ErrLeft) {
+			return err
+		}
+		if ctx.Err() != nil {
+			// The attempt may still commit in Postgres (its client gave up, not the
+			// server): leave, so that it frees at once whatever it registered, and so that
+			// it is refused if it commits later.
+			return m.Leave()
+		}
 		m.log.Warn("register failed; retrying", "error", err)
 		select {
 		case <-ctx.Done():
-			return nil
+			return m.Leave()
 		case <-time.After(interval):
 		}
 	}
@@ -194,9 +205,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		err := m.Round(ctx)
-		if errors.Is(err, ErrReplaced) {
-			m.stopAll(ErrReplaced)
-			return err
+		for _, final := range []error{ErrReplaced, ErrLeft} {
+			if errors.Is(err, final) {
+				m.stopAll(final)
+				return err
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("lease round failed", "error", err)
@@ -294,7 +307,7 @@ func (m *Manager) Register(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("lease: register %s: %w", m.cfg.NodeID, err)
+		return fmt.Errorf("lease: register %s: %w", m.cfg.NodeID, leftErr(err))
 	}
 	m.mu.Lock()
 	m.startedAt = startedAt
@@ -311,8 +324,9 @@ func (m *Manager) Register(ctx context.Context) error {
 }
 
 // janitor frees the leases of members whose rows expired, a full lease_ttl after they
-// last renewed and never sooner, and deletes those rows; and it frees what retired
-// incarnations (member rows gone or taken over) still hold. It never waits on a lock:
+// last renewed and never sooner, and deletes those rows; it frees what retired
+// incarnations (member rows gone or taken over) still hold; and it forgets old records
+// of clean leaves. It never waits on a lock:
 // a member row being renewed, or a lease row that a fenced write in flight holds, is
 // skipped; the incarnation that held such a lease is kept in mink_retired, and a later
 // round frees the lease once the write has ended.
@@ -345,8 +359,26 @@ const janitor = `WITH dead AS (
 		WHERE r.node_id = g.node_id AND r.incarnation = g.incarnation
 		  AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.node_id = r.node_id AND k.incarnation = r.incarnation)
 		RETURNING 1
+	), forget AS (
+		DELETE FROM mink_left WHERE left_at < now() - interval '` + leftKept + `' RETURNING 1
 	)
-	SELECT (SELECT count(*) FROM dead) + (SELECT count(*) FROM freed) + (SELECT count(*) FROM retire) + (SELECT count(*) FROM unretire)`
+	SELECT (SELECT count(*) FROM dead) + (SELECT count(*) FROM freed) + (SELECT count(*) FROM retire) + (SELECT count(*) FROM unretire)
+		+ (SELECT count(*) FROM forget)`
+
+// leftKept is how long the record of a clean leave is kept: far longer than a statement
+// sent before the leave can still reach Postgres (Linux gives up retransmitting on a TCP
+// connection after about 15 minutes).
+const leftKept = "1 day"
+
+// leftErr tells a statement that Postgres refused because this incarnation left the
+// cluster (mink_refuse_left's error) by its SQLSTATE.
+func leftErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "MK001" {
+		return ErrLeft
+	}
+	return err
+}
 
 // Round is one round of the seed's rules: renew the member row (which renews every lease
 // this node holds), free the leases of members whose rows expired, read what changed,
@@ -398,7 +430,7 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 		return fmt.Errorf("lease: %s: %w", m.cfg.NodeID, ErrReplaced)
 	}
 	if err != nil {
-		return fmt.Errorf("lease: heartbeat: %w", err)
+		return fmt.Errorf("lease: heartbeat: %w", leftErr(err))
 	}
 	m.rows(1, 1)
 	if inserted {
@@ -967,7 +999,9 @@ func (m *Manager) detachAll() []*held {
 }
 
 // Leave frees every lease and deletes the member row at once, whatever the workers do,
-// so other nodes can take the work in their next round. It asks the workers to stop
+// so other nodes can take the work in their next round, and records the incarnation as
+// left, so that Postgres refuses any statement of it still on its way (a round's renewal
+// that the stop cancelled) instead of inserting the member row again. It asks the workers to stop
 // first but does not wait for them before freeing: fencing makes a slow one harmless, and
 // a lease row that a fenced write in flight holds is freed by the other nodes' rounds
 // the moment that write ends (it never outlives it, and takeover waits for it as always).
@@ -979,9 +1013,20 @@ func (m *Manager) Leave() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.safety())
 	defer cancel()
-	m.count(1)
-	var freed, kept, gone int64
-	err := m.db.QueryRow(ctx, `WITH free AS (
+	var recorded, freed, kept, gone int64
+	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
+		// First the record that this incarnation left (see mink_left): it waits for any
+		// insertion of its member row in flight to commit, so the statement after it sees
+		// that row, and from its commit on Postgres refuses every later one, such as a
+		// renewal of the last round that reaches Postgres only now.
+		m.count(2)
+		tag, err := tx.Exec(ctx, `INSERT INTO mink_left (node_id, incarnation, left_at) VALUES ($1, $2::uuid, now())
+			ON CONFLICT DO NOTHING`, m.cfg.NodeID, m.incarnation)
+		if err != nil {
+			return err
+		}
+		recorded = tag.RowsAffected()
+		return tx.QueryRow(ctx, `WITH free AS (
 			SELECT kind, table_id, partition FROM mink_leases WHERE holder = $1 AND incarnation = $2::uuid
 			FOR UPDATE SKIP LOCKED
 		), freed AS (
@@ -998,12 +1043,13 @@ func (m *Manager) Leave() error {
 			DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2::uuid RETURNING 1
 		)
 		SELECT (SELECT count(*) FROM freed), (SELECT count(*) FROM kept), (SELECT count(*) FROM gone)`,
-		m.cfg.NodeID, m.incarnation).Scan(&freed, &kept, &gone)
+			m.cfg.NodeID, m.incarnation).Scan(&freed, &kept, &gone)
+	})
 	if err != nil {
 		// Postgres is unreachable: the leases are free once the member row expires.
 		m.log.Warn("leave failed; leases will be free after lease_ttl", "error", err)
 	} else {
-		m.rows(1, freed+kept+gone)
+		m.rows(1, recorded+freed+kept+gone)
 		m.released.Add(freed)
 		if kept > 0 {
 			m.log.Warn("left the cluster; leases under fenced writes still in flight are freed when those end")

@@ -1,0 +1,180 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
+)
+
+// holdKey is the advisory lock a test holds to keep a node's statements waiting inside
+// Postgres.
+const holdKey = 0x686f6c64
+
+// holdRenewals makes every renewal of node's member row wait, inside Postgres, for the
+// advisory lock holdKey before it reaches the row, and takes that lock on a connection of
+// its own: a renewal sent now executes only once release is called, as a statement
+// delayed in the network, or one whose client gave up on it, would. done waits until the
+// held statements have ended.
+func holdRenewals(t *testing.T, db *pgxpool.Pool, node string) (release, done func()) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.node_id = '`+node+`' THEN
+				LOOP
+					BEGIN
+						PERFORM pg_advisory_xact_lock(`+strconv.Itoa(holdKey)+`);
+						EXIT;
+					EXCEPTION WHEN query_canceled THEN
+						-- pgx sends a cancel request when the client gives up; it is
+						-- best effort and may come too late: here it always does.
+					END;
+				END LOOP;
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_hold BEFORE INSERT ON mink_members FOR EACH ROW EXECUTE FUNCTION test_hold()`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, holdKey); err != nil {
+		t.Fatal(err)
+	}
+	release = func() {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, holdKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The held statements were queued for the lock before this request, so they get it
+	// first: once this one is granted, every one of them has ended.
+	done = func() {
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, holdKey); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, holdKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return release, done
+}
+
+// waitersOn counts the statements waiting for the advisory lock key.
+func waitersOn(t *testing.T, db *pgxpool.Pool, key int) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
+		WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The race TestCleanLeaveFreesAtOnce once hit: a node stops while its round's renewal is
+// on its way to Postgres; Run cancels the round, pgx returns at once, Leave frees the
+// leases and deletes the member row, and only then does Postgres execute the renewal.
+// Postgres refuses it: the row stays gone and the leases free, as a clean leave must
+// leave them, not re-inserted to expire a lease_ttl later as after a crash.
+func TestCleanLeaveRefusesLateRenewal(t *testing.T) {
+	db := newDB(t)
+	tbl := leasetest.Table(t, db, "events", 4)
+	rec := &recorder{}
+	a := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer, lease.RoleWriter)
+	b := startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer, lease.RoleWriter)
+	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
+		c := countHeld(t, db, tbl)
+		return c["idx-a"] == 2 && c["idx-b"] == 2
+	})
+	release, done := holdRenewals(t, db, "idx-a")
+	leasetest.Eventually(t, 10*time.Second, "a renewal of idx-a held inside Postgres", func() bool {
+		return waitersOn(t, db, holdKey) > 0
+	})
+	a.stop(t)
+	if _, err := lease.LookupMember(context.Background(), db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
+		t.Fatalf("member row of idx-a after a clean stop: %v", err)
+	}
+	release()
+	done()
+	var rows int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM mink_members WHERE node_id = 'idx-a'`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("idx-a's member row is back after its late renewal reached Postgres (%d rows, %v)", rows, err)
+	}
+	leasetest.Eventually(t, 10*time.Second, "idx-b takes all 4 partitions and the writer lease", func() bool {
+		h := holders(t, db, tbl)
+		return countHeld(t, db, tbl)["idx-b"] == 4 && h[lease.WriterScope(tbl)].Holder == "idx-b"
+	}, b.m.Changed)
+	if _, err := lease.LookupMember(context.Background(), db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
+		t.Fatalf("member row of idx-a after idx-b's rounds: %v", err)
+	}
+}
+
+// A Manager that left cannot come back (Postgres refuses its incarnation), a new process
+// with the same node id registers as always, and the rounds forget a leave's record a
+// day after it.
+func TestLeftIncarnationStaysOut(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	newManager := func() *lease.Manager {
+		m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
+			TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	old := newManager()
+	if err := old.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Register(ctx); !errors.Is(err, lease.ErrLeft) {
+		t.Fatalf("Register after Leave: %v, want ErrLeft", err)
+	}
+	if err := old.Round(ctx); !errors.Is(err, lease.ErrLeft) {
+		t.Fatalf("Round after Leave: %v, want ErrLeft", err)
+	}
+	if _, err := lease.LookupMember(ctx, db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
+		t.Fatalf("member row of the incarnation that left: %v", err)
+	}
+	fresh := newManager()
+	if err := fresh.Register(ctx); err != nil {
+		t.Fatalf("a new process with the node id of one that left: %v", err)
+	}
+	defer fresh.Leave()
+	if err := fresh.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lease.LookupMember(ctx, db, "idx-a"); err != nil {
+		t.Fatalf("the new process's member row: %v", err)
+	}
+	records := func() (n int) {
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM mink_left`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := records(); n != 1 {
+		t.Fatalf("%d records of leaves, want 1 (the old process's)", n)
+	}
+	if _, err := db.Exec(ctx, `UPDATE mink_left SET left_at = now() - interval '25 hours'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := records(); n != 0 {
+		t.Fatalf("%d records of leaves a day old after a round, want 0", n)
+	}
+}
