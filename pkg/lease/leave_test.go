@@ -17,30 +17,28 @@ import (
 // Postgres.
 const holdKey = 0x686f6c64
 
-// holdRenewals makes every renewal of node's member row wait, inside Postgres, for the
-// advisory lock holdKey before it reaches the row, and takes that lock on a connection of
-// its own: a renewal sent now executes only once release is called, as a statement
-// delayed in the network, or one whose client gave up on it, would. done waits until the
-// held statements have ended.
-func holdRenewals(t *testing.T, db *pgxpool.Pool, node string) (release, done func()) {
+// hold makes every row trigger event on table for which cond holds (an SQL condition on
+// NEW and OLD) wait, inside Postgres, for the advisory lock holdKey, and takes that lock
+// on a connection of its own: such a statement sent now executes only once release is
+// called, as a statement delayed in the network, or one whose client gave up on it,
+// would. done waits until the held statements have ended.
+func hold(t *testing.T, db *pgxpool.Pool, event, table, cond string) (release, done func()) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := db.Exec(ctx, `CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-			IF NEW.node_id = '`+node+`' THEN
-				LOOP
-					BEGIN
-						PERFORM pg_advisory_xact_lock(`+strconv.Itoa(holdKey)+`);
-						EXIT;
-					EXCEPTION WHEN query_canceled THEN
-						-- pgx sends a cancel request when the client gives up; it is
-						-- best effort and may come too late: here it always does.
-					END;
-				END LOOP;
-			END IF;
+			LOOP
+				BEGIN
+					PERFORM pg_advisory_xact_lock(`+strconv.Itoa(holdKey)+`);
+					EXIT;
+				EXCEPTION WHEN query_canceled THEN
+					-- pgx sends a cancel request when its client gives up; that is best
+					-- effort and may come too late: here it always does.
+				END;
+			END LOOP;
 			RETURN NEW;
 		END $$;
-		CREATE TRIGGER test_hold BEFORE INSERT ON mink_members FOR EACH ROW EXECUTE FUNCTION test_hold()`); err != nil {
+		CREATE TRIGGER test_hold BEFORE `+event+` ON `+table+` FOR EACH ROW WHEN (`+cond+`) EXECUTE FUNCTION test_hold()`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := db.Acquire(ctx)
@@ -95,7 +93,7 @@ func TestCleanLeaveRefusesLateRenewal(t *testing.T) {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
 	})
-	release, done := holdRenewals(t, db, "idx-a")
+	release, done := hold(t, db, "INSERT", "mink_members", "NEW.node_id = 'idx-a'")
 	leasetest.Eventually(t, 10*time.Second, "a renewal of idx-a held inside Postgres", func() bool {
 		return waitersOn(t, db, holdKey) > 0
 	})
@@ -176,5 +174,67 @@ func TestLeftIncarnationStaysOut(t *testing.T) {
 	}
 	if n := records(); n != 0 {
 		t.Fatalf("%d records of leaves a day old after a round, want 0", n)
+	}
+}
+
+// A node stops while its round's acquisition is in flight inside Postgres: Leave waits
+// for it, then frees what it took. Freeing from a snapshot taken before the acquisition
+// committed would leave those leases held by a member row that is gone, which no round
+// ever frees.
+func TestCleanLeaveFreesWhatAnAcquisitionInFlightTakes(t *testing.T) {
+	db := newDB(t)
+	leasetest.Table(t, db, "events", 4)
+	ctx := context.Background()
+	release, done := hold(t, db, "UPDATE", "mink_leases", "OLD.holder IS NULL AND NEW.holder = 'idx-a'")
+	// A long lease_ttl: Leave waits for Postgres at most lease_ttl/6, and the test must
+	// see it waiting and let the acquisition go within that time.
+	m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
+		TTL: 12 * time.Second, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(runCtx) }()
+	leasetest.Eventually(t, 20*time.Second, "an acquisition of idx-a held inside Postgres", func() bool {
+		return waitersOn(t, db, holdKey) > 0
+	}, m.Changed)
+	stop()
+	leaveWaits := func() bool {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM mink_members%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	var runErr error
+	returned := false
+	leasetest.Eventually(t, 10*time.Second, "Leave waiting for the acquisition, or Run returned", func() bool {
+		select {
+		case runErr = <-ran:
+			returned = true
+		default:
+		}
+		return returned || leaveWaits()
+	})
+	release()
+	done()
+	if !returned {
+		runErr = <-ran
+	}
+	if runErr != nil {
+		t.Fatalf("Run: %v", runErr)
+	}
+	var held int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM mink_leases WHERE holder = 'idx-a'`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Fatalf("%d leases still held by idx-a, whose member row is gone: stranded", held)
+	}
+	if _, err := lease.LookupMember(ctx, db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
+		t.Fatalf("member row of idx-a after a clean stop: %v", err)
 	}
 }

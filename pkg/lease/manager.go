@@ -801,16 +801,24 @@ func (m *Manager) acquire(ctx context.Context, ss []Scope) ([]Lease, error) {
 	kinds, tables, parts := scopeArrays(ss)
 	start := time.Now()
 	m.count(1)
-	rows, err := m.db.Query(ctx, `WITH want AS (
+	// The member row is locked FOR KEY SHARE (which renewals do not wait for): a leave,
+	// or a janitor deleting the row as it expires, then waits for this statement or skips
+	// the row, and frees what it took, instead of freeing the leases from a snapshot
+	// without them and leaving them held by a member row that is gone, which nothing
+	// would ever free.
+	rows, err := m.db.Query(ctx, `WITH me AS (
+			SELECT expires_at FROM mink_members
+			WHERE node_id = $1 AND incarnation = $2 AND expires_at > now() AND NOT draining
+			FOR KEY SHARE
+		), want AS (
 			SELECT l.kind, l.table_id, l.partition FROM mink_leases l
 			JOIN unnest($3::text[], $4::bigint[], $5::int[]) AS w(kind, table_id, partition)
 			  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
 			WHERE l.holder IS NULL
 			FOR UPDATE OF l SKIP LOCKED)
 		UPDATE mink_leases l SET holder = $1, incarnation = $2, epoch = l.epoch + 1, acquired_at = now()
-		FROM want w, mink_members m, mink_tables t
+		FROM want w, me m, mink_tables t
 		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
-		  AND m.node_id = $1 AND m.incarnation = $2 AND m.expires_at > now() AND NOT m.draining
 		  AND t.id = l.table_id
 		RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, m.expires_at`,
 		m.cfg.NodeID, m.incarnation, kinds, tables, parts)
@@ -1019,13 +1027,21 @@ func (m *Manager) Leave() error {
 		// insertion of its member row in flight to commit, so the statement after it sees
 		// that row, and from its commit on Postgres refuses every later one, such as a
 		// renewal of the last round that reaches Postgres only now.
-		m.count(2)
+		m.count(3)
 		tag, err := tx.Exec(ctx, `INSERT INTO mink_left (node_id, incarnation, left_at) VALUES ($1, $2::uuid, now())
 			ON CONFLICT DO NOTHING`, m.cfg.NodeID, m.incarnation)
 		if err != nil {
 			return err
 		}
 		recorded = tag.RowsAffected()
+		// Then the member row, before the leases: deleting it waits for an acquisition in
+		// flight (which locks the row it acquires under), so the next statement, with a
+		// snapshot of its own, frees what that acquisition took too.
+		if tag, err = tx.Exec(ctx, `DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2::uuid`,
+			m.cfg.NodeID, m.incarnation); err != nil {
+			return err
+		}
+		gone = tag.RowsAffected()
 		return tx.QueryRow(ctx, `WITH free AS (
 			SELECT kind, table_id, partition FROM mink_leases WHERE holder = $1 AND incarnation = $2::uuid
 			FOR UPDATE SKIP LOCKED
@@ -1039,17 +1055,15 @@ func (m *Manager) Leave() error {
 			LIMIT 1
 		), retire AS (
 			INSERT INTO mink_retired (node_id, incarnation) SELECT $1, $2::uuid FROM kept ON CONFLICT DO NOTHING
-		), gone AS (
-			DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2::uuid RETURNING 1
 		)
-		SELECT (SELECT count(*) FROM freed), (SELECT count(*) FROM kept), (SELECT count(*) FROM gone)`,
-			m.cfg.NodeID, m.incarnation).Scan(&freed, &kept, &gone)
+		SELECT (SELECT count(*) FROM freed), (SELECT count(*) FROM kept)`,
+			m.cfg.NodeID, m.incarnation).Scan(&freed, &kept)
 	})
 	if err != nil {
 		// Postgres is unreachable: the leases are free once the member row expires.
 		m.log.Warn("leave failed; leases will be free after lease_ttl", "error", err)
 	} else {
-		m.rows(1, recorded+freed+kept+gone)
+		m.rows(1, recorded+gone+freed+kept)
 		m.released.Add(freed)
 		if kept > 0 {
 			m.log.Warn("left the cluster; leases under fenced writes still in flight are freed when those end")
