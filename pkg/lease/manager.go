@@ -106,10 +106,13 @@ type Manager struct {
 	lastOK     uint64 // the latest started round that completed without error
 	registered bool
 	// changed is closed, and replaced, whenever something Changed's callers wait for
-	// happened: registration, a round's end (its leases moved, Acting may have changed).
-	changed chan struct{}
-	base    context.Context // parent of worker contexts; ends when Run ends
-	wg      sync.WaitGroup
+	// happened: registration, a round's end (its leases moved, Acting may have changed),
+	// Acting turning false as the local deadline passes, a worker stopped at its own
+	// deadline, the leave.
+	changed    chan struct{}
+	actingEnds *time.Timer     // notifies when Acting turns false for want of a renewal
+	base       context.Context // parent of worker contexts; ends when Run ends
+	wg         sync.WaitGroup
 
 	// What the last rounds read, kept between rounds: the members and the tables are
 	// read again only when their generation moved.
@@ -314,12 +317,13 @@ func (m *Manager) Register(ctx context.Context) error {
 	m.registered = true
 	m.settled = false
 	m.lastRenew = start
-	m.notifyLocked()
+	m.actingUntilLocked(start)
 	m.mu.Unlock()
 	m.log.Info("registered", "roles", m.cfg.Roles, "grpc_addr", m.cfg.GRPCAddr, "incarnation", m.incarnation, "adopted", len(leases))
 	for _, l := range leases {
 		m.start(l, start, "adopted from an earlier process with this node id")
 	}
+	m.notify() // once the adopted leases are held too
 	return nil
 }
 
@@ -693,6 +697,7 @@ func (m *Manager) renewed(start, expires time.Time) {
 	deadline := start.Add(m.cfg.TTL - m.safety())
 	m.mu.Lock()
 	m.lastRenew = start
+	m.actingUntilLocked(start)
 	var restart []*held
 	for _, h := range m.held {
 		h.Expires = expires
@@ -947,7 +952,10 @@ func (m *Manager) start(l Lease, renewStart time.Time, why string) {
 	}
 	ctx, cancel := context.WithCancelCause(m.base)
 	h := &held{Lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	h.timer = time.AfterFunc(time.Until(renewStart.Add(m.cfg.TTL-m.safety())), func() { cancel(ErrLocalDeadline) })
+	h.timer = time.AfterFunc(time.Until(renewStart.Add(m.cfg.TTL-m.safety())), func() {
+		cancel(ErrLocalDeadline)
+		m.notify() // Held changed
+	})
 	m.held[l.Scope] = h
 	w := m.workers[l.Kind]
 	m.wg.Add(1)
@@ -990,7 +998,10 @@ func (m *Manager) stop(cause error, hs ...*held) {
 	}
 }
 
-func (m *Manager) stopAll(cause error) { m.stop(cause, m.detachAll()...) }
+func (m *Manager) stopAll(cause error) {
+	m.stop(cause, m.detachAll()...)
+	m.notify()
+}
 
 // detachAll takes every lease off this node's books (the released ones not yet freed
 // too) and returns those with workers.
@@ -1019,6 +1030,13 @@ func (m *Manager) Leave() error {
 		h.timer.Stop()
 		h.cancel(context.Canceled)
 	}
+	m.mu.Lock()
+	m.registered = false // acts under nothing from now on
+	if m.actingEnds != nil {
+		m.actingEnds.Stop()
+	}
+	m.notifyLocked()
+	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), m.safety())
 	defer cancel()
 	var recorded, freed, kept, gone int64
@@ -1173,9 +1191,12 @@ func (m *Manager) AwaitRound(ctx context.Context) error {
 	}
 }
 
-// Changed returns a channel closed at the next registration or end of a round (whatever
-// it did): what callers waiting on Acting, Held or Stats wake on, instead of polling.
-// Take the channel before reading the state it guards, so nothing falls between.
+// Changed returns a channel closed at the next event: the node registered, a round ended
+// (whatever it did; Stats, Held, Free, LastError and Acting may have changed), Acting
+// turned false (the local deadline passed without a renewal, or the node left), or a
+// worker stopped at its local deadline (Held changed). It is what callers waiting on
+// Acting, Held or Stats wake on, instead of polling. Take the channel before reading the
+// state it guards, so nothing falls between.
 func (m *Manager) Changed() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1185,6 +1206,23 @@ func (m *Manager) Changed() <-chan struct{} {
 func (m *Manager) notifyLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
+}
+
+func (m *Manager) notify() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notifyLocked()
+}
+
+// actingUntilLocked notes a renewal begun at start: Acting turns false, and Changed is
+// closed, at its local deadline unless another renewal comes first.
+func (m *Manager) actingUntilLocked(start time.Time) {
+	d := time.Until(start.Add(m.cfg.TTL - m.safety()))
+	if m.actingEnds == nil {
+		m.actingEnds = time.AfterFunc(d, m.notify)
+		return
+	}
+	m.actingEnds.Reset(d)
 }
 
 // Draining reports whether the node is draining.

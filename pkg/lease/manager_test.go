@@ -823,3 +823,71 @@ func TestChangedAtRegistrationAndEveryRound(t *testing.T) {
 	}
 	cdb.Cut(false)
 }
+
+// Changed is also closed when Acting turns false with no round at all (the local deadline
+// passed), when a worker stops at its own deadline (Held changed), and at the leave:
+// waiters on Acting and Held wake on those events rather than by polling.
+func TestChangedWhenActingEnds(t *testing.T) {
+	db := newDB(t)
+	leasetest.Table(t, db, "events", 1)
+	m, err := lease.NewManager(db, lease.Config{NodeID: "n1", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "n1:7070", TTL: ttl,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.OnLease(lease.KindPartition, func(ctx context.Context, _ lease.Lease) { <-ctx.Done() })
+	defer m.Leave()
+	ctx := context.Background()
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var renewed time.Time
+	for i := 0; i < 2; i++ { // the first round only watches the membership
+		renewed = time.Now()
+		if err := m.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !m.Acting() || len(m.Held()) != 1 {
+		t.Fatalf("after two rounds: acting %v, held %v; want acting under the one lease", m.Acting(), m.Held())
+	}
+	// No more rounds: the node cannot have renewed, as if Postgres were unreachable.
+	c := m.Changed()
+	select {
+	case <-c:
+	case <-time.After(2 * ttl):
+		t.Fatalf("Changed not closed %v after the last renewal", 2*ttl)
+	}
+	if m.Acting() {
+		t.Fatalf("Changed closed %v after the last renewal, Acting still true", time.Since(renewed))
+	}
+	for {
+		c := m.Changed()
+		if len(m.Held()) == 0 {
+			break
+		}
+		select {
+		case <-c:
+		case <-time.After(ttl):
+			t.Fatalf("no event for a lease_ttl while its worker is past its local deadline: held %v", m.Held())
+		}
+	}
+	if err := m.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Acting() {
+		t.Fatal("not acting after a round renewed")
+	}
+	c = m.Changed()
+	if err := m.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c:
+	default:
+		t.Fatal("Changed not closed by the leave")
+	}
+	if m.Acting() || len(m.Held()) != 0 {
+		t.Fatalf("after the leave: acting %v, held %v", m.Acting(), m.Held())
+	}
+}
