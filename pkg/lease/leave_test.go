@@ -92,11 +92,11 @@ func TestCleanLeaveRefusesLateRenewal(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
-	})
+	}, rounds(t)...)
 	release, done := hold(t, db, "INSERT", "mink_members", "NEW.node_id = 'idx-a'")
 	leasetest.Eventually(t, 10*time.Second, "a renewal of idx-a held inside Postgres", func() bool {
 		return waitersOn(t, db, holdKey) > 0
-	})
+	}, rounds(t)...)
 	a.stop(t)
 	if _, err := lease.LookupMember(context.Background(), db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
 		t.Fatalf("member row of idx-a after a clean stop: %v", err)
@@ -218,7 +218,7 @@ func TestCleanLeaveFreesWhatAnAcquisitionInFlightTakes(t *testing.T) {
 		default:
 		}
 		return returned || leaveWaits()
-	})
+	}, rounds(t)...)
 	release()
 	done()
 	if !returned {
