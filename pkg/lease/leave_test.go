@@ -17,12 +17,12 @@ import (
 // Postgres.
 const holdKey = 0x686f6c64
 
-// hold makes every row trigger event on table for which cond holds (an SQL condition on
-// NEW and OLD) wait, inside Postgres, for the advisory lock holdKey, and takes that lock
-// on a connection of its own: such a statement sent now executes only once release is
-// called, as a statement delayed in the network, or one whose client gave up on it,
-// would. done waits until the held statements have ended.
-func hold(t *testing.T, db *pgxpool.Pool, event, table, cond string) (release, done func()) {
+// hold makes every firing of trigger (CREATE's words up to EXECUTE FUNCTION) wait, inside
+// Postgres, for the advisory lock holdKey, and takes that lock on a connection of its
+// own: such a statement sent now executes only once release is called, as a statement
+// delayed in the network, or one whose client gave up on it, would. done waits until the
+// held statements have ended.
+func hold(t *testing.T, db *pgxpool.Pool, trigger string) (release, done func()) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := db.Exec(ctx, `CREATE FUNCTION test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -38,7 +38,7 @@ func hold(t *testing.T, db *pgxpool.Pool, event, table, cond string) (release, d
 			END LOOP;
 			RETURN NEW;
 		END $$;
-		CREATE TRIGGER test_hold BEFORE `+event+` ON `+table+` FOR EACH ROW WHEN (`+cond+`) EXECUTE FUNCTION test_hold()`); err != nil {
+		CREATE `+trigger+` EXECUTE FUNCTION test_hold()`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := db.Acquire(ctx)
@@ -93,7 +93,7 @@ func TestCleanLeaveRefusesLateRenewal(t *testing.T) {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
 	}, rounds(t)...)
-	release, done := hold(t, db, "INSERT", "mink_members", "NEW.node_id = 'idx-a'")
+	release, done := hold(t, db, `TRIGGER test_hold BEFORE INSERT ON mink_members FOR EACH ROW WHEN (NEW.node_id = 'idx-a')`)
 	leasetest.Eventually(t, 10*time.Second, "a renewal of idx-a held inside Postgres", func() bool {
 		return waitersOn(t, db, holdKey) > 0
 	}, rounds(t)...)
@@ -185,45 +185,13 @@ func TestCleanLeaveFreesWhatAnAcquisitionInFlightTakes(t *testing.T) {
 	db := newDB(t)
 	leasetest.Table(t, db, "events", 4)
 	ctx := context.Background()
-	release, done := hold(t, db, "UPDATE", "mink_leases", "OLD.holder IS NULL AND NEW.holder = 'idx-a'")
-	// A long lease_ttl: Leave waits for Postgres at most lease_ttl/6, and the test must
-	// see it waiting and let the acquisition go within that time.
-	m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
-		TTL: 12 * time.Second, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	ran := make(chan error, 1)
-	go func() { ran <- m.Run(runCtx) }()
+	release, done := hold(t, db, `TRIGGER test_hold BEFORE UPDATE ON mink_leases FOR EACH ROW WHEN (OLD.holder IS NULL AND NEW.holder = 'idx-a')`)
+	m, stop, stopped := runSlowNode(t, db)
 	leasetest.Eventually(t, 20*time.Second, "an acquisition of idx-a held inside Postgres", func() bool {
 		return waitersOn(t, db, holdKey) > 0
 	}, m.Changed)
 	stop()
-	leaveWaits := func() bool {
-		var n int
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM mink_members%'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	}
-	var runErr error
-	returned := false
-	leasetest.Eventually(t, 10*time.Second, "Leave waiting for the acquisition, or Run returned", func() bool {
-		select {
-		case runErr = <-ran:
-			returned = true
-		default:
-		}
-		return returned || leaveWaits()
-	}, rounds(t)...)
-	release()
-	done()
-	if !returned {
-		runErr = <-ran
-	}
+	runErr := stopped("DELETE FROM mink_members", release, done)
 	if runErr != nil {
 		t.Fatalf("Run: %v", runErr)
 	}
@@ -236,5 +204,75 @@ func TestCleanLeaveFreesWhatAnAcquisitionInFlightTakes(t *testing.T) {
 	}
 	if _, err := lease.LookupMember(ctx, db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
 		t.Fatalf("member row of idx-a after a clean stop: %v", err)
+	}
+}
+
+// runSlowNode runs a manager for idx-a with a long lease_ttl: Leave waits for Postgres at
+// most lease_ttl/6, and a test must see it waiting and let a held statement go within
+// that time. stopped, called once stop was, waits until Leave waits for a lock in a
+// statement starting with leaving (or Run returned without), releases the held
+// statements, waits for them and returns what Run returned.
+func runSlowNode(t *testing.T, db *pgxpool.Pool) (m *lease.Manager, stop func(), stopped func(leaving string, release, done func()) error) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
+		TTL: 12 * time.Second, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(runCtx) }()
+	stopped = func(leaving string, release, done func()) error {
+		t.Helper()
+		waits := func() bool {
+			var n int
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND starts_with(query, $1)`, leaving).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		}
+		var runErr error
+		returned := false
+		leasetest.Eventually(t, 10*time.Second, "Leave waiting for the held statement, or Run returned", func() bool {
+			select {
+			case runErr = <-ran:
+				returned = true
+			default:
+			}
+			return returned || waits()
+		})
+		release()
+		done()
+		if !returned {
+			runErr = <-ran
+		}
+		return runErr
+	}
+	return m, stop, stopped
+}
+
+// A node stops while its registration's commit is still on its way: Run leaves anyway,
+// and the leave waits for that commit and deletes the member row it made, instead of
+// returning as if nothing had registered and leaving the row to expire a lease_ttl later.
+func TestStopDuringRegistrationLeaves(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	// Fires at the commit of a transaction that inserted idx-a's member row.
+	release, done := hold(t, db, `CONSTRAINT TRIGGER test_hold AFTER INSERT ON mink_members
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.node_id = 'idx-a')`)
+	_, stop, stopped := runSlowNode(t, db)
+	leasetest.Eventually(t, 20*time.Second, "the registration's commit held inside Postgres", func() bool {
+		return waitersOn(t, db, holdKey) > 0
+	})
+	stop()
+	if err := stopped("INSERT INTO mink_left", release, done); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var rows int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM mink_members WHERE node_id = 'idx-a'`).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("idx-a's member row after it stopped during its registration: %d rows (%v)", rows, err)
 	}
 }
