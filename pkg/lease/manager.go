@@ -329,11 +329,11 @@ func (m *Manager) Register(ctx context.Context) error {
 
 // janitor frees the leases of members whose rows expired, a full lease_ttl after they
 // last renewed and never sooner, and deletes those rows; it frees what retired
-// incarnations (member rows gone or taken over) still hold; and it forgets old records
-// of clean leaves. It never waits on a lock:
-// a member row being renewed, or a lease row that a fenced write in flight holds, is
-// skipped; the incarnation that held such a lease is kept in mink_retired, and a later
-// round frees the lease once the write has ended.
+// incarnations (member rows gone or taken over) still hold; and it forgets old records of
+// clean leaves. It never waits on a lock: a member row being renewed (or acquired under),
+// or a lease row that a fenced write in flight holds, is skipped; the incarnation that
+// held such a lease is kept in mink_retired, and a later round frees the lease once the
+// write has ended.
 const janitor = `WITH dead AS (
 		DELETE FROM mink_members WHERE node_id IN (
 			SELECT node_id FROM mink_members WHERE expires_at <= now() FOR UPDATE SKIP LOCKED)
@@ -1020,11 +1020,13 @@ func (m *Manager) detachAll() []*held {
 // Leave frees every lease and deletes the member row at once, whatever the workers do,
 // so other nodes can take the work in their next round, and records the incarnation as
 // left, so that Postgres refuses any statement of it still on its way (a round's renewal
-// that the stop cancelled) instead of inserting the member row again. It asks the workers to stop
-// first but does not wait for them before freeing: fencing makes a slow one harmless, and
-// a lease row that a fenced write in flight holds is freed by the other nodes' rounds
-// the moment that write ends (it never outlives it, and takeover waits for it as always).
-// It waits for Postgres at most lease_ttl/6, then for the workers at most a lease_ttl.
+// that the stop cancelled) instead of inserting the member row again. It asks the
+// workers to stop first but does not wait for them before freeing: fencing makes a slow
+// one harmless, and a lease row that a fenced write in flight holds is freed by the
+// other nodes' rounds the moment that write ends (it never outlives it, and takeover
+// waits for it as always). It waits for Postgres (and for a registration or acquisition
+// of this node in flight there) at most lease_ttl/6, then for the workers at most a
+// lease_ttl.
 func (m *Manager) Leave() error {
 	for _, h := range m.detachAll() {
 		h.timer.Stop()
