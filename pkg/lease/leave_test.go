@@ -276,3 +276,50 @@ func TestStopDuringRegistrationLeaves(t *testing.T) {
 		t.Fatalf("idx-a's member row after it stopped during its registration: %d rows (%v)", rows, err)
 	}
 }
+
+// A process paused while another took its node id over, whose replacement then left
+// cleanly, does not come back as a member when it wakes: its renewal finds no member row
+// to refuse it, but Postgres refuses the incarnation that was replaced, and the process
+// learns it was replaced.
+func TestReplacedIncarnationStaysOutAfterItsReplacementLeaves(t *testing.T) {
+	db := newDB(t)
+	ctx := context.Background()
+	newManager := func() *lease.Manager {
+		m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
+			TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	paused := newManager()
+	if err := paused.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replacement := newManager()
+	if err := replacement.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := replacement.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lease.LookupMember(ctx, db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
+		t.Fatalf("member row after the replacement left: %v", err)
+	}
+	// The paused process wakes and runs its next round.
+	if err := paused.Round(ctx); !errors.Is(err, lease.ErrReplaced) {
+		t.Fatalf("round of the replaced process after its replacement left: %v, want ErrReplaced", err)
+	}
+	if _, err := lease.LookupMember(ctx, db, "idx-a"); !errors.Is(err, lease.ErrNoSuchMember) {
+		t.Fatalf("the replaced process's member row came back: %v", err)
+	}
+	// A new process with the node id registers as always.
+	fresh := newManager()
+	if err := fresh.Register(ctx); err != nil {
+		t.Fatalf("a new process with the node id: %v", err)
+	}
+	defer fresh.Leave()
+	if err := fresh.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -290,6 +290,14 @@ func (m *Manager) Register(ctx context.Context) error {
 			return err
 		}
 		m.rows(0, 1)
+		// And refused for good: paused while replaced, the old process would otherwise
+		// insert its member row again when it wakes after this one has left.
+		m.count(1)
+		if _, err := tx.Exec(ctx, `INSERT INTO mink_left (node_id, incarnation, left_at, replaced) VALUES ($1, $2, now(), true)
+			ON CONFLICT (node_id, incarnation) DO NOTHING`, m.cfg.NodeID, *old); err != nil {
+			return err
+		}
+		m.rows(0, 1)
 		if !oldLive {
 			return nil
 		}
@@ -375,11 +383,17 @@ const janitor = `WITH dead AS (
 const leftKept = "1 day"
 
 // leftErr tells a statement that Postgres refused because this incarnation left the
-// cluster (mink_refuse_left's error) by its SQLSTATE.
+// cluster, or was replaced by another process (mink_refuse_left's errors), by its
+// SQLSTATE.
 func leftErr(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "MK001" {
-		return ErrLeft
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "MK001":
+			return ErrLeft
+		case "MK002":
+			return ErrReplaced
+		}
 	}
 	return err
 }
