@@ -211,6 +211,18 @@ func (s *Store) leave(c *claim) bool {
 	return c.abandoned
 }
 
+// begin marks c's build started, unless every reader has gone: then it must not start
+// (another reader's build of the same file may be under way).
+func (s *Store) begin(c *claim) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.abandoned {
+		return false
+	}
+	c.started = true
+	return true
+}
+
 // buildSlot waits for one of the BuildConcurrency build slots for c's build of what (a
 // key, or a tail's span); release it when the build ends. It fails when every reader of
 // the build has gone first.
@@ -220,14 +232,10 @@ func (s *Store) buildSlot(c *claim, what string) (release func(), err error) {
 	case <-c.wait.Done():
 		return nil, c.wait.Err()
 	}
-	s.mu.Lock()
-	if c.abandoned { // the slot came as the last reader left
-		s.mu.Unlock()
+	if !s.begin(c) { // the slot came as the last reader left
 		<-s.slots
 		return nil, context.Canceled
 	}
-	c.started = true
-	s.mu.Unlock()
 	storeMax(&s.buildsPeak, s.buildsRunning.Add(1))
 	if s.slotTaken != nil {
 		s.slotTaken(what)
@@ -589,6 +597,9 @@ func (s *Store) fill(key string, c *claim) error {
 		return err
 	}
 	if !r.Data {
+		if !s.begin(c) { // no slot to wait for: a copy of r.Content
+			return context.Canceled
+		}
 		return s.fillMeta(ctx, r)
 	}
 	return s.fillData(ctx, r, c)
