@@ -64,10 +64,10 @@ type Config struct {
 	MaxConnections int
 
 	MaxPartitions int // indexer
-	// BuildMemory bounds the finished Parquet pages that an indexer's range builds keep
-	// in memory, all partitions together; beyond it they wait in temporary files
-	// (pkg/parquetbuild.Pages).
-	BuildMemory flagenv.Bytes // indexer
+	// BuildMemory bounds the finished Parquet pages that an indexer's range builds (all
+	// partitions together), or a file server's builds from Kafka, keep in memory; beyond
+	// it they wait in temporary files (pkg/parquetbuild.Pages).
+	BuildMemory flagenv.Bytes // indexer, file server
 
 	CatalogAddr string        // file server: Iceberg REST catalog
 	S3Addr      string        // file server: S3 API
@@ -77,6 +77,8 @@ type Config struct {
 	// WarmInterval: file server: how often it looks for newly committed files to warm
 	// (0: no warming).
 	WarmInterval time.Duration
+	// BuildConcurrency: file server: most builds from Kafka at once (0: max(1, GOMAXPROCS)).
+	BuildConcurrency int
 
 	// Not flags: set by code.
 	Logger  *slog.Logger                // nil: JSON on stderr at LogLevel
@@ -120,7 +122,8 @@ type Parts struct {
 	Figures  func() map[string]string      // role figures for GetStatus
 }
 
-// DefaultBuildMemory is an indexer's --build-memory unless told otherwise.
+// DefaultBuildMemory is an indexer's and a file server's --build-memory unless told
+// otherwise.
 const DefaultBuildMemory = 128 << 20
 
 // DefaultGRPCAddr is where a node serves gRPC unless told otherwise.
@@ -156,6 +159,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		c.CacheBytes = 10 << 30
 		fs.Var(&c.CacheBytes, "cache-bytes", "size of the data file cache: 10GiB, 512MiB, ...")
 		fs.DurationVar(&c.WarmInterval, "warm-interval", time.Second, "how often to look for newly committed data files this node owns, to build them into its cache before they are read (it is also told of each commit); 0: no warming")
+		fs.IntVar(&c.BuildConcurrency, "build-concurrency", 0, "most builds of data and tail files from Kafka at once; more wait for a slot, and warming uses at most half (0: max(1, GOMAXPROCS))")
+		c.BuildMemory = DefaultBuildMemory
+		fs.Var(&c.BuildMemory, "build-memory", "most bytes of finished Parquet pages all builds from Kafka keep in memory together; beyond it they wait in temporary files in $TMPDIR (same files, bounded memory): 128MiB, 1GiB, ...")
 	}
 }
 
@@ -232,8 +238,11 @@ func (c *Config) Validate() error {
 	if c.MaxConnections < 0 || c.MaxConnections > 1<<20 {
 		bad("max-connections", "%d is out of range (1 to 1048576; 0: the default)", c.MaxConnections)
 	}
-	if c.Role == lease.RoleIndexer && c.BuildMemory < 0 {
+	if c.BuildMemory < 0 {
 		bad("build-memory", "must not be negative")
+	}
+	if c.BuildConcurrency < 0 || c.BuildConcurrency > 1<<16 {
+		bad("build-concurrency", "%d is out of range (1 to 65536; 0: max(1, GOMAXPROCS))", c.BuildConcurrency)
 	}
 	if c.MaxPartitions < 0 {
 		bad("max-partitions", "%d is negative (0 means no cap)", c.MaxPartitions)

@@ -45,17 +45,19 @@ func Build(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, 
 
 // BuildOffsets writes the Parquet file of offsets [start, end) of one partition with the
 // given settings (the schema version and registry ids they name, through codecs): what
-// indexing measures, assembly merges, and the file server serves.
-func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, error) {
+// indexing measures, assembly merges, and the file server serves. opts change how the
+// file is built (parquetbuild.WithPages: where its pages wait), never its bytes.
+func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer, opts ...parquetbuild.Option) (parquetbuild.FileStats, error) {
 	dec, err := codecs.Decoder(ctx, t, s)
 	if err != nil {
 		return parquetbuild.FileStats{}, err
 	}
-	b, err := parquetbuild.NewBuilderFor(w, dec, s)
+	b, err := parquetbuild.NewBuilderFor(w, dec, s, opts...)
 	if err != nil {
 		return parquetbuild.FileStats{}, err
 	}
 	if err := kc.ReadRange(ctx, t.Topic, partition, start, end, func(r record.Record) error { return b.Add(r) }); err != nil {
+		b.Abort() // its pages go back to the pool
 		return parquetbuild.FileStats{}, err
 	}
 	return b.Close()

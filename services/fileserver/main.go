@@ -19,8 +19,10 @@ func main() {
 		srv, err := fileserver.New(fileserver.Options{NodeID: d.NodeID, DB: d.DB, Kafka: d.Kafka, Codecs: d.Codecs,
 			CatalogAddr: d.Config.CatalogAddr, S3Addr: d.Config.S3Addr, S3Endpoint: d.Config.S3Endpoint, Auth: d.Auth,
 			CacheDir: d.Config.CacheDir, CacheBytes: int64(d.Config.CacheBytes), ShutdownTimeout: d.Config.ShutdownTimeout,
-			WarmInterval: cmp.Or(d.Config.WarmInterval, -1), // the flag's 0 is off; the option's is its default
-			TLS:          d.TLS, HTTPLimits: httplimit.Limits{MaxConnections: d.Config.MaxConnections},
+			WarmInterval:     cmp.Or(d.Config.WarmInterval, -1), // the flag's 0 is off; the option's is its default
+			BuildConcurrency: d.Config.BuildConcurrency,
+			BuildMemory:      cmp.Or(int64(d.Config.BuildMemory), -1), // the flag's 0 is none in memory; the option's is its default
+			TLS:              d.TLS, HTTPLimits: httplimit.Limits{MaxConnections: d.Config.MaxConnections},
 			DialOptions:   d.DialOptions,
 			MeterProvider: d.MeterProvider, TracerProvider: d.TracerProvider, Propagator: d.Propagator, Logger: d.Logger})
 		if err != nil {

@@ -52,6 +52,7 @@ type measureEnv struct {
 	table  tables.Table
 	stores map[string]*Store
 	addrs  map[string]string
+	files  map[string][]byte // the bytes of each file commitRange recorded, by key
 }
 
 const (
