@@ -36,6 +36,7 @@ import (
 
 	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/atomicmax"
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
@@ -236,7 +237,7 @@ func (s *Store) buildSlot(c *claim, what string) (release func(), err error) {
 		<-s.slots
 		return nil, context.Canceled
 	}
-	storeMax(&s.buildsPeak, s.buildsRunning.Add(1))
+	atomicmax.Store(&s.buildsPeak, s.buildsRunning.Add(1))
 	if s.slotTaken != nil {
 		s.slotTaken(what)
 	}
@@ -244,15 +245,6 @@ func (s *Store) buildSlot(c *claim, what string) (release func(), err error) {
 		s.buildsRunning.Add(-1)
 		<-s.slots
 	}, nil
-}
-
-func storeMax(a *atomic.Int64, v int64) {
-	for {
-		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
-		}
-	}
 }
 
 // BuildStats are the builds from Kafka running now and the most that ran at once.
