@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
+	"github.com/minkhq/mink/pkg/node/nodetest"
 	"github.com/minkhq/mink/pkg/pgtest"
 )
 
@@ -35,11 +35,7 @@ func TestMain(m *testing.M) {
 // environment, as a main does. (The roles' flags are tested in services/<role>/config.)
 func parse(t *testing.T, role lease.Role, args []string, env map[string]string) (node.Config, error) {
 	t.Helper()
-	cfg := node.Config{Role: role}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	_, err := cfg.Parse(fs, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	return cfg, err
+	return nodetest.Parse(role, nil, args, env)
 }
 
 func TestConfigNamesTheBadFlag(t *testing.T) {
@@ -69,14 +65,7 @@ func TestConfigNamesTheBadFlag(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parse(t, c.role, c.args, c.env)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			nodetest.Refused(t, err, c.want...)
 		})
 	}
 
