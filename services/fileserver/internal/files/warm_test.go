@@ -97,6 +97,7 @@ func TestWarmAfterCommit(t *testing.T) {
 // TestWarmSkips: a node serving WarmBusyReads reads builds nothing until they end; a
 // cache past WarmCacheShare gets nothing; files are warmed newest first.
 func TestWarmSkips(t *testing.T) {
+	t.Parallel()
 	e := newMeasureEnv(t, "fs-1")
 	older, newer := e.commitRange(0, 5), e.commitRange(5, 10)
 	own := e.stores["fs-1"]
@@ -149,6 +150,7 @@ func TestWarmSkips(t *testing.T) {
 // TestWarmOwnFilesOnly: each node warms the files it owns and leaves the others to
 // their owners.
 func TestWarmOwnFilesOnly(t *testing.T) {
+	t.Parallel()
 	e := newMeasureEnv(t, "fs-1", "fs-2")
 	var keys []string
 	for i := range int64(5) {
