@@ -55,10 +55,11 @@ check-generate: generate ## Fail when the committed gen/ differs from what proto
 		git status --porcelain -- gen; echo "gen/ is stale: run 'make generate' and commit" >&2; exit 1; fi
 
 .PHONY: lint
-lint: $(BIN)/buf ## gofmt, go vet, buf lint, and static checks of docker-compose.yaml, deploy/.
+lint: $(BIN)/buf ## gofmt, go vet, go mod tidy, buf lint, and static checks of docker-compose.yaml, deploy/.
 	@bad=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' | grep -v '^gen/')); \
 		if [ -n "$$bad" ]; then echo "gofmt needed: $$bad" >&2; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit" >&2; exit 1; }
 	buf lint
 	$(GO) test -count=1 ./deploy/...
 	@if command -v docker-compose >/dev/null 2>&1; then docker-compose -f docker-compose.yaml config -q; \

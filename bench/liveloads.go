@@ -25,11 +25,16 @@ type LiveConfig struct {
 	Clients  int           // concurrent clients of the burst
 	Duration time.Duration // how long the burst lasts
 	Rate     int           // records per second produced meanwhile (the moving tail)
+	// The paced run (liveloads_steady.go): the same clients, each loading every Every,
+	// for Steady (0: not run).
+	Steady time.Duration
+	Every  time.Duration
 }
 
-// DefaultLiveConfig is what make bench runs.
+// DefaultLiveConfig is what make bench runs: a one-minute paced run keeps the whole
+// bench short; the goal is five (-live-steady 5m).
 func DefaultLiveConfig() LiveConfig {
-	return LiveConfig{Clients: 64, Duration: 30 * time.Second, Rate: 200}
+	return LiveConfig{Clients: 64, Duration: 30 * time.Second, Rate: 200, Steady: time.Minute, Every: 100 * time.Millisecond}
 }
 
 // liveRows counts what live loads have written for a table: load snapshots (their
@@ -210,6 +215,11 @@ func runLiveLoads(ctx context.Context, e *Env, c Config, it *Item) error {
 		return err
 	}
 	commits := len(after.Snapshots) - len(before.Snapshots) // none expire within the hour
+	if lc.Steady > 0 {
+		if err := steadyLoads(ctx, db, f, t.ID, load, lc, &produced, it); err != nil {
+			return err
+		}
+	}
 
 	// The tail standing still: the same clients, nothing produced nor indexed, after the
 	// writer has committed what was indexed (the base no longer moves).

@@ -160,6 +160,9 @@ func (c *Config) Validate() error {
 	if c.Live.Clients < 1 || c.Live.Duration < time.Second || c.Live.Rate < 1 {
 		bad("live-clients, live-duration, live-rate: want at least 1 client, 1s and 1 record/s")
 	}
+	if c.Live.Steady != 0 && (c.Live.Steady < 4*time.Second || c.Live.Every <= 0 || c.Live.Every > c.Live.Steady/4) {
+		bad("live-steady, live-every: want a paced run of at least 4s (or 0: none) and each client loading at least 4 times in it")
+	}
 	if c.IndexTTL < 300*time.Millisecond || c.FailoverTTL < 300*time.Millisecond {
 		bad("lease TTLs: want at least 300ms")
 	}

@@ -424,7 +424,7 @@ func TestCompose(t *testing.T) {
 			}
 		}
 		if p.target == "fileserver" {
-			dir := cfg.CacheDir
+			dir := fileServer(cfg).CacheDir
 			if dir == "" {
 				dir = cacheParent
 			}

@@ -838,7 +838,9 @@ func checkTLSDoc(t *testing.T, root string) {
 	}
 	flags := map[string]bool{}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	(&node.Config{Role: lease.RoleFileServer}).RegisterFlags(fs)
+	fsProg, _ := programByTarget("fileserver")
+	fsCfg := fsProg.nodeConfig()
+	fsCfg.RegisterFlags(fs)
 	fs.VisitAll(func(f *flag.Flag) { flags[flagenv.EnvName(f.Name)] = true })
 	for _, v := range regexp.MustCompile(`MINK_[A-Z_]+`).FindAllString(string(b), -1) {
 		if !flags[v] {
@@ -878,7 +880,8 @@ func checkIdentity(t *testing.T, where string, c container, cfg node.Config) {
 // own in a StatefulSet, sized above --cache-bytes.
 func checkCacheVolume(t *testing.T, where, kind string, cfg node.Config, mounts, volumes map[string]string, claims map[string]int64) {
 	t.Helper()
-	dir := cfg.CacheDir
+	fc := fileServer(cfg)
+	dir := fc.CacheDir
 	if dir == "" {
 		t.Errorf("%s: env MINK_CACHE_DIR: not set; the default lies under /tmp, not on the cache volume", where)
 		return
@@ -894,8 +897,8 @@ func checkCacheVolume(t *testing.T, where, kind string, cfg node.Config, mounts,
 		t.Errorf("%s: volumeMounts: the cache folder %s (MINK_CACHE_DIR) is on no volume", where, dir)
 	case kind == "StatefulSet" && volumes[vol] != "claim":
 		t.Errorf("%s: volumeMounts: the cache folder %s is on %s, not a volumeClaimTemplate", where, dir, vol)
-	case volumes[vol] == "claim" && claims[vol] > 0 && int64(cfg.CacheBytes) > claims[vol]:
-		t.Errorf("%s: env MINK_CACHE_BYTES: %s is more than the cache volume %s holds (%d bytes)", where, cfg.CacheBytes.String(), vol, claims[vol])
+	case volumes[vol] == "claim" && claims[vol] > 0 && int64(fc.CacheBytes) > claims[vol]:
+		t.Errorf("%s: env MINK_CACHE_BYTES: %s is more than the cache volume %s holds (%d bytes)", where, fc.CacheBytes.String(), vol, claims[vol])
 	}
 }
 

@@ -23,6 +23,8 @@ import (
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
+	fsconfig "github.com/minkhq/mink/services/fileserver/config"
+	ixconfig "github.com/minkhq/mink/services/indexer/config"
 )
 
 // program is one binary the deployment files run: a role or minkctl.
@@ -31,13 +33,33 @@ type program struct {
 	binary string     // mink-indexer, ..., minkctl
 	pkg    string     // its main package, from the repository root
 	role   lease.Role // empty for minkctl
+	// config is the role's own flags as its main hands them to pkg/node (nil: none).
+	config func() node.RoleConfig
 }
 
 var programs = []program{
-	{"indexer", "mink-indexer", "services/indexer", lease.RoleIndexer},
-	{"writer", "mink-writer", "services/writer", lease.RoleWriter},
-	{"fileserver", "mink-fileserver", "services/fileserver", lease.RoleFileServer},
-	{"minkctl", "minkctl", "cmd/minkctl", ""},
+	{"indexer", "mink-indexer", "services/indexer", lease.RoleIndexer, func() node.RoleConfig { return &ixconfig.Config{} }},
+	{"writer", "mink-writer", "services/writer", lease.RoleWriter, nil},
+	{"fileserver", "mink-fileserver", "services/fileserver", lease.RoleFileServer, func() node.RoleConfig { return &fsconfig.Config{} }},
+	{"minkctl", "minkctl", "cmd/minkctl", "", nil},
+}
+
+// nodeConfig is the empty config of a role's node, its own flags included, as its main
+// builds it before the flags are parsed.
+func (p program) nodeConfig() node.Config {
+	cfg := node.Config{Role: p.role}
+	if p.config != nil {
+		cfg.RoleConfig = p.config()
+	}
+	return cfg
+}
+
+// fileServer is the file server's own part of cfg (zero for other roles).
+func fileServer(cfg node.Config) *fsconfig.Config {
+	if fc, ok := cfg.RoleConfig.(*fsconfig.Config); ok {
+		return fc
+	}
+	return &fsconfig.Config{}
 }
 
 func programByTarget(target string) (program, bool) {
@@ -81,14 +103,15 @@ func repoRoot(t *testing.T) string {
 }
 
 // envNames are the MINK_* variables a program reads: the environment twins of its flags.
-// A role's flags are what node.Config registers for it plus any its main package adds;
+// A role's flags are what node.Config registers for it (its RoleConfig's included) plus
+// any its main package adds;
 // minkctl's are found in its sources.
 func envNames(t *testing.T, root string, p program) map[string]string {
 	t.Helper()
 	names := map[string]string{} // MINK_X -> flag name
 	if p.role != "" {
 		fs := flag.NewFlagSet(p.binary, flag.ContinueOnError)
-		cfg := node.Config{Role: p.role}
+		cfg := p.nodeConfig()
 		cfg.RegisterFlags(fs)
 		fs.VisitAll(func(f *flag.Flag) { names[flagenv.EnvName(f.Name)] = f.Name })
 	}
@@ -216,7 +239,7 @@ func checkEnv(t *testing.T, root, where string, p program, env map[string]string
 		delete(local, k)
 	}
 	fs := flag.NewFlagSet(p.binary, flag.ContinueOnError)
-	cfg := node.Config{Role: p.role}
+	cfg := p.nodeConfig()
 	cfg.RegisterFlags(fs)
 	src, err := flagenv.SetFromEnv(fs, func(k string) (string, bool) { v, found := local[k]; return v, found })
 	if err == nil {
@@ -294,8 +317,8 @@ func listenPorts(cfg node.Config) map[string]int {
 	add("grpc", cfg.GRPCAddr)
 	add("metrics", cfg.MetricsAddr)
 	if cfg.Role == lease.RoleFileServer {
-		add("catalog", cfg.CatalogAddr)
-		add("s3", cfg.S3Addr)
+		add("catalog", fileServer(cfg).CatalogAddr)
+		add("s3", fileServer(cfg).S3Addr)
 	}
 	return out
 }

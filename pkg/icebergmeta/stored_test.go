@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 // A stored metadata file reads by key for its own table only; a live load's reads as
 // missing once expired by the database's clock, before collection deletes it.
 func TestMetaFileOfTableUntilExpired(t *testing.T) {
+	t.Parallel()
 	db, _ := pgtest.DB(t)
 	ctx := context.Background()
 	if err := pgschema.Migrate(ctx, db); err != nil {

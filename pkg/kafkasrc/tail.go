@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/minkhq/mink/pkg/atomicmax"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -110,17 +111,8 @@ func (t *Tailer) Close() { t.cancel() }
 // observe records bounds seen in an answer; answers can arrive out of order (the hub
 // and Poll both fetch), so values only move forward.
 func (t *Tailer) observe(hwm, lso int64) {
-	storeMax(&t.hwm, hwm)
-	storeMax(&t.lso, lso)
-}
-
-func storeMax(a *atomic.Int64, v int64) {
-	for {
-		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
-		}
-	}
+	atomicmax.Store(&t.hwm, hwm)
+	atomicmax.Store(&t.lso, lso)
 }
 
 // hub is the one long poll that all waiting Tailers of a Client share.

@@ -34,19 +34,27 @@ func TestSlowFencedWriteStopsNothing(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2 && len(a.m.Held()) == 2
-	})
+	}, rounds(t)...)
 	mine := a.m.Held()
 	slow := mine[0]
 	var stalled atomic.Bool
 	done := make(chan error, 1)
 	go func() {
 		done <- lease.Fenced(ctx, db, slow, func(tx pgx.Tx) error {
-			deadline := time.Now().Add(ttl * 8 / 10)
-			for time.Now().Before(deadline) {
+			// Checked again at every event of idx-a (its rounds, Acting ending, a worker
+			// stopping at its deadline): what could change Acting or Held.
+			deadline := time.NewTimer(ttl * 8 / 10)
+			defer deadline.Stop()
+			for held := true; held; {
+				changed := a.m.Changed()
 				if !a.m.Acting() || len(a.m.Held()) != 2 {
 					stalled.Store(true)
 				}
-				time.Sleep(10 * time.Millisecond)
+				select {
+				case <-changed:
+				case <-deadline.C:
+					held = false
+				}
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO ranges VALUES ($1, 'slow')`, slow.Partition)
 			return err
@@ -97,7 +105,7 @@ func TestStartTogetherEvenWithinThreeRounds(t *testing.T) {
 			}
 		}
 		return even()
-	})
+	}, rounds(t)...)
 	moves := func() (n int64) {
 		for _, x := range nodes {
 			s := x.m.Stats()
@@ -109,7 +117,7 @@ func TestStartTogetherEvenWithinThreeRounds(t *testing.T) {
 		t.Errorf("%d acquisitions and releases to share 96 partitions, want 96: nothing taken only to be handed back", n)
 	}
 	r0 := nodes[0].m.Stats().Rounds
-	leasetest.Eventually(t, 10*time.Second, "3 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+3 })
+	leasetest.Eventually(t, 10*time.Second, "3 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+3 }, rounds(t)...)
 	if !even() || moves() != 96 {
 		t.Fatalf("shares moved after converging: %v", countHeld(t, db, tbl))
 	}
@@ -129,16 +137,16 @@ func TestWriterHandoffFromNonTopHolder(t *testing.T) {
 	first := startNode(t, db, rec, low, 0, lease.RoleWriter)
 	leasetest.Eventually(t, 10*time.Second, "the only writer holds the writer lease", func() bool {
 		return holders(t, db, tbl)[s].Holder == low && len(first.m.Held()) == 1
-	})
+	}, rounds(t)...)
 	before := holders(t, db, tbl)[s].Epoch
 	startNode(t, db, rec, top, 0, lease.RoleWriter)
 	leasetest.Eventually(t, 10*time.Second, "the writer lease with the node preferring it most", func() bool {
 		return holders(t, db, tbl)[s].Holder == top
-	})
+	}, rounds(t)...)
 	if after := holders(t, db, tbl)[s].Epoch; after <= before {
 		t.Fatalf("writer lease epoch %d after the handoff, was %d", after, before)
 	}
-	leasetest.Eventually(t, 5*time.Second, "the old holder stopped its writer", func() bool { return len(first.m.Held()) == 0 })
+	leasetest.Eventually(t, 5*time.Second, "the old holder stopped its writer", func() bool { return len(first.m.Held()) == 0 }, rounds(t)...)
 	for _, e := range rec.all() {
 		if e.node == low && !errors.Is(e.cause, context.Canceled) {
 			t.Fatalf("%s stopped its writer for %v, want a clean release", low, e.cause)
@@ -174,19 +182,19 @@ func TestLocalDeadlineRestartsUnderNewEpoch(t *testing.T) {
 		mu.Unlock()
 	}
 	a := startNodeWith(t, db, "idx-a", 0, work, lease.RoleIndexer)
-	leasetest.Eventually(t, 10*time.Second, "idx-a acts under both", func() bool { return len(a.m.Held()) == 2 })
+	leasetest.Eventually(t, 10*time.Second, "idx-a acts under both", func() bool { return len(a.m.Held()) == 2 }, rounds(t)...)
 	stale := a.m.Held()
 	a.db.Cut(true)
-	leasetest.Eventually(t, 2*ttl, "workers stopped at the local deadline", func() bool { return len(a.m.Held()) == 0 })
+	leasetest.Eventually(t, 2*ttl, "workers stopped at the local deadline", func() bool { return len(a.m.Held()) == 0 }, rounds(t)...)
 	a.db.Cut(false)
 	p0, p1 := lease.PartitionScope(tbl, 0), lease.PartitionScope(tbl, 1)
 	leasetest.Eventually(t, 10*time.Second, "partition 0 restarted", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(started[p0]) == 2
-	})
+	}, rounds(t)...)
 	r0 := a.m.Stats().Rounds
-	leasetest.Eventually(t, 10*time.Second, "3 more rounds", func() bool { return a.m.Stats().Rounds >= r0+3 })
+	leasetest.Eventually(t, 10*time.Second, "3 more rounds", func() bool { return a.m.Stats().Rounds >= r0+3 }, rounds(t)...)
 	mu.Lock()
 	if n := len(started[p1]); n != 1 {
 		mu.Unlock()
@@ -198,7 +206,7 @@ func TestLocalDeadlineRestartsUnderNewEpoch(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(started[p1]) == 2
-	})
+	}, rounds(t)...)
 	mu.Lock()
 	defer mu.Unlock()
 	if overlap {
@@ -241,7 +249,7 @@ func TestLeaveIsBoundedWhateverWorkersDo(t *testing.T) {
 		<-finish // ignores wctx
 	}
 	a := startNodeWith(t, db, "idx-a", 0, work, lease.RoleIndexer)
-	leasetest.Eventually(t, 10*time.Second, "idx-a acts under both", func() bool { return len(a.m.Held()) == 2 })
+	leasetest.Eventually(t, 10*time.Second, "idx-a acts under both", func() bool { return len(a.m.Held()) == 2 }, rounds(t)...)
 	<-inside
 	left := time.Now()
 	a.cancel()
@@ -250,13 +258,13 @@ func TestLeaveIsBoundedWhateverWorkersDo(t *testing.T) {
 		_, err := lease.LookupMember(ctx, db, "idx-a")
 		h := holders(t, db, tbl)
 		return errors.Is(err, lease.ErrNoSuchMember) && h[p1].Holder == "" && h[p0].Holder == ""
-	})
+	}, rounds(t)...)
 	t.Logf("left in %v (lease_ttl/6 is %v)", time.Since(left), ttl/6)
 	if running.Load() != 2 {
 		t.Fatal("the workers ended; this test needs them still running")
 	}
 	b := startNode(t, db, &recorder{}, "idx-b", 0, lease.RoleIndexer)
-	leasetest.Eventually(t, 10*time.Second, "idx-b takes the free lease", func() bool { return holders(t, db, tbl)[p1].Holder == "idx-b" })
+	leasetest.Eventually(t, 10*time.Second, "idx-b takes the free lease", func() bool { return holders(t, db, tbl)[p1].Holder == "idx-b" }, rounds(t)...)
 	r0 := b.m.Stats().Rounds
 	select {
 	case err := <-a.done:
@@ -267,7 +275,7 @@ func TestLeaveIsBoundedWhateverWorkersDo(t *testing.T) {
 	case <-time.After(ttl + 5*time.Second):
 		t.Fatal("Leave waited for the workers more than a lease_ttl")
 	}
-	leasetest.Eventually(t, 10*time.Second, "3 more rounds of idx-b", func() bool { return b.m.Stats().Rounds >= r0+3 })
+	leasetest.Eventually(t, 10*time.Second, "3 more rounds of idx-b", func() bool { return b.m.Stats().Rounds >= r0+3 }, rounds(t)...)
 	var holder *string
 	if err := db.QueryRow(ctx, `SELECT holder FROM mink_leases WHERE kind = 'partition' AND table_id = $1 AND partition = 0`, tbl).Scan(&holder); err != nil {
 		t.Fatal(err)
@@ -278,8 +286,8 @@ func TestLeaveIsBoundedWhateverWorkersDo(t *testing.T) {
 	close(finish)
 	leasetest.Eventually(t, 10*time.Second, "idx-b takes the other lease once the write ended", func() bool {
 		return holders(t, db, tbl)[p0].Holder == "idx-b"
-	})
-	leasetest.Eventually(t, 5*time.Second, "the workers ended", func() bool { return running.Load() == 0 })
+	}, rounds(t)...)
+	leasetest.Eventually(t, 5*time.Second, "the workers ended", func() bool { return running.Load() == 0 }, rounds(t)...)
 }
 
 // A cluster's Postgres work per round is flat in partitions: the same nodes over 10 times the partitions read and write the same rows per steady round.

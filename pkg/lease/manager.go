@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultTTL is the seed's lease_ttl.
@@ -105,10 +106,13 @@ type Manager struct {
 	lastOK     uint64 // the latest started round that completed without error
 	registered bool
 	// changed is closed, and replaced, whenever something Changed's callers wait for
-	// happened: registration, a round's end (its leases moved, Acting may have changed).
-	changed chan struct{}
-	base    context.Context // parent of worker contexts; ends when Run ends
-	wg      sync.WaitGroup
+	// happened: registration, a round's end (its leases moved, Acting may have changed),
+	// Acting turning false as the local deadline passes, a worker stopped at its own
+	// deadline, the leave.
+	changed    chan struct{}
+	actingEnds *time.Timer     // notifies when Acting turns false for want of a renewal
+	base       context.Context // parent of worker contexts; ends when Run ends
+	wg         sync.WaitGroup
 
 	// What the last rounds read, kept between rounds: the members and the tables are
 	// read again only when their generation moved.
@@ -168,7 +172,8 @@ func (m *Manager) rows(read, written int64) {
 
 // Run registers the node, runs a round every TTL/3 until ctx ends, then releases every
 // lease and leaves at once. It returns nil after a clean leave, or ErrReplaced if another
-// process took this node id over.
+// process took this node id over (ErrLeft if this Manager had left already: a Manager
+// runs once).
 func (m *Manager) Run(ctx context.Context) error {
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	m.mu.Lock()
@@ -183,10 +188,19 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		if errors.Is(err, ErrLeft) {
+			return err
+		}
+		if ctx.Err() != nil {
+			// The attempt may still commit in Postgres (its client gave up, not the
+			// server): leave, so that it frees at once whatever it registered, and so that
+			// it is refused if it commits later.
+			return m.Leave()
+		}
 		m.log.Warn("register failed; retrying", "error", err)
 		select {
 		case <-ctx.Done():
-			return nil
+			return m.Leave()
 		case <-time.After(interval):
 		}
 	}
@@ -194,9 +208,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		err := m.Round(ctx)
-		if errors.Is(err, ErrReplaced) {
-			m.stopAll(ErrReplaced)
-			return err
+		for _, final := range []error{ErrReplaced, ErrLeft} {
+			if errors.Is(err, final) {
+				m.stopAll(final)
+				return err
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			m.log.Warn("lease round failed", "error", err)
@@ -274,6 +290,14 @@ func (m *Manager) Register(ctx context.Context) error {
 			return err
 		}
 		m.rows(0, 1)
+		// And refused for good: paused while replaced, the old process would otherwise
+		// insert its member row again when it wakes after this one has left.
+		m.count(1)
+		if _, err := tx.Exec(ctx, `INSERT INTO mink_left (node_id, incarnation, left_at, replaced) VALUES ($1, $2, now(), true)
+			ON CONFLICT (node_id, incarnation) DO NOTHING`, m.cfg.NodeID, *old); err != nil {
+			return err
+		}
+		m.rows(0, 1)
 		if !oldLive {
 			return nil
 		}
@@ -294,28 +318,30 @@ func (m *Manager) Register(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("lease: register %s: %w", m.cfg.NodeID, err)
+		return fmt.Errorf("lease: register %s: %w", m.cfg.NodeID, leftErr(err))
 	}
 	m.mu.Lock()
 	m.startedAt = startedAt
 	m.registered = true
 	m.settled = false
 	m.lastRenew = start
-	m.notifyLocked()
+	m.actingUntilLocked(start)
 	m.mu.Unlock()
 	m.log.Info("registered", "roles", m.cfg.Roles, "grpc_addr", m.cfg.GRPCAddr, "incarnation", m.incarnation, "adopted", len(leases))
 	for _, l := range leases {
 		m.start(l, start, "adopted from an earlier process with this node id")
 	}
+	m.notify() // once the adopted leases are held too
 	return nil
 }
 
 // janitor frees the leases of members whose rows expired, a full lease_ttl after they
-// last renewed and never sooner, and deletes those rows; and it frees what retired
-// incarnations (member rows gone or taken over) still hold. It never waits on a lock:
-// a member row being renewed, or a lease row that a fenced write in flight holds, is
-// skipped; the incarnation that held such a lease is kept in mink_retired, and a later
-// round frees the lease once the write has ended.
+// last renewed and never sooner, and deletes those rows; it frees what retired
+// incarnations (member rows gone or taken over) still hold; and it forgets old records of
+// clean leaves. It never waits on a lock: a member row being renewed (or acquired under),
+// or a lease row that a fenced write in flight holds, is skipped; the incarnation that
+// held such a lease is kept in mink_retired, and a later round frees the lease once the
+// write has ended.
 const janitor = `WITH dead AS (
 		DELETE FROM mink_members WHERE node_id IN (
 			SELECT node_id FROM mink_members WHERE expires_at <= now() FOR UPDATE SKIP LOCKED)
@@ -345,8 +371,32 @@ const janitor = `WITH dead AS (
 		WHERE r.node_id = g.node_id AND r.incarnation = g.incarnation
 		  AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.node_id = r.node_id AND k.incarnation = r.incarnation)
 		RETURNING 1
+	), forget AS (
+		DELETE FROM mink_left WHERE left_at < now() - interval '` + leftKept + `' RETURNING 1
 	)
-	SELECT (SELECT count(*) FROM dead) + (SELECT count(*) FROM freed) + (SELECT count(*) FROM retire) + (SELECT count(*) FROM unretire)`
+	SELECT (SELECT count(*) FROM dead) + (SELECT count(*) FROM freed) + (SELECT count(*) FROM retire) + (SELECT count(*) FROM unretire)
+		+ (SELECT count(*) FROM forget)`
+
+// leftKept is how long the record of a clean leave is kept: far longer than a statement
+// sent before the leave can still reach Postgres (Linux gives up retransmitting on a TCP
+// connection after about 15 minutes).
+const leftKept = "1 day"
+
+// leftErr tells a statement that Postgres refused because this incarnation left the
+// cluster, or was replaced by another process (mink_refuse_left's errors), by its
+// SQLSTATE.
+func leftErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "MK001":
+			return ErrLeft
+		case "MK002":
+			return ErrReplaced
+		}
+	}
+	return err
+}
 
 // Round is one round of the seed's rules: renew the member row (which renews every lease
 // this node holds), free the leases of members whose rows expired, read what changed,
@@ -398,7 +448,7 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 		return fmt.Errorf("lease: %s: %w", m.cfg.NodeID, ErrReplaced)
 	}
 	if err != nil {
-		return fmt.Errorf("lease: heartbeat: %w", err)
+		return fmt.Errorf("lease: heartbeat: %w", leftErr(err))
 	}
 	m.rows(1, 1)
 	if inserted {
@@ -661,6 +711,7 @@ func (m *Manager) renewed(start, expires time.Time) {
 	deadline := start.Add(m.cfg.TTL - m.safety())
 	m.mu.Lock()
 	m.lastRenew = start
+	m.actingUntilLocked(start)
 	var restart []*held
 	for _, h := range m.held {
 		h.Expires = expires
@@ -769,16 +820,24 @@ func (m *Manager) acquire(ctx context.Context, ss []Scope) ([]Lease, error) {
 	kinds, tables, parts := scopeArrays(ss)
 	start := time.Now()
 	m.count(1)
-	rows, err := m.db.Query(ctx, `WITH want AS (
+	// The member row is locked FOR KEY SHARE (which renewals do not wait for): a leave,
+	// or a janitor deleting the row as it expires, then waits for this statement or skips
+	// the row, and frees what it took, instead of freeing the leases from a snapshot
+	// without them and leaving them held by a member row that is gone, which nothing
+	// would ever free.
+	rows, err := m.db.Query(ctx, `WITH me AS (
+			SELECT expires_at FROM mink_members
+			WHERE node_id = $1 AND incarnation = $2 AND expires_at > now() AND NOT draining
+			FOR KEY SHARE
+		), want AS (
 			SELECT l.kind, l.table_id, l.partition FROM mink_leases l
 			JOIN unnest($3::text[], $4::bigint[], $5::int[]) AS w(kind, table_id, partition)
 			  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
 			WHERE l.holder IS NULL
 			FOR UPDATE OF l SKIP LOCKED)
 		UPDATE mink_leases l SET holder = $1, incarnation = $2, epoch = l.epoch + 1, acquired_at = now()
-		FROM want w, mink_members m, mink_tables t
+		FROM want w, me m, mink_tables t
 		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
-		  AND m.node_id = $1 AND m.incarnation = $2 AND m.expires_at > now() AND NOT m.draining
 		  AND t.id = l.table_id
 		RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, m.expires_at`,
 		m.cfg.NodeID, m.incarnation, kinds, tables, parts)
@@ -907,7 +966,10 @@ func (m *Manager) start(l Lease, renewStart time.Time, why string) {
 	}
 	ctx, cancel := context.WithCancelCause(m.base)
 	h := &held{Lease: l, ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	h.timer = time.AfterFunc(time.Until(renewStart.Add(m.cfg.TTL-m.safety())), func() { cancel(ErrLocalDeadline) })
+	h.timer = time.AfterFunc(time.Until(renewStart.Add(m.cfg.TTL-m.safety())), func() {
+		cancel(ErrLocalDeadline)
+		m.notify() // Held changed
+	})
 	m.held[l.Scope] = h
 	w := m.workers[l.Kind]
 	m.wg.Add(1)
@@ -950,7 +1012,10 @@ func (m *Manager) stop(cause error, hs ...*held) {
 	}
 }
 
-func (m *Manager) stopAll(cause error) { m.stop(cause, m.detachAll()...) }
+func (m *Manager) stopAll(cause error) {
+	m.stop(cause, m.detachAll()...)
+	m.notify()
+}
 
 // detachAll takes every lease off this node's books (the released ones not yet freed
 // too) and returns those with workers.
@@ -967,21 +1032,51 @@ func (m *Manager) detachAll() []*held {
 }
 
 // Leave frees every lease and deletes the member row at once, whatever the workers do,
-// so other nodes can take the work in their next round. It asks the workers to stop
-// first but does not wait for them before freeing: fencing makes a slow one harmless, and
-// a lease row that a fenced write in flight holds is freed by the other nodes' rounds
-// the moment that write ends (it never outlives it, and takeover waits for it as always).
-// It waits for Postgres at most lease_ttl/6, then for the workers at most a lease_ttl.
+// so other nodes can take the work in their next round, and records the incarnation as
+// left, so that Postgres refuses any statement of it still on its way (a round's renewal
+// that the stop cancelled) instead of inserting the member row again. It asks the
+// workers to stop first but does not wait for them before freeing: fencing makes a slow
+// one harmless, and a lease row that a fenced write in flight holds is freed by the
+// other nodes' rounds the moment that write ends (it never outlives it, and takeover
+// waits for it as always). It waits for Postgres (and for a registration or acquisition
+// of this node in flight there) at most lease_ttl/6, then for the workers at most a
+// lease_ttl.
 func (m *Manager) Leave() error {
 	for _, h := range m.detachAll() {
 		h.timer.Stop()
 		h.cancel(context.Canceled)
 	}
+	m.mu.Lock()
+	m.registered = false // acts under nothing from now on
+	if m.actingEnds != nil {
+		m.actingEnds.Stop()
+	}
+	m.notifyLocked()
+	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), m.safety())
 	defer cancel()
-	m.count(1)
-	var freed, kept, gone int64
-	err := m.db.QueryRow(ctx, `WITH free AS (
+	var recorded, freed, kept, gone int64
+	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
+		// First the record that this incarnation left (see mink_left): it waits for any
+		// insertion of its member row in flight to commit, so the statement after it sees
+		// that row, and from its commit on Postgres refuses every later one, such as a
+		// renewal of the last round that reaches Postgres only now.
+		m.count(3)
+		tag, err := tx.Exec(ctx, `INSERT INTO mink_left (node_id, incarnation, left_at) VALUES ($1, $2::uuid, now())
+			ON CONFLICT DO NOTHING`, m.cfg.NodeID, m.incarnation)
+		if err != nil {
+			return err
+		}
+		recorded = tag.RowsAffected()
+		// Then the member row, before the leases: deleting it waits for an acquisition in
+		// flight (which locks the row it acquires under), so the next statement, with a
+		// snapshot of its own, frees what that acquisition took too.
+		if tag, err = tx.Exec(ctx, `DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2::uuid`,
+			m.cfg.NodeID, m.incarnation); err != nil {
+			return err
+		}
+		gone = tag.RowsAffected()
+		return tx.QueryRow(ctx, `WITH free AS (
 			SELECT kind, table_id, partition FROM mink_leases WHERE holder = $1 AND incarnation = $2::uuid
 			FOR UPDATE SKIP LOCKED
 		), freed AS (
@@ -994,16 +1089,15 @@ func (m *Manager) Leave() error {
 			LIMIT 1
 		), retire AS (
 			INSERT INTO mink_retired (node_id, incarnation) SELECT $1, $2::uuid FROM kept ON CONFLICT DO NOTHING
-		), gone AS (
-			DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2::uuid RETURNING 1
 		)
-		SELECT (SELECT count(*) FROM freed), (SELECT count(*) FROM kept), (SELECT count(*) FROM gone)`,
-		m.cfg.NodeID, m.incarnation).Scan(&freed, &kept, &gone)
+		SELECT (SELECT count(*) FROM freed), (SELECT count(*) FROM kept)`,
+			m.cfg.NodeID, m.incarnation).Scan(&freed, &kept)
+	})
 	if err != nil {
 		// Postgres is unreachable: the leases are free once the member row expires.
 		m.log.Warn("leave failed; leases will be free after lease_ttl", "error", err)
 	} else {
-		m.rows(1, freed+kept+gone)
+		m.rows(1, recorded+gone+freed+kept)
 		m.released.Add(freed)
 		if kept > 0 {
 			m.log.Warn("left the cluster; leases under fenced writes still in flight are freed when those end")
@@ -1113,9 +1207,12 @@ func (m *Manager) AwaitRound(ctx context.Context) error {
 	}
 }
 
-// Changed returns a channel closed at the next registration or end of a round (whatever
-// it did): what callers waiting on Acting, Held or Stats wake on, instead of polling.
-// Take the channel before reading the state it guards, so nothing falls between.
+// Changed returns a channel closed at the next event: the node registered, a round ended
+// (whatever it did; Stats, Held, Free, LastError and Acting may have changed), Acting
+// turned false (the local deadline passed without a renewal, or the node left), or a
+// worker stopped at its local deadline (Held changed). It is what callers waiting on
+// Acting, Held or Stats wake on, instead of polling. Take the channel before reading the
+// state it guards, so nothing falls between.
 func (m *Manager) Changed() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1125,6 +1222,23 @@ func (m *Manager) Changed() <-chan struct{} {
 func (m *Manager) notifyLocked() {
 	close(m.changed)
 	m.changed = make(chan struct{})
+}
+
+func (m *Manager) notify() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notifyLocked()
+}
+
+// actingUntilLocked notes a renewal begun at start: Acting turns false, and Changed is
+// closed, at its local deadline unless another renewal comes first.
+func (m *Manager) actingUntilLocked(start time.Time) {
+	d := time.Until(start.Add(m.cfg.TTL - m.safety()))
+	if m.actingEnds == nil {
+		m.actingEnds = time.AfterFunc(d, m.notify)
+		return
+	}
+	m.actingEnds.Reset(d)
 }
 
 // Draining reports whether the node is draining.

@@ -112,7 +112,33 @@ func startNodeWith(t *testing.T, db *pgxpool.Pool, id string, max int, work leas
 	n := &node{id: id, m: m, db: cdb, cancel: cancel, done: make(chan error, 1)}
 	go func() { n.done <- m.Run(ctx) }()
 	t.Cleanup(func() { n.stop(t) })
+	started.Lock()
+	started.by[t] = append(started.by[t], m)
+	started.Unlock()
+	t.Cleanup(func() {
+		started.Lock()
+		delete(started.by, t)
+		started.Unlock()
+	})
 	return n
+}
+
+// started holds the managers each test started, whose events its waits wake on.
+var started = struct {
+	sync.Mutex
+	by map[*testing.T][]*lease.Manager
+}{by: map[*testing.T][]*lease.Manager{}}
+
+// rounds are the Changed methods of every manager t started so far: what the conditions
+// its waits check (leases in Postgres, Held, Acting, Stats) change with.
+func rounds(t *testing.T) []func() <-chan struct{} {
+	started.Lock()
+	defer started.Unlock()
+	var out []func() <-chan struct{}
+	for _, m := range started.by[t] {
+		out = append(out, m.Changed)
+	}
+	return out
 }
 
 func (n *node) stop(t *testing.T) {
@@ -165,7 +191,7 @@ func TestShareJoinAndWriter(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "6 partitions shared 3/3 and the writer lease held", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 3 && c["idx-b"] == 3 && holders(t, db, tbl)[lease.WriterScope(tbl)].Holder == "wr-a"
-	})
+	}, rounds(t)...)
 	if got := len(w.m.Held()); got != 1 {
 		t.Fatalf("writer node acts under %d leases, want 1", got)
 	}
@@ -179,7 +205,7 @@ func TestShareJoinAndWriter(t *testing.T) {
 	leasetest.Eventually(t, 15*time.Second, "6 partitions shared 2/2/2", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2 && c["idx-c"] == 2
-	})
+	}, rounds(t)...)
 	for _, e := range rec.all() {
 		if e.lease.Kind == lease.KindPartition && !errors.Is(e.cause, context.Canceled) {
 			t.Errorf("%s stopped %s for %v during a join, want a clean release", e.node, e.lease.Scope, e.cause)
@@ -196,7 +222,7 @@ func TestCleanLeaveFreesAtOnce(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
-	})
+	}, rounds(t)...)
 	a.stop(t)
 	// Right after Run returns: nothing of a's is held, and its row is gone.
 	for s, l := range holders(t, db, tbl) {
@@ -213,7 +239,7 @@ func TestCleanLeaveFreesAtOnce(t *testing.T) {
 	leasetest.Eventually(t, ttl, "idx-b takes all 4 partitions and the writer lease", func() bool {
 		h := holders(t, db, tbl)
 		return countHeld(t, db, tbl)["idx-b"] == 4 && h[lease.WriterScope(tbl)].Holder == "idx-b"
-	})
+	}, rounds(t)...)
 	t.Logf("taken over %v after a clean leave", time.Since(start))
 	_ = b
 }
@@ -230,11 +256,11 @@ func TestCrashLeasesExpireThenMove(t *testing.T) {
 	}
 	rec := &recorder{}
 	a := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
-	startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer)
+	b := startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer)
 	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
-	})
+	}, rounds(t)...)
 	before := holders(t, db, tbl)
 	stale := a.m.Held()
 	if len(stale) != 2 {
@@ -245,12 +271,13 @@ func TestCrashLeasesExpireThenMove(t *testing.T) {
 	// Until its leases expire in Postgres, nobody else holds them: each is taken, if at
 	// all, at a database time no earlier than the last expiry idx-a renewed it to.
 	// A lease's expiry is its holder's member row's.
+	// The rows change only with the nodes' rounds: each is read again at every round's
+	// end (idx-a's too: a renewal sent before the cut may still land).
 	lastExpiry := map[lease.Scope]time.Time{}
-	deadline := time.Now().Add(5 * ttl)
+	deadline := time.NewTimer(5 * ttl)
+	defer deadline.Stop()
 	for taken := 0; taken < len(stale); {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, only %d of idx-a's %d leases were taken", 5*ttl, taken, len(stale))
-		}
+		changedA, changedB := a.m.Changed(), b.m.Changed()
 		taken = 0
 		for _, l := range stale {
 			var holder string
@@ -276,12 +303,20 @@ func TestCrashLeasesExpireThenMove(t *testing.T) {
 				t.Fatalf("%s taken by %s at %v, before idx-a's lease expired at %v", l.Scope, holder, acquired, lastExpiry[l.Scope])
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		if taken == len(stale) {
+			break
+		}
+		select {
+		case <-changedA:
+		case <-changedB:
+		case <-deadline.C:
+			t.Fatalf("after %v, only %d of idx-a's %d leases were taken", 5*ttl, taken, len(stale))
+		}
 	}
-	leasetest.Eventually(t, 5*time.Second, "idx-b takes all 4", func() bool { return countHeld(t, db, tbl)["idx-b"] == 4 })
+	leasetest.Eventually(t, 5*time.Second, "idx-b takes all 4", func() bool { return countHeld(t, db, tbl)["idx-b"] == 4 }, rounds(t)...)
 
 	// idx-a stopped acting before Postgres could give its leases away.
-	leasetest.Eventually(t, 5*time.Second, "idx-a's workers stopped", func() bool { return len(a.m.Held()) == 0 })
+	leasetest.Eventually(t, 5*time.Second, "idx-a's workers stopped", func() bool { return len(a.m.Held()) == 0 }, rounds(t)...)
 	stopped := 0
 	for _, e := range rec.all() {
 		isStale := false
@@ -339,7 +374,7 @@ func TestCrashLeasesExpireThenMove(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "shared 2/2 again", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
-	})
+	}, rounds(t)...)
 }
 
 // The fence holds the lease row for the whole transaction: a takeover waits for a write
@@ -373,7 +408,7 @@ func TestFenceBlocksTakeoverDuringWrite(t *testing.T) {
 	leasetest.Eventually(t, 10*ttl, "the taker's member row gone and 4 of its rounds done", func() bool {
 		_, err := lease.LookupMember(ctx, db, "old")
 		return errors.Is(err, lease.ErrNoSuchMember) && taker.m.Stats().Rounds >= r0+4
-	})
+	}, rounds(t)...)
 	if h := holders(t, db, tbl)[lease.PartitionScope(tbl, 0)]; h.Holder == "new" {
 		t.Fatal("lease taken while a fenced write held it")
 	}
@@ -387,7 +422,7 @@ func TestFenceBlocksTakeoverDuringWrite(t *testing.T) {
 	}
 	leasetest.Eventually(t, 10*ttl, "the taker holds the lease", func() bool {
 		return holders(t, db, tbl)[lease.PartitionScope(tbl, 0)].Holder == "new"
-	})
+	}, rounds(t)...)
 	var acquired time.Time
 	if err := db.QueryRow(ctx, `SELECT acquired_at FROM mink_leases WHERE table_id = $1 AND kind = 'partition'`, tbl).Scan(&acquired); err != nil {
 		t.Fatal(err)
@@ -429,7 +464,7 @@ func TestWriterLeaseGoesToMostPreferring(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, rounds(t)...)
 	// Writers never take partition leases.
 	for _, tbl := range tables {
 		if c := countHeld(t, db, tbl); len(c) != 0 {
@@ -460,7 +495,7 @@ func TestEpochsGrowOnEveryHandoff(t *testing.T) {
 		leasetest.Eventually(t, 10*time.Second, "node holds everything", func() bool {
 			check()
 			return countHeld(t, db, tbl)[n.id] == 2 && holders(t, db, tbl)[lease.WriterScope(tbl)].Holder == n.id
-		})
+		}, rounds(t)...)
 		for _, l := range n.m.Held() {
 			if want := int64(round + 1); l.Epoch != want {
 				t.Errorf("%s held under epoch %d after %d handoffs, want %d", l.Scope, l.Epoch, round, want)
@@ -477,10 +512,10 @@ func TestRestartSameNodeIDFencesOldProcess(t *testing.T) {
 	tbl := leasetest.Table(t, db, "events", 2)
 	rec := &recorder{}
 	old := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
-	leasetest.Eventually(t, 10*time.Second, "old holds both", func() bool { return countHeld(t, db, tbl)["idx-a"] == 2 })
+	leasetest.Eventually(t, 10*time.Second, "old holds both", func() bool { return countHeld(t, db, tbl)["idx-a"] == 2 }, rounds(t)...)
 	stale := old.m.Held()
 	fresh := startNode(t, db, rec, "idx-a", 0, lease.RoleIndexer)
-	leasetest.Eventually(t, 10*time.Second, "new process acts under both", func() bool { return len(fresh.m.Held()) == 2 })
+	leasetest.Eventually(t, 10*time.Second, "new process acts under both", func() bool { return len(fresh.m.Held()) == 2 }, rounds(t)...)
 	for _, l := range fresh.m.Held() {
 		for _, s := range stale {
 			if s.Scope == l.Scope && l.Epoch <= s.Epoch {
@@ -511,12 +546,12 @@ func TestMaxPartitions(t *testing.T) {
 	tbl := leasetest.Table(t, db, "events", 5)
 	rec := &recorder{}
 	startNode(t, db, rec, "idx-a", 2, lease.RoleIndexer)
-	leasetest.Eventually(t, 10*time.Second, "idx-a holds its cap", func() bool { return countHeld(t, db, tbl)["idx-a"] == 2 })
+	leasetest.Eventually(t, 10*time.Second, "idx-a holds its cap", func() bool { return countHeld(t, db, tbl)["idx-a"] == 2 }, rounds(t)...)
 	startNode(t, db, rec, "idx-b", 0, lease.RoleIndexer)
 	leasetest.Eventually(t, 10*time.Second, "idx-b holds 3 (share), idx-a 2 (cap)", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 3
-	})
+	}, rounds(t)...)
 }
 
 // Shares know every node's cap: what a capped node cannot take goes to the others, so no
@@ -535,7 +570,7 @@ func TestCappedNodeNeverStrands(t *testing.T) {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 1 && c["idx-b"]+c["idx-c"] == 11 && c["idx-b"] >= 5 && c["idx-c"] >= 5
 	}
-	leasetest.Eventually(t, 10*time.Second, "all 12 held: 1 by the capped node, 11 by the others", even)
+	leasetest.Eventually(t, 10*time.Second, "all 12 held: 1 by the capped node, 11 by the others", even, rounds(t)...)
 	// moves counts the leases moved, and troubles the rounds that failed or lost leases:
 	// on an overloaded machine a round can miss its deadline and its leases move for that
 	// reason, which is not what this test looks for, so such a window is measured again.
@@ -547,10 +582,10 @@ func TestCappedNodeNeverStrands(t *testing.T) {
 		return n, troubles
 	}
 	for try := 1; ; try++ {
-		leasetest.Eventually(t, 10*time.Second, "all 12 held: 1 by the capped node, 11 by the others", even)
+		leasetest.Eventually(t, 10*time.Second, "all 12 held: 1 by the capped node, 11 by the others", even, rounds(t)...)
 		before, t0 := moves()
 		r0 := nodes[0].m.Stats().Rounds
-		leasetest.Eventually(t, 10*time.Second, "4 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+4 })
+		leasetest.Eventually(t, 10*time.Second, "4 more rounds", func() bool { return nodes[0].m.Stats().Rounds >= r0+4 }, rounds(t)...)
 		after, t1 := moves()
 		if t1 != t0 {
 			if try == 5 {
@@ -590,7 +625,7 @@ func TestTakesMostPreferredFree(t *testing.T) {
 		slices.Sort(ps)
 		return ps
 	}
-	leasetest.Eventually(t, 10*time.Second, "3 partitions held", func() bool { return len(held()) == 3 })
+	leasetest.Eventually(t, 10*time.Second, "3 partitions held", func() bool { return len(held()) == 3 }, rounds(t)...)
 	if got := held(); !slices.Equal(got, want) {
 		t.Fatalf("idx-a holds partitions %v, its 3 most preferred are %v", got, want)
 	}
@@ -605,7 +640,7 @@ func TestDrain(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "shared 2/2", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
-	})
+	}, rounds(t)...)
 	a.m.SetDraining(true)
 	// Once a round begun after the drain has completed, Postgres has the leases free.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -616,7 +651,7 @@ func TestDrain(t *testing.T) {
 	if c := countHeld(t, db, tbl); c["idx-a"] != 0 {
 		t.Fatalf("idx-a holds %d partitions in Postgres after a round with the drain", c["idx-a"])
 	}
-	leasetest.Eventually(t, 5*time.Second, "idx-b holds all 4 while idx-a drains", func() bool { return countHeld(t, db, tbl)["idx-b"] == 4 })
+	leasetest.Eventually(t, 5*time.Second, "idx-b holds all 4 while idx-a drains", func() bool { return countHeld(t, db, tbl)["idx-b"] == 4 }, rounds(t)...)
 	m, err := lease.LookupMember(context.Background(), db, "idx-a")
 	if err != nil || !m.Draining {
 		t.Fatalf("drained member: %+v %v", m, err)
@@ -625,7 +660,7 @@ func TestDrain(t *testing.T) {
 	leasetest.Eventually(t, 10*time.Second, "shared 2/2 after undrain", func() bool {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 2 && c["idx-b"] == 2
-	})
+	}, rounds(t)...)
 }
 
 // Postgres itself stops, for 2 x lease_ttl: every node stops acting before its leases
@@ -656,7 +691,7 @@ func TestPostgresStopAndRestart(t *testing.T) {
 		c := countHeld(t, db, tbl)
 		return c["idx-a"] == 32 && c["idx-b"] == 32 && c["idx-c"] == 32 && holders(t, db, tbl)[lease.WriterScope(tbl)].Holder != ""
 	}
-	leasetest.Eventually(t, 20*time.Second, "shared 32/32/32", even)
+	leasetest.Eventually(t, 20*time.Second, "shared 32/32/32", even, rounds(t)...)
 	stopped := time.Now()
 	if err := pg.Stop(); err != nil {
 		t.Fatal(err)
@@ -670,7 +705,7 @@ func TestPostgresStopAndRestart(t *testing.T) {
 		}
 		return n
 	}
-	leasetest.Eventually(t, 2*ttl, "every worker stopped", func() bool { return acting() == 0 })
+	leasetest.Eventually(t, 2*ttl, "every worker stopped", func() bool { return acting() == 0 }, rounds(t)...)
 	if d := time.Since(stopped); d > ttl {
 		t.Fatalf("nodes acted %v after Postgres stopped, past lease_ttl %v", d, ttl)
 	}
@@ -692,14 +727,14 @@ func TestPostgresStopAndRestart(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, rounds(t)...)
 	leasetest.Eventually(t, 5*time.Second, "every node acts under its leases", func() bool {
 		n := 0
 		for _, x := range nodes {
 			n += len(x.m.Held())
 		}
 		return n == 97
-	})
+	}, rounds(t)...)
 }
 
 // Free counts, per table and kind, the leases no live node holds as of the node's last
@@ -822,4 +857,72 @@ func TestChangedAtRegistrationAndEveryRound(t *testing.T) {
 		t.Fatal("Changed not closed by a failed round")
 	}
 	cdb.Cut(false)
+}
+
+// Changed is also closed when Acting turns false with no round at all (the local deadline
+// passed), when a worker stops at its own deadline (Held changed), and at the leave:
+// waiters on Acting and Held wake on those events rather than by polling.
+func TestChangedWhenActingEnds(t *testing.T) {
+	db := newDB(t)
+	leasetest.Table(t, db, "events", 1)
+	m, err := lease.NewManager(db, lease.Config{NodeID: "n1", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "n1:7070", TTL: ttl,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.OnLease(lease.KindPartition, func(ctx context.Context, _ lease.Lease) { <-ctx.Done() })
+	defer m.Leave()
+	ctx := context.Background()
+	if err := m.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var renewed time.Time
+	for i := 0; i < 2; i++ { // the first round only watches the membership
+		renewed = time.Now()
+		if err := m.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !m.Acting() || len(m.Held()) != 1 {
+		t.Fatalf("after two rounds: acting %v, held %v; want acting under the one lease", m.Acting(), m.Held())
+	}
+	// No more rounds: the node cannot have renewed, as if Postgres were unreachable.
+	c := m.Changed()
+	select {
+	case <-c:
+	case <-time.After(2 * ttl):
+		t.Fatalf("Changed not closed %v after the last renewal", 2*ttl)
+	}
+	if m.Acting() {
+		t.Fatalf("Changed closed %v after the last renewal, Acting still true", time.Since(renewed))
+	}
+	for {
+		c := m.Changed()
+		if len(m.Held()) == 0 {
+			break
+		}
+		select {
+		case <-c:
+		case <-time.After(ttl):
+			t.Fatalf("no event for a lease_ttl while its worker is past its local deadline: held %v", m.Held())
+		}
+	}
+	if err := m.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Acting() {
+		t.Fatal("not acting after a round renewed")
+	}
+	c = m.Changed()
+	if err := m.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c:
+	default:
+		t.Fatal("Changed not closed by the leave")
+	}
+	if m.Acting() || len(m.Held()) != 0 {
+		t.Fatalf("after the leave: acting %v, held %v", m.Acting(), m.Held())
+	}
 }

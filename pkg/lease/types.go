@@ -145,6 +145,9 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrReplaced: another process registered with this node id; this one must stop.
 	ErrReplaced = errors.New("node id taken over by another process")
+	// ErrLeft: this process left the cluster (Leave); Postgres refuses its incarnation's
+	// member row from then on. A new process registers under a new incarnation.
+	ErrLeft = errors.New("this process left the cluster: its incarnation cannot register or renew again")
 	// ErrNoSuchMember: no live member has that id.
 	ErrNoSuchMember = errors.New("no such live node")
 )

@@ -56,6 +56,7 @@ func load(tbl tables.Table, name, key string, readAt *time.Time) liveloads.Load 
 // writes nothing and is told to read the first; ByContent finds it while it stays
 // readable long enough, and a stale one gives up its key to a new recording.
 func TestSaveOncePerContentKey(t *testing.T) {
+	t.Parallel()
 	db, tbl := setup(t)
 	ctx := context.Background()
 	if err := liveloads.Save(ctx, db, load(tbl, "a", "k1", nil)); err != nil {
@@ -93,6 +94,7 @@ func TestSaveOncePerContentKey(t *testing.T) {
 // Newest answers the newest load of a stream whose offsets were read within the bound,
 // and its age by the database's clock.
 func TestNewestWithinBound(t *testing.T) {
+	t.Parallel()
 	db, tbl := setup(t)
 	ctx := context.Background()
 	now, err := liveloads.Now(ctx, db)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"time"
@@ -35,6 +34,9 @@ import (
 type Config struct {
 	Role    lease.Role // set by the role's main before RegisterFlags
 	Version string     // set by the role's main
+	// RoleConfig holds the role's own flags (nil: it has none); set by the role's main
+	// before RegisterFlags, and read by the role's Setup.
+	RoleConfig RoleConfig
 
 	NodeID          string
 	PostgresURL     string
@@ -62,21 +64,6 @@ type Config struct {
 	// MaxConnections caps the open connections of each listener (gRPC, metrics,
 	// catalog, S3); more wait until one closes. 0: the default, 4096.
 	MaxConnections int
-
-	MaxPartitions int // indexer
-	// BuildMemory bounds the finished Parquet pages that an indexer's range builds keep
-	// in memory, all partitions together; beyond it they wait in temporary files
-	// (pkg/parquetbuild.Pages).
-	BuildMemory flagenv.Bytes // indexer
-
-	CatalogAddr string        // file server: Iceberg REST catalog
-	S3Addr      string        // file server: S3 API
-	S3Endpoint  string        // file server: the S3 URL engines are told in table loads
-	CacheDir    string        // file server: data file cache
-	CacheBytes  flagenv.Bytes // file server: cache size
-	// WarmInterval: file server: how often it looks for newly committed files to warm
-	// (0: no warming).
-	WarmInterval time.Duration
 
 	// Not flags: set by code.
 	Logger  *slog.Logger                // nil: JSON on stderr at LogLevel
@@ -118,15 +105,23 @@ type Parts struct {
 	Actors   []func(context.Context) error // loops and listeners; each ends when its ctx ends
 	Addrs    map[string]string             // advertised addresses for the member row ("catalog", "s3")
 	Figures  func() map[string]string      // role figures for GetStatus
+	// MaxPartitions caps the partition leases the node takes (0: no cap); its member
+	// row tells every node, so the shares leave room for it.
+	MaxPartitions int
 }
 
-// DefaultBuildMemory is an indexer's --build-memory unless told otherwise.
-const DefaultBuildMemory = 128 << 20
+// RoleConfig is the configuration a role owns: its flags, registered beside the node's
+// and checked with them, so pkg/node knows no role's flags.
+type RoleConfig interface {
+	RegisterFlags(fs *flag.FlagSet)
+	// Validate reports each bad value naming its flag (flagenv.Errorf).
+	Validate() error
+}
 
 // DefaultGRPCAddr is where a node serves gRPC unless told otherwise.
 const DefaultGRPCAddr = ":7070"
 
-// RegisterFlags adds the role's flags to fs, with their defaults. Role must be set.
+// RegisterFlags adds the node's flags and its RoleConfig's to fs, with their defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NodeID, "node-id", "", "this node's id, unique in the cluster (default <hostname>-<grpc port>)")
 	fs.StringVar(&c.PostgresURL, "postgres-url", "", "Postgres connection URL of the cluster's database (required)")
@@ -143,20 +138,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that signs other nodes' (and clients') certificates: peers are verified with it, and a client certificate must be signed by it (clients need none); empty: the system's roots verify peers")
 	fs.IntVar(&c.MaxConnections, "max-connections", httplimit.DefaultMaxConnections, "most open connections of each listener (gRPC, metrics, catalog, S3); more wait until one closes")
-	switch c.Role {
-	case lease.RoleIndexer:
-		fs.IntVar(&c.MaxPartitions, "max-partitions", 0, "most partition leases this node holds (0: no cap)")
-		c.BuildMemory = DefaultBuildMemory
-		fs.Var(&c.BuildMemory, "build-memory", "most bytes of finished Parquet pages the range builds of all partitions keep in memory; beyond it they wait in temporary files in $TMPDIR (same files, bounded memory): 128MiB, 1GiB, ...")
-	case lease.RoleFileServer:
-		fs.StringVar(&c.CatalogAddr, "catalog-addr", ":8181", "address to serve the Iceberg REST catalog on")
-		fs.StringVar(&c.S3Addr, "s3-addr", ":9000", "address to serve the S3 API on")
-		fs.StringVar(&c.S3Endpoint, "s3-endpoint", "", "S3 URL engines are told in table loads, when they reach this node by another name (a Service, a published port); default http://<hostname>:<s3 port>")
-		fs.StringVar(&c.CacheDir, "cache-dir", "", "folder of the data file cache (default <temp dir>/mink-cache/<node id>)")
-		c.CacheBytes = 10 << 30
-		fs.Var(&c.CacheBytes, "cache-bytes", "size of the data file cache: 10GiB, 512MiB, ...")
-		fs.DurationVar(&c.WarmInterval, "warm-interval", time.Second, "how often to look for newly committed data files this node owns, to build them into its cache before they are read (it is also told of each commit); 0: no warming")
+	if c.RoleConfig != nil {
+		c.RoleConfig.RegisterFlags(fs)
 	}
+}
+
+// Parse registers c's flags on fs, fills them from args and then from the environment
+// (lookup; os.LookupEnv in Main), and validates c. The error names each bad flag, and
+// the variable when one set it; flag.ErrHelp asks for the usage.
+func (c *Config) Parse(fs *flag.FlagSet, args []string, lookup func(string) (string, bool)) (flagenv.Sources, error) {
+	c.RegisterFlags(fs)
+	src, err := flagenv.ParseEnv(fs, args, lookup)
+	if err == nil {
+		err = c.Validate()
+	}
+	return src, src.Explain(err)
 }
 
 var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -182,15 +178,15 @@ func (c *Config) Validate() error {
 		bad("kafka-brokers", "required (host:port,host:port)")
 	}
 	for _, b := range c.KafkaBrokers {
-		if err := checkAddr(b, false); err != nil {
+		if err := CheckAddr(b, false); err != nil {
 			bad("kafka-brokers", "%q: %v", b, err)
 		}
 	}
-	if err := checkAddr(c.GRPCAddr, true); err != nil {
+	if err := CheckAddr(c.GRPCAddr, true); err != nil {
 		bad("grpc-addr", "%q: %v", c.GRPCAddr, err)
 	}
 	if c.AdvertiseAddr != "" {
-		if err := checkAddr(c.AdvertiseAddr, false); err != nil {
+		if err := CheckAddr(c.AdvertiseAddr, false); err != nil {
 			bad("advertise-addr", "%q: %v", c.AdvertiseAddr, err)
 		}
 	}
@@ -198,7 +194,7 @@ func (c *Config) Validate() error {
 		bad("lease-ttl", "%v is out of range (300ms to 1h)", c.LeaseTTL)
 	}
 	if c.MetricsAddr != "" {
-		if err := checkAddr(c.MetricsAddr, true); err != nil {
+		if err := CheckAddr(c.MetricsAddr, true); err != nil {
 			bad("metrics-addr", "%q: %v", c.MetricsAddr, err)
 		}
 	}
@@ -232,31 +228,16 @@ func (c *Config) Validate() error {
 	if c.MaxConnections < 0 || c.MaxConnections > 1<<20 {
 		bad("max-connections", "%d is out of range (1 to 1048576; 0: the default)", c.MaxConnections)
 	}
-	if c.Role == lease.RoleIndexer && c.BuildMemory < 0 {
-		bad("build-memory", "must not be negative")
-	}
-	if c.MaxPartitions < 0 {
-		bad("max-partitions", "%d is negative (0 means no cap)", c.MaxPartitions)
-	}
-	if c.Role == lease.RoleFileServer {
-		if err := checkAddr(c.CatalogAddr, true); err != nil {
-			bad("catalog-addr", "%q: %v", c.CatalogAddr, err)
-		}
-		if err := checkAddr(c.S3Addr, true); err != nil {
-			bad("s3-addr", "%q: %v", c.S3Addr, err)
-		}
-		if c.CacheDir != "" && !filepath.IsAbs(c.CacheDir) {
-			bad("cache-dir", "%q is not an absolute path", c.CacheDir)
-		}
-		if c.CacheBytes <= 0 {
-			bad("cache-bytes", "must be positive")
+	if c.RoleConfig != nil {
+		if err := c.RoleConfig.Validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// checkAddr checks a host:port; a listen address may omit the host and use port 0.
-func checkAddr(addr string, listen bool) error {
+// CheckAddr checks a host:port; a listen address may omit the host and use port 0.
+func CheckAddr(addr string, listen bool) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return errors.New("want host:port")

@@ -10,30 +10,25 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/minkhq/mink/pkg/flagenv"
 )
 
 // Main is a role process's main: flags with their MINK_* twins, validation, JSON logs, and
 // Run until the first SIGTERM or SIGINT, which stops the node in order; a second one calls
 // exit(1) at once. It returns the exit code: 0 after a clean stop, 2 for bad flags, 1
-// when the node failed. cfg carries the role and its Setup; flags fill the rest.
+// when the node failed. cfg carries the role, its RoleConfig and its Setup; flags fill
+// the rest.
 func Main(name string, cfg Config, args []string, exit func(int)) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, below
-	cfg.RegisterFlags(fs)
-	src, err := flagenv.Parse(fs, args)
+	src, err := cfg.Parse(fs, args, os.LookupEnv)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(os.Stdout)
 		fmt.Printf("Usage of %s (every flag also reads MINK_<FLAG>, e.g. MINK_LEASE_TTL):\n", name)
 		fs.PrintDefaults()
 		return 0
 	}
-	if err == nil {
-		err = cfg.Validate()
-	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, src.Explain(err))
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strconv"
@@ -85,9 +84,6 @@ func New(cfg Config) (*Node, error) {
 	n.advertise = cfg.AdvertiseAddr
 	if n.advertise == "" {
 		n.advertise = advertised(n.grpcLis.Addr())
-	}
-	if n.cfg.Role == lease.RoleFileServer && n.cfg.CacheDir == "" {
-		n.cfg.CacheDir = filepath.Join(os.TempDir(), "mink-cache", n.id)
 	}
 	n.log = cfg.Logger
 	if n.log == nil {
@@ -222,16 +218,17 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	mgr, err := lease.NewManager(pool, lease.Config{
 		NodeID: n.id, Roles: []lease.Role{cfg.Role}, GRPCAddr: n.advertise, Addrs: addrs,
-		Version: cfg.Version, TTL: cfg.LeaseTTL, MaxPartitions: cfg.MaxPartitions, Logger: n.log,
+		Version: cfg.Version, TTL: cfg.LeaseTTL, MaxPartitions: parts.MaxPartitions, Logger: n.log,
 	})
 	if err != nil {
 		return err
 	}
-	for kind, w := range cfg.Workers {
-		mgr.OnLease(kind, w)
-	}
-	for kind, w := range parts.Workers {
-		mgr.OnLease(kind, w)
+	var kinds []lease.Kind // the kinds of lease the role works under
+	for _, workers := range []map[lease.Kind]lease.Worker{cfg.Workers, parts.Workers} {
+		for kind, w := range workers {
+			mgr.OnLease(kind, w)
+			kinds = append(kinds, kind)
+		}
 	}
 	tablesSvc := cfg.Tables
 	if tablesSvc == nil {
@@ -241,7 +238,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("node: metrics: %w", err)
 	}
 	adm, err := admin.New(admin.Options{
-		Leases: mgr, DB: pool, Tables: tablesSvc, Figures: n.figures(mgr, parts.Figures), Meter: meter, Logger: log,
+		Leases: mgr, DB: pool, Tables: tablesSvc, Figures: figures(mgr, kinds, parts.MaxPartitions, parts.Figures), Meter: meter, Logger: log,
 		DialOptions: dialOpts,
 	})
 	if err != nil {
@@ -406,10 +403,10 @@ func (n *Node) runLeases(ctx context.Context, log *slog.Logger, pool *pgxpool.Po
 	return nil
 }
 
-// figures are the role-specific figures of GetStatus.
-func (n *Node) figures(mgr *lease.Manager, role func() map[string]string) func() map[string]string {
+// figures are the node's figures of GetStatus: its lease counts, then the role's own.
+func figures(mgr *lease.Manager, kinds []lease.Kind, maxPartitions int, role func() map[string]string) func() map[string]string {
 	return func() map[string]string {
-		out := n.leaseFigures(mgr)
+		out := leaseFigures(mgr, kinds, maxPartitions)
 		if role != nil {
 			for k, v := range role() {
 				if out == nil {
@@ -422,24 +419,30 @@ func (n *Node) figures(mgr *lease.Manager, role func() map[string]string) func()
 	}
 }
 
-func (n *Node) leaseFigures(mgr *lease.Manager) map[string]string {
+// leaseFigures count the leases the node holds of each kind it works under or holds
+// ("partition_leases"), with the cap on partition leases beside their count.
+func leaseFigures(mgr *lease.Manager, kinds []lease.Kind, maxPartitions int) map[string]string {
 	count := map[lease.Kind]int{}
+	for _, k := range kinds {
+		count[k] = 0
+	}
 	for _, l := range mgr.Held() {
 		count[l.Kind]++
 	}
-	switch n.cfg.Role {
-	case lease.RoleIndexer:
-		limit := "none"
-		if n.cfg.MaxPartitions > 0 {
-			limit = strconv.Itoa(n.cfg.MaxPartitions)
-		}
-		return map[string]string{"partition_leases": strconv.Itoa(count[lease.KindPartition]), "max_partitions": limit}
-	case lease.RoleWriter:
-		return map[string]string{"writer_leases": strconv.Itoa(count[lease.KindWriter])}
-	case lease.RoleFileServer:
-		return map[string]string{"cache_dir": n.cfg.CacheDir, "cache_bytes_limit": n.cfg.CacheBytes.String()}
+	if len(count) == 0 {
+		return nil
 	}
-	return nil
+	out := map[string]string{}
+	for k, c := range count {
+		out[string(k)+"_leases"] = strconv.Itoa(c)
+	}
+	if _, ok := count[lease.KindPartition]; ok {
+		out["max_partitions"] = "none"
+		if maxPartitions > 0 {
+			out["max_partitions"] = strconv.Itoa(maxPartitions)
+		}
+	}
+	return out
 }
 
 // leaseMetrics exports the lease manager's counters, read when /metrics is scraped.

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,9 +19,9 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/await"
-	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/node"
+	"github.com/minkhq/mink/pkg/node/nodetest"
 	"github.com/minkhq/mink/pkg/pgtest"
 )
 
@@ -32,18 +31,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// parse builds a Config of role from a command line and an environment, as a main does.
+// parse builds a Config of role, without a role's own flags, from a command line and an
+// environment, as a main does. (The roles' flags are tested in services/<role>/config.)
 func parse(t *testing.T, role lease.Role, args []string, env map[string]string) (node.Config, error) {
 	t.Helper()
-	cfg := node.Config{Role: role}
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfg.RegisterFlags(fs)
-	src, err := flagenv.ParseEnv(fs, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err == nil {
-		err = cfg.Validate()
-	}
-	return cfg, src.Explain(err)
+	return nodetest.Parse(role, nil, args, env)
 }
 
 func TestConfigNamesTheBadFlag(t *testing.T) {
@@ -67,29 +59,19 @@ func TestConfigNamesTheBadFlag(t *testing.T) {
 		{"bad node id", lease.RoleIndexer, append([]string{"--node-id", "a b"}, ok...), nil, []string{"--node-id"}},
 		{"bad grpc addr", lease.RoleIndexer, append([]string{"--grpc-addr", "7070"}, ok...), nil, []string{"--grpc-addr"}},
 		{"advertise without port", lease.RoleIndexer, append([]string{"--advertise-addr", "host"}, ok...), nil, []string{"--advertise-addr"}},
-		{"negative max partitions", lease.RoleIndexer, append([]string{"--max-partitions", "-1"}, ok...), nil, []string{"--max-partitions"}},
 		{"indexer flag on a writer", lease.RoleWriter, append([]string{"--max-partitions", "3"}, ok...), nil, []string{"max-partitions"}},
-		{"bad cache bytes", lease.RoleFileServer, append([]string{"--cache-bytes", "12XB"}, ok...), nil, []string{"-cache-bytes"}},
-		{"relative cache dir", lease.RoleFileServer, ok, map[string]string{"MINK_CACHE_DIR": "cache"}, []string{"--cache-dir", "MINK_CACHE_DIR"}},
 		{"bad log level", lease.RoleFileServer, append([]string{"--log-level", "loud"}, ok...), nil, []string{"-log-level"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parse(t, c.role, c.args, c.env)
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			nodetest.Refused(t, err, c.want...)
 		})
 	}
 
 	t.Run("defaults and env twins", func(t *testing.T) {
 		cfg, err := parse(t, lease.RoleFileServer, []string{"--lease-ttl", "2s"},
-			map[string]string{"MINK_POSTGRES_URL": "postgres://u@h/db", "MINK_KAFKA_BROKERS": "a:1, b:2", "MINK_LEASE_TTL": "9s", "MINK_CACHE_BYTES": "1GiB"})
+			map[string]string{"MINK_POSTGRES_URL": "postgres://u@h/db", "MINK_KAFKA_BROKERS": "a:1, b:2", "MINK_LEASE_TTL": "9s"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +81,7 @@ func TestConfigNamesTheBadFlag(t *testing.T) {
 		if len(cfg.KafkaBrokers) != 2 || cfg.KafkaBrokers[1] != "b:2" {
 			t.Errorf("brokers %q", cfg.KafkaBrokers)
 		}
-		if cfg.GRPCAddr != ":7070" || cfg.CatalogAddr != ":8181" || cfg.S3Addr != ":9000" || cfg.CacheBytes != 1<<30 {
+		if cfg.GRPCAddr != ":7070" {
 			t.Errorf("defaults: %+v", cfg)
 		}
 	})

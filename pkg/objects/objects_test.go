@@ -264,6 +264,7 @@ func walk(t *testing.T, db lease.DB, q Query) []entry {
 // database's collation; live loads' files are never named; sizes, ETags and times are
 // those Lookup (what GET and HEAD serve) gives.
 func TestListMatchesS3(t *testing.T) {
+	t.Parallel()
 	for _, icu := range []bool{false, true} {
 		t.Run(fmt.Sprintf("icu=%v", icu), func(t *testing.T) {
 			b := newBucket(t, icu)
@@ -337,6 +338,7 @@ func TestListMatchesS3(t *testing.T) {
 
 // TestListReadableTables: a listing names the files of the tables it is given only.
 func TestListReadableTables(t *testing.T) {
+	t.Parallel()
 	b := newBucket(t, false)
 	some := []tables.Table{b.tables["ns.a-b"], b.tables["zed.t"]}
 	var want []string
@@ -376,6 +378,7 @@ func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Ro
 // index scan of the listing indexes that reads about a page of rows, with or without a
 // delimiter that rolls them all into one prefix.
 func TestListBounded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("inserts 100,000 rows")
 	}
@@ -519,6 +522,7 @@ func TestETag(t *testing.T) {
 // A listing from what Postgres text cannot hold (not UTF-8, or NUL) is refused, naming
 // the parameter.
 func TestListUnstorable(t *testing.T) {
+	t.Parallel()
 	b := newBucket(t, false)
 	for _, c := range []struct {
 		q     Query

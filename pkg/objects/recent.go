@@ -12,23 +12,24 @@ import (
 
 // RecentFile is a committed data file as Recent names it.
 type RecentFile struct {
-	Key     string
-	Size    int64
-	Created time.Time
+	Key       string
+	Size      int64
+	Committed time.Time // when it became part of its table (a tail file: its commit, not its measure)
 }
 
-// Recent reads the committed data files recorded at since or later, newest first, at most
-// limit of them, and the database's clock now: the since of the next call, less the
-// longest a commit's transaction may run (created_at is its start). A live load's tail
-// files are left out (they are built where they are measured).
+// Recent reads the data files committed at since or later, newest first, at most limit
+// of them, and the database's clock now: the since of the next call, less the longest a
+// commit's transaction may run (committed_at is its start). A live load's tail files are
+// left out until a commit names them (they are built where they are measured, but the
+// owner may have evicted them by then).
 func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]RecentFile, time.Time, error) {
 	rows, err := db.Query(ctx, `
-		SELECT n.now, f.key, f.file_size, f.created_at
+		SELECT n.now, f.key, f.file_size, f.committed_at
 		  FROM (SELECT clock_timestamp() AS now) n
 		  LEFT JOIN LATERAL (
-			SELECT key, file_size, created_at FROM mink_data_files
-			 WHERE NOT live AND created_at >= $1
-			 ORDER BY created_at DESC LIMIT $2) f ON true`, since, limit)
+			SELECT key, file_size, committed_at FROM mink_data_files
+			 WHERE NOT live AND committed_at >= $1
+			 ORDER BY committed_at DESC LIMIT $2) f ON true`, since, limit)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -37,13 +38,13 @@ func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]Rec
 	for rows.Next() {
 		var key *string
 		var size *int64
-		var created *time.Time
-		if err := rows.Scan(&now, &key, &size, &created); err != nil {
+		var committed *time.Time
+		if err := rows.Scan(&now, &key, &size, &committed); err != nil {
 			rows.Close()
 			return nil, time.Time{}, err
 		}
 		if key != nil { // the left join's one row when nothing is recent
-			out = append(out, RecentFile{Key: *key, Size: *size, Created: *created})
+			out = append(out, RecentFile{Key: *key, Size: *size, Committed: *committed})
 		}
 	}
 	return out, now, rows.Err()

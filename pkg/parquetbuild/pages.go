@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+
+	"github.com/minkhq/mink/pkg/atomicmax"
 )
 
 // Pages bounds the memory that the Builders of a process spend on finished pages.
@@ -58,17 +60,8 @@ func (p *Pages) reserve(n int64) bool {
 			return false
 		}
 		if p.inMemory.CompareAndSwap(cur, cur+n) {
-			storeMax(&p.peak, cur+n)
+			atomicmax.Store(&p.peak, cur+n)
 			return true
-		}
-	}
-}
-
-func storeMax(a *atomic.Int64, v int64) {
-	for {
-		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
 		}
 	}
 }

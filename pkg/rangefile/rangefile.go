@@ -48,20 +48,21 @@ func Build(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, 
 // given settings (the schema version and registry ids they name, through codecs): what
 // indexing measures, assembly merges, and the file server serves. The file of an upsert
 // table has the latest record of each key of the offsets, tombstones left out, in
-// offset order (upsert.Latest).
-func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, error) {
-	fs, _, err := BuildKeyed(ctx, kc, codecs, t, s, partition, start, end, w)
+// offset order (upsert.Latest). opts change how the file is built
+// (parquetbuild.WithPages: where its pages wait), never its bytes.
+func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer, opts ...parquetbuild.Option) (parquetbuild.FileStats, error) {
+	fs, _, err := BuildKeyed(ctx, kc, codecs, t, s, partition, start, end, w, opts...)
 	return fs, err
 }
 
 // BuildKeyed is BuildOffsets that also returns, for an upsert table, the keys the
 // offsets touch (the file's rows' keys in order and the tombstoned ones).
-func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer) (parquetbuild.FileStats, upsert.Keys, error) {
+func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer, opts ...parquetbuild.Option) (parquetbuild.FileStats, upsert.Keys, error) {
 	dec, err := codecs.Decoder(ctx, t, s)
 	if err != nil {
 		return parquetbuild.FileStats{}, upsert.Keys{}, err
 	}
-	b, err := parquetbuild.NewBuilderFor(w, dec, s)
+	b, err := parquetbuild.NewBuilderFor(w, dec, s, opts...)
 	if err != nil {
 		return parquetbuild.FileStats{}, upsert.Keys{}, err
 	}

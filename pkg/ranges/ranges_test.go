@@ -47,6 +47,7 @@ func rng(tbl tables.Table, p int32, start, end int64) ranges.Range {
 }
 
 func TestRangesTileWithoutGapOrOverlap(t *testing.T) {
+	t.Parallel()
 	db, tbl := setup(t)
 	ctx := context.Background()
 	l := take(t, db, tbl.ID, 0, "a")
@@ -76,6 +77,7 @@ func TestRangesTileWithoutGapOrOverlap(t *testing.T) {
 }
 
 func TestStaleHolderStoresNothing(t *testing.T) {
+	t.Parallel()
 	db, tbl := setup(t)
 	ctx := context.Background()
 	old := take(t, db, tbl.ID, 1, "a")

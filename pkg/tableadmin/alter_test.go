@@ -50,6 +50,7 @@ func declared(t *adminv1.Table) map[string]*adminv1.Column {
 }
 
 func TestAlterJSONTable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	before := jsonTable(f)
 	v0 := ids(before)
@@ -137,6 +138,7 @@ func TestAlterJSONTable(t *testing.T) {
 // TestAlterErrors: each bad change is InvalidArgument naming it, and changes nothing,
 // also when it comes after good changes and with good property changes beside it.
 func TestAlterErrors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tbl := jsonTable(f)
 	cases := []struct {
@@ -194,6 +196,7 @@ func TestAlterErrors(t *testing.T) {
 }
 
 func TestAlterRegistryTable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("orders", 1, nil)
 	f.register("orders-value", orderAvro, sr.TypeAvro)
@@ -210,6 +213,7 @@ func TestAlterRegistryTable(t *testing.T) {
 }
 
 func TestAlterProperties(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tbl := jsonTable(f)
 
@@ -260,6 +264,7 @@ func TestAlterProperties(t *testing.T) {
 // different nodes, say) each apply to what the one before left: no property set by one
 // is lost to another, and every column change lands in its own version.
 func TestAlterConcurrently(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tbl := jsonTable(f)
 	const n = 8

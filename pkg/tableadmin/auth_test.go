@@ -14,6 +14,7 @@ import (
 // the refusal does not tell whether it exists); an admin sees everything; a request that
 // carries no principal (it never passed a door) sees nothing.
 func TestReaderSeesItsTables(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	jsonTable(f) // default.events
 	f.kafka.CreateTopic("orders", 1, nil)

@@ -53,6 +53,7 @@ func userColumns(t *adminv1.Table) []string {
 }
 
 func TestCreateAvroTable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("orders", 2, nil)
 	id := f.register("orders-value", orderAvro, sr.TypeAvro)
@@ -119,6 +120,7 @@ func TestCreateAvroTable(t *testing.T) {
 }
 
 func TestCreateProtobufTable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("payments", 1, nil)
 	f.register("payments-value", paymentsProto, sr.TypeProtobuf)
@@ -154,6 +156,7 @@ func TestCreateProtobufTable(t *testing.T) {
 }
 
 func TestCreateJSONSchemaTable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("signups", 3, nil)
 	f.register("signups-value", signupJSON, sr.TypeJSON)
@@ -173,6 +176,7 @@ func TestCreateJSONSchemaTable(t *testing.T) {
 }
 
 func TestCreateWithKeyFormat(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("orders", 1, nil)
 	f.kafka.CreateTopic("clicks", 1, nil)
@@ -213,6 +217,7 @@ func TestCreateWithKeyFormat(t *testing.T) {
 // TestCreateInvalid: every bad request is InvalidArgument naming its field, and creates
 // nothing.
 func TestCreateInvalid(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("orders", 1, nil)
 	f.kafka.CreateTopic("bad", 1, nil)
@@ -277,6 +282,7 @@ func TestCreateInvalid(t *testing.T) {
 // TestCreateRegistryErrors: the registry's answers (or its silence, or its absence)
 // become errors a client can act on, and nothing is created.
 func TestCreateRegistryErrors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("ghost", 1, nil)
 	f.register("ghost-value", orderAvro, sr.TypeAvro)

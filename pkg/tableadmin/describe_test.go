@@ -20,6 +20,7 @@ import (
 // current columns with their Iceberg types; Describe adds, per partition, Kafka's high
 // watermark and why indexing is paused.
 func TestDescribeAndList(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.kafka.CreateTopic("orders", 2, nil)
 	f.register("orders-value", orderAvro, sr.TypeAvro)

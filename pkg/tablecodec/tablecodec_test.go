@@ -168,6 +168,7 @@ func row(t *testing.T, d rowcodec.RowDecoder, r record.Record) (map[string]rowco
 }
 
 func TestAvroLearnEvolveAndRebuildWithoutTheRegistry(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun refuses to run beside parallel tests.
 	f := newFixture(t)
 	id1 := f.register("orders-value", ordersV1, sr.TypeAvro)
 	tbl := f.create("orders", tableschema.Spec{Format: tableschema.FormatAvro,
@@ -257,6 +258,7 @@ func TestAvroLearnEvolveAndRebuildWithoutTheRegistry(t *testing.T) {
 }
 
 func TestAvroErrorRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id1 := f.register("orders-value", ordersV1, sr.TypeAvro)
 	if err := f.reg.SetCompat("orders-value", sr.CompatNone); err != nil {
@@ -342,6 +344,7 @@ func protoValueMessage(m proto.Message) protoreflect.Value {
 // A registry that cannot answer pauses: Learn fails Unavailable, nothing is stored, and
 // once it answers the schema is learned.
 func TestRegistryOutage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.register("orders-value", ordersV1, sr.TypeAvro)
 	tbl := f.create("orders", tableschema.Spec{Format: tableschema.FormatAvro,
@@ -381,6 +384,7 @@ func TestRegistryOutage(t *testing.T) {
 }
 
 func TestLatestModeAndDecodedKeys(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.register("bare-value", ordersV1, sr.TypeAvro)
 	keyID := f.register("bare-key", `{"type":"record","name":"K","fields":[{"name":"region","type":"string"}]}`, sr.TypeAvro)
@@ -438,6 +442,7 @@ package acme.common;
 message Money { string currency = 1; int64 units = 2; }`
 
 func TestProtobufWithReferenceAndMessageIndexes(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun refuses to run beside parallel tests.
 	f := newFixture(t)
 	f.register("common.proto", commonProto, sr.TypeProtobuf)
 	ref := sr.SchemaReference{Name: "common.proto", Subject: "common.proto", Version: 1}
@@ -486,6 +491,7 @@ func TestProtobufWithReferenceAndMessageIndexes(t *testing.T) {
 
 // FirstVersion says exactly what is wrong with a subject that cannot be a table.
 func TestFirstVersionErrors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.register("rec-value", `{"type":"record","name":"Node","fields":[{"name":"next","type":["null","Node"]}]}`, sr.TypeAvro)
 	f.register("proto-value", commonProto, sr.TypeProtobuf)

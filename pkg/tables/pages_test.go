@@ -14,6 +14,7 @@ import (
 // server's locale), each starting after the name given; committed leaves out tables
 // without metadata; CurrentMetadata reads the commit pointer.
 func TestPages(t *testing.T) {
+	t.Parallel()
 	db, _ := pgtest.DB(t)
 	ctx := context.Background()
 	if err := pgschema.Migrate(ctx, db); err != nil {

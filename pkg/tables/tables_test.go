@@ -27,6 +27,7 @@ var jsonSpec = tableschema.Spec{Format: tableschema.FormatJSON, Columns: []table
 	{Name: "id", Type: "long", Required: true}, {Name: "msg", Type: "string"}}}
 
 func TestCreateGetListDrop(t *testing.T) {
+	t.Parallel()
 	db, _ := pgtest.DB(t)
 	ctx := context.Background()
 	if err := pgschema.Migrate(ctx, db); err != nil {
@@ -89,6 +90,7 @@ func TestCreateGetListDrop(t *testing.T) {
 }
 
 func TestCreateRejectsBadInputNamingTheField(t *testing.T) {
+	t.Parallel()
 	db, _ := pgtest.DB(t)
 	ctx := context.Background()
 	if err := pgschema.Migrate(ctx, db); err != nil {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sort"
@@ -208,6 +209,22 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		}
 	}
 
+	// A load with a live tail (nothing of the table is committed: ranges are cut after an
+	// hour) makes a load snapshot, and times it.
+	c.Kafka.CreateTopic("tail", 1, nil)
+	if _, err := c.Node("idx-1").Admin().CreateTable(ctx, &adminv1.CreateTableRequest{Name: "tail", Format: adminv1.RecordFormat_RECORD_FORMAT_RAW,
+		Properties: map[string]string{"mink.range.max-age": "1h", "mink.commit.interval": "300ms"}}); err != nil {
+		t.Fatal(err)
+	}
+	produce("tail", 1, 10)
+	waitFor(t, 30*time.Second, "the writer to store the first metadata of tail", func() (string, bool) {
+		_, err := regLoad(ctx, catalogs[0], "tail")
+		return fmt.Sprint(err), err == nil
+	})
+	if s := regScanTable(t, catalogs[0], "tail"); len(s.rows) != 10 || len(s.dups) > 0 {
+		t.Fatalf("scan of the live tail through %s: %d rows, %d read twice; want 10 once each", catalogs[0], len(s.rows), len(s.dups))
+	}
+
 	// Kafka stops: a file of cold, read by nobody yet, cannot be built, and its read is a 503.
 	var coldKey string
 	if err := c.DB.QueryRow(ctx, `SELECT key FROM mink_data_files WHERE table_id = $1 AND expires_at IS NULL LIMIT 1`, ids["cold"]).Scan(&coldKey); err != nil {
@@ -287,6 +304,35 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		}
 	}
 	t.Logf("%d queries name %d metrics", len(queries), len(uses))
+	checkSecondsBuckets(t, c, "wr-1")
+}
+
+// checkSecondsBuckets fails for a histogram in seconds whose buckets are OpenTelemetry's
+// defaults (0 to 10,000, made for milliseconds): every observation would land in the
+// first bucket or two, and a dashboard's quantiles would mean nothing.
+func checkSecondsBuckets(t *testing.T, c *cluster.Cluster, via string) {
+	t.Helper()
+	const most = 600.0 // seconds: no duration Mink times is longer
+	checked := 0
+	for node, addr := range metricsAddrs(t, c, via) {
+		for name, f := range families(t, addr) {
+			if f.GetType() != dto.MetricType_HISTOGRAM || !strings.HasSuffix(name, "_seconds") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				checked++
+				for _, b := range m.GetHistogram().GetBucket() {
+					if le := b.GetUpperBound(); le > most && !math.IsInf(le, 1) {
+						t.Errorf("%s on %s: a bucket bound of %g s; its buckets are for milliseconds (set metric.WithExplicitBucketBoundaries)", name, node, le)
+						break
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no histogram in seconds exported; the check of their buckets checked nothing")
+	}
 }
 
 func sortedLabels(m map[string]bool) []string {

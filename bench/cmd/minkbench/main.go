@@ -100,6 +100,8 @@ func run(args []string) error {
 	fs.IntVar(&c.Live.Clients, "live-clients", c.Live.Clients, "concurrent clients of the live-load burst (item 14)")
 	fs.DurationVar(&c.Live.Duration, "live-duration", c.Live.Duration, "how long the live-load burst lasts (item 14)")
 	fs.IntVar(&c.Live.Rate, "live-rate", c.Live.Rate, "records per second produced during the live-load burst (item 14)")
+	fs.DurationVar(&c.Live.Steady, "live-steady", c.Live.Steady, "how long the paced live-load run lasts, each client loading every -live-every (item 14; 0: not run; the issue's goal: 5m)")
+	fs.DurationVar(&c.Live.Every, "live-every", c.Live.Every, "how often each client of the paced live-load run loads (item 14)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run")
 	fs.BoolVar(&replace, "replace", false, "rewrite -out's whole generated section, even when -items leaves out items whose results it holds (default: keep them)")
 	fs.BoolVar(&verbose, "v", false, "log progress to stderr")

@@ -67,10 +67,12 @@ func Expire(tb testing.TB, db lease.DB, node string) {
 	}
 }
 
-// Eventually waits until cond holds (await.True), failing the test after timeout.
-func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+// Eventually waits until cond holds (await.True), failing the test after timeout. wake
+// are the Changed methods of the managers whose rounds make cond hold (every node's whose
+// leases it counts): a wait wakes on their events rather than only on its polls.
+func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool, wake ...func() <-chan struct{}) {
 	tb.Helper()
-	await.True(tb, timeout, what, cond)
+	await.True(tb, timeout, what, cond, wake...)
 }
 
 // ErrCut is what a cut connection answers.

@@ -247,6 +247,7 @@ func names(t *testing.T, body []byte, field string) []string {
 // TestAuthOff: without an Authority the catalog answers as before auth: no credentials
 // needed, the dummy keys in every config, no vended credentials.
 func TestAuthOff(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	a := f.do("GET", "/v1/config", nil)
 	var cfg struct {
@@ -287,6 +288,7 @@ func TestAuthOff(t *testing.T) {
 // TestTokenEndpoint: the OAuth2 token endpoint, as each client calls it, and every
 // OAuthError it answers.
 func TestTokenEndpoint(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	form := func(kv ...string) string {
 		v := url.Values{}
@@ -412,6 +414,7 @@ func TestTokenEndpoint(t *testing.T) {
 // TestAuthentication: with auth on every route but the token endpoint needs a bearer
 // token; missing or bad ones are 401 NotAuthorizedException with a challenge.
 func TestAuthentication(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	etlToken := f.token("etl", etlSecret)
 	other, _ := auth.New(&auth.File{ClusterSecret: strings.Repeat("y", 40), Principals: testAuthFile().Principals})
@@ -470,6 +473,7 @@ func TestAuthentication(t *testing.T) {
 // TestReaderSees: a reader sees the tables its patterns match, and the namespaces that
 // hold one: others are 403 (a table of a namespace it sees) or absent.
 func TestReaderSees(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	etl, ops := bearer(f.token("etl", etlSecret)), bearer(opsSecret)
 	if got := names(t, f.do("GET", "/v1/namespaces", nil, etl...).body, "namespaces"); !slices.Equal(got, []string{"default", "sales"}) {
@@ -543,6 +547,7 @@ func TestReaderSees(t *testing.T) {
 // TestVendedCredentials: a load asking for vended credentials gets ones scoped to the
 // table, in storage-credentials and the config; without asking, no keys at all.
 func TestVendedCredentials(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	etlToken := f.token("etl", etlSecret)
 	etl := bearer(etlToken)
@@ -624,6 +629,7 @@ func TestVendedCredentials(t *testing.T) {
 
 // TestPathsAreNotRedirected: what ServeMux would redirect (307) is an Iceberg envelope.
 func TestPathsAreNotRedirected(t *testing.T) {
+	t.Parallel()
 	for _, authOn := range []bool{false, true} {
 		f := newFixture(t, authOn)
 		srv := httptest.NewServer(f.h)
@@ -659,6 +665,7 @@ func TestPathsAreNotRedirected(t *testing.T) {
 
 // TestBodiesAreBounded: every POST body is bounded; past it, 413 in the envelope.
 func TestBodiesAreBounded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	ops := bearer(opsSecret)
 	big := strings.Repeat("x", MaxBodyBytes+1)
@@ -723,6 +730,7 @@ func (r errRow) Scan(...any) error { return r.err }
 // TestErrorsCarryNoInternals: what Postgres says (SQLSTATE text, addresses, paths) is
 // logged under the request id; the envelope says what failed and where to look.
 func TestErrorsCarryNoInternals(t *testing.T) {
+	t.Parallel()
 	pgErr := &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: `relation "mink_tables" does not exist`,
 		File: "/usr/src/postgresql/parse_relation.c", Routine: "parserOpenTable"}
 	badUTF8 := &pgconn.PgError{Severity: "ERROR", Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0xff`}
@@ -784,6 +792,7 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 
 // TestRequestIDs: every answer names its request.
 func TestRequestIDs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	seen := map[string]bool{}
 	for range 20 {

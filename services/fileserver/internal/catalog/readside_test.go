@@ -67,6 +67,7 @@ func (f *fixture) endpoints() []string {
 // endpoints it refuses, nor anything not in the spec. Each advertised endpoint answers
 // as itself (not as an unknown route nor a refusal).
 func TestEndpointsAreWhatIsServed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	advertised := f.endpoints()
 	c, mux, err := newCatalog(Options{DB: f.db})
@@ -148,6 +149,7 @@ func TestEndpointsAreWhatIsServed(t *testing.T) {
 // it: 406 UnsupportedOperationException where it lists that, 403 elsewhere; always the
 // envelope, pointing to the admin API; with auth on, only after the caller is known.
 func TestUnsupportedOperations(t *testing.T) {
+	t.Parallel()
 	for _, authOn := range []bool{false, true} {
 		f := newFixture(t, authOn)
 		var creds []string
@@ -283,6 +285,7 @@ func (f *fixture) pageAll(path string, size int, between func(page int), headers
 // are listed at most once and the others exactly once; bad tokens and sizes are 400s
 // naming the parameter.
 func TestPagination(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	var big []string
 	for i := range 23 {
@@ -407,6 +410,7 @@ func TestPagination(t *testing.T) {
 // view is 404 NoSuchViewException (no body for HEAD), a namespace that does not exist
 // (or that a reader does not see) is 404 NoSuchNamespaceException.
 func TestViews(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	etl := bearer(f.token("etl", etlSecret))
 	for _, path := range []string{"/v1/namespaces/default/views", "/v1/namespaces/default/views?pageToken=&pageSize=5"} {
@@ -448,6 +452,7 @@ func TestViews(t *testing.T) {
 // TestExistenceChecks: HEAD of namespaces and tables: 204 or 404 (403 for a table a
 // reader may not read), never a body.
 func TestExistenceChecks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	etl := bearer(f.token("etl", etlSecret))
 	for _, c := range []struct {
@@ -535,6 +540,7 @@ func snapshotCount(t *testing.T, a answer) (int, table.Metadata) {
 // main's, with a log and refs naming it; anything else is a 400 naming the parameter.
 // The two forms have different ETags.
 func TestSnapshotsParameter(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, false)
 	f.snapshotTable("history")
 	base := "/v1/namespaces/default/tables/history"
@@ -576,6 +582,7 @@ func TestSnapshotsParameter(t *testing.T) {
 // If-None-Match with it (or *, or in a list, or weak) answers 304 without a body;
 // answers carrying fresh vended credentials never share one.
 func TestETag(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	ops := bearer(f.token("ops", opsSecret))
 	path := "/v1/namespaces/default/tables/orders"
@@ -621,6 +628,7 @@ func TestETag(t *testing.T) {
 // not: asking for it alone gets a load without credentials, as the spec lets a server
 // choose none; unknown mechanisms are ignored the same way.
 func TestAccessDelegation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, true)
 	etl := bearer(f.token("etl", etlSecret))
 	path := "/v1/namespaces/default/tables/orders"

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ import (
 
 	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/atomicmax"
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
@@ -50,6 +52,9 @@ import (
 // it cannot serve from its cache as if unreachable, so the forwarding node serves it
 // itself rather than fail it.
 var errStopping = errors.New("stopping")
+
+// DefaultBuildMemory is Options.BuildMemory unless told otherwise.
+const DefaultBuildMemory = 128 << 20
 
 // Options configure a Store.
 type Options struct {
@@ -80,14 +85,26 @@ type Options struct {
 	// objects.DefaultMissKeys).
 	MissTTL  time.Duration
 	MissKeys int
+	// BuildConcurrency bounds the builds from Kafka (data and tail files) that run at
+	// once (default max(1, GOMAXPROCS)); more wait for a slot. A build is CPU-bound, and
+	// each one holds a page being filled per leaf column and a Kafka fetch, so the bound
+	// caps both the CPU and the memory a burst of cold reads takes.
+	BuildConcurrency int
+	// BuildMemory bounds the finished Parquet pages that all builds together keep in
+	// memory (parquetbuild.Pages; default DefaultBuildMemory; negative: none, every page
+	// waits in a temporary file); beyond it they wait in unlinked temporary files in
+	// $TMPDIR. The bytes of the files are the same either way.
+	BuildMemory int64
 	// Warming (warm.go): every WarmInterval (default 1s; negative: no warming) this node
 	// builds the data files committed since its last look that it owns, newest first,
-	// one at a time, while fewer than WarmBusyReads reads are in flight (default 4) and
-	// its cache is under WarmCacheShare full (default 0.8). Its first look goes back
-	// WarmLookback (default 10m).
+	// up to WarmBuilds at a time (default half of BuildConcurrency, at least 1), while
+	// fewer than WarmBusyReads reads are in flight (default 4) and its cache is under
+	// WarmCacheShare full (default 0.8). Its first look goes back WarmLookback (default
+	// 10m).
 	WarmInterval   time.Duration
 	WarmLookback   time.Duration
 	WarmBusyReads  int
+	WarmBuilds     int
 	WarmCacheShare float64
 	Meter          metric.Meter // nil: no metrics
 	Logger         *slog.Logger
@@ -142,6 +159,12 @@ type Store struct {
 	base context.Context // builds run under it, not under a caller's request
 	stop context.CancelFunc
 
+	slots         chan struct{}       // a token per build running: at most BuildConcurrency
+	pages         *parquetbuild.Pages // the finished pages of every build, within BuildMemory
+	buildsRunning atomic.Int64
+	buildsPeak    atomic.Int64      // the most builds that ran at once
+	slotTaken     func(what string) // tests: called by each build once it holds its slot
+
 	mu       sync.Mutex
 	closed   bool
 	flights  map[string]*flight
@@ -155,8 +178,87 @@ type Store struct {
 
 // flight is one build that every concurrent reader of the file waits for.
 type flight struct {
+	claim
 	done chan struct{}
 	err  error
+}
+
+// claim is what the readers waiting for a build hold on it until it starts: a build
+// waits for a slot only while one of them still wants it, so readers that give up (their
+// context ends) while builds queue leave no build behind them. Once started, a build runs
+// to its end under the store's context: the next reader will want the file. Guarded by
+// Store.mu.
+type claim struct {
+	waiters   int
+	started   bool
+	abandoned bool
+	wait      context.Context // ends when abandoned (or the store closes)
+	cancel    context.CancelFunc
+}
+
+func (s *Store) newClaim() claim {
+	ctx, cancel := context.WithCancel(s.base)
+	return claim{wait: ctx, cancel: cancel}
+}
+
+// leave drops one waiter of c and reports whether c is abandoned now: no one waits, and
+// its build has not started (it will not).
+func (s *Store) leave(c *claim) bool {
+	c.waiters--
+	if c.waiters == 0 && !c.started {
+		c.abandoned = true
+		c.cancel()
+	}
+	return c.abandoned
+}
+
+// begin marks c's build started, unless every reader has gone: then it must not start
+// (another reader's build of the same file may be under way).
+func (s *Store) begin(c *claim) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.abandoned {
+		return false
+	}
+	c.started = true
+	return true
+}
+
+// buildSlot waits for one of the BuildConcurrency build slots for c's build of what (a
+// key, or a tail's span); release it when the build ends. It fails when every reader of
+// the build has gone first.
+func (s *Store) buildSlot(c *claim, what string) (release func(), err error) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-c.wait.Done():
+		return nil, c.wait.Err()
+	}
+	if !s.begin(c) { // the slot came as the last reader left
+		<-s.slots
+		return nil, context.Canceled
+	}
+	atomicmax.Store(&s.buildsPeak, s.buildsRunning.Add(1))
+	if s.slotTaken != nil {
+		s.slotTaken(what)
+	}
+	return func() {
+		s.buildsRunning.Add(-1)
+		<-s.slots
+	}, nil
+}
+
+// BuildStats are the builds from Kafka running now and the most that ran at once.
+type BuildStats struct {
+	Running, Peak int64
+	PagesInMemory int64 // bytes of finished pages the builds hold in memory now
+	PagesPeak     int64 // the most they held at once
+	PagesSpilled  int64 // bytes of pages written to temporary files, in all
+}
+
+// BuildStats reads the build counters.
+func (s *Store) BuildStats() BuildStats {
+	return BuildStats{Running: s.buildsRunning.Load(), Peak: s.buildsPeak.Load(),
+		PagesInMemory: s.pages.InMemory(), PagesPeak: s.pages.Peak(), PagesSpilled: s.pages.Spilled()}
 }
 
 // problem is a file known not to be rebuildable with its recorded bytes.
@@ -185,6 +287,18 @@ func New(o Options) (*Store, error) {
 	if o.ProblemTTL <= 0 {
 		o.ProblemTTL = time.Minute
 	}
+	if o.BuildConcurrency <= 0 {
+		o.BuildConcurrency = max(1, runtime.GOMAXPROCS(0))
+	}
+	switch {
+	case o.BuildMemory == 0:
+		o.BuildMemory = DefaultBuildMemory
+	case o.BuildMemory < 0:
+		o.BuildMemory = 0
+	}
+	if o.WarmBuilds <= 0 {
+		o.WarmBuilds = max(1, o.BuildConcurrency/2)
+	}
 	if o.WarmInterval == 0 {
 		o.WarmInterval = DefaultWarmInterval
 	}
@@ -204,26 +318,32 @@ func New(o Options) (*Store, error) {
 		o.Logger = slog.Default()
 	}
 	log := o.Logger.With("node", o.NodeID)
-	met, err := newMetrics(o.Meter, o.Cache)
+	pages, err := parquetbuild.NewPages(o.BuildMemory, "")
 	if err != nil {
-		return nil, fmt.Errorf("files: metrics: %w", err)
+		return nil, fmt.Errorf("files: %w", err)
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Store{
+	s := &Store{
 		o:        o,
 		log:      log,
 		members:  &members{db: o.DB, self: o.NodeID, interval: o.MemberRefresh, log: log},
 		peers:    peers.New(append(relayDialOptions(), o.DialOptions...)...),
-		met:      met,
 		objects:  objects.NewLookups(o.DB, o.MissTTL, o.MissKeys),
 		base:     base,
 		stop:     stop,
+		slots:    make(chan struct{}, o.BuildConcurrency),
+		pages:    pages,
 		flights:  map[string]*flight{},
 		measures: map[string]*measureFlight{},
 		measured: map[string]recalled{},
 		problems: map[string]problem{},
 		logged:   map[string]time.Time{},
-	}, nil
+	}
+	if s.met, err = newMetrics(o.Meter, o.Cache, s); err != nil {
+		stop()
+		return nil, fmt.Errorf("files: metrics: %w", err)
+	}
+	return s, nil
 }
 
 // Run keeps the member list fresh, and warms newly committed files, until ctx ends.
@@ -395,7 +515,8 @@ func (s *Store) known(key string) error {
 
 // fillShared builds key into the cache, or waits for the build already under way. The
 // build runs under the store's context, not the caller's: a reader that hangs up does
-// not waste the build the next reader will want.
+// not waste the build the next reader will want. A build that has not started yet (it
+// waits for a slot) is dropped when every reader waiting for it has gone.
 func (s *Store) fillShared(ctx context.Context, key string) error {
 	s.mu.Lock()
 	f, ok := s.flights[key]
@@ -404,24 +525,33 @@ func (s *Store) fillShared(ctx context.Context, key string) error {
 			s.mu.Unlock()
 			return apierr.Wrap(apierr.Unavailable, errStopping, "file server %s", s.o.NodeID)
 		}
-		f = &flight{done: make(chan struct{})}
+		f = &flight{claim: s.newClaim(), done: make(chan struct{})}
 		s.flights[key] = f
 		s.builds.Add(1)
 		go func() {
 			defer s.builds.Done()
-			err := s.fill(key)
+			defer f.cancel()
+			err := s.fill(key, &f.claim)
 			s.mu.Lock()
-			delete(s.flights, key)
+			if s.flights[key] == f {
+				delete(s.flights, key)
+			}
 			s.mu.Unlock()
 			f.err = err
 			close(f.done)
 		}()
 	}
+	f.waiters++
 	s.mu.Unlock()
 	select {
 	case <-f.done:
 		return f.err
 	case <-ctx.Done():
+		s.mu.Lock()
+		if s.leave(&f.claim) && s.flights[key] == f {
+			delete(s.flights, key) // the next reader starts a build of its own
+		}
+		s.mu.Unlock()
 		return ctx.Err()
 	}
 }
@@ -447,8 +577,8 @@ func postgresErr(err error, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
 }
 
-// fill builds key into the cache.
-func (s *Store) fill(key string) error {
+// fill builds key into the cache; a data file's build waits for a slot (c's).
+func (s *Store) fill(key string, c *claim) error {
 	ctx, cancel := context.WithTimeout(s.base, s.o.BuildTimeout)
 	defer cancel()
 	r, err := s.lookup(ctx, key)
@@ -459,12 +589,19 @@ func (s *Store) fill(key string) error {
 		return err
 	}
 	if !r.Data {
+		if !s.begin(c) { // no slot to wait for: a copy of r.Content
+			return context.Canceled
+		}
 		return s.fillMeta(ctx, r)
 	}
 	if r.DeletesOf != "" {
+		// From the index alone, not Kafka: no build slot, as for metadata.
+		if !s.begin(c) {
+			return context.Canceled
+		}
 		return s.fillDeletes(ctx, r)
 	}
-	return s.fillData(ctx, r)
+	return s.fillData(ctx, r, c)
 }
 
 // fillDeletes builds an upsert table's position delete file from the index alone (the
@@ -515,7 +652,12 @@ func (s *Store) fillMeta(ctx context.Context, r objects.Record) error {
 	return nil
 }
 
-func (s *Store) fillData(ctx context.Context, r objects.Record) error {
+func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error {
+	release, err := s.buildSlot(c, r.Key)
+	if err != nil {
+		return err // no reader wants it any more
+	}
+	defer release()
 	start := time.Now()
 	t, err := tables.GetByID(ctx, s.o.DB, r.TableID)
 	if err != nil {
@@ -534,7 +676,7 @@ func (s *Store) fillData(ctx context.Context, r objects.Record) error {
 		return err
 	}
 	err = s.commit(r, r.SHA256, func(w io.Writer) (int64, error) {
-		fs, err := rangefile.BuildOffsets(ctx, s.o.Kafka, s.o.Codecs, t, settings, r.Partition, r.Start, r.End, w)
+		fs, err := rangefile.BuildOffsets(ctx, s.o.Kafka, s.o.Codecs, t, settings, r.Partition, r.Start, r.End, w, parquetbuild.WithPages(s.pages))
 		if err != nil {
 			return 0, s.buildErr(ctx, t, r, err)
 		}

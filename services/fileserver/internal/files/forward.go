@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -33,11 +35,17 @@ const (
 	mdLegacyMeasureMaxBytes = "mink-measure-max-bytes"
 	mdLegacyMeasureTTL      = "mink-measure-ttl-ms"
 	// chunkSize is the bytes per streamed message: large enough that per-message costs
-	// vanish, well under gRPC's 4 MiB default message limit. The owner's gRPC encodes
-	// each message into a buffer of its default pool, which hands out 1 MiB for anything
-	// over 32 KiB and zeroes all of it: a chunk just under 1 MiB (its message, with the
-	// field's tag and length, is at most 1 MiB) wastes none of that zeroing.
+	// vanish, well under gRPC's 4 MiB default message limit. For a caller of the proto
+	// codec, the owner's gRPC encodes each message into a buffer of its default pool,
+	// which hands out 1 MiB for anything over 32 KiB and zeroes all of it: a chunk just
+	// under 1 MiB (its message, with the field's tag and length, is at most 1 MiB)
+	// wastes none of that zeroing.
 	chunkSize = 1<<20 - 16
+	// fastChunkSize is the bytes per message for a caller of chunkCodec, which copies no
+	// chunk on the owner: 1 MiB, so that a 1 MiB file is one message. Smaller chunks
+	// (64 and 256 KiB, tried) let the relay start writing to its client sooner, but cost
+	// more CPU per byte, and on a busy machine there is no idle core to gain on.
+	fastChunkSize = 1 << 20
 	// Flow control and reads of the connections to other file servers (relayDialOptions).
 	windowStream = 2 << 20
 	windowConn   = 8 << 20
@@ -56,6 +64,9 @@ func relayDialOptions() []grpc.DialOption {
 		grpc.WithInitialWindowSize(windowStream),
 		grpc.WithInitialConnWindowSize(windowConn),
 		grpc.WithReadBufferSize(readBuffer),
+		// The frames a chunk arrives in are read into buffers of bufPool, which (unlike
+		// gRPC's default pool) does not zero what is about to be overwritten.
+		experimental.WithBufferPool(bufPool),
 	}
 }
 
@@ -97,17 +108,22 @@ func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamin
 		Size: obj.Size, Etag: obj.ETag, LastModified: timestamppb.New(obj.LastModified),
 		Offset: obj.Offset, Length: obj.Length, ServedBy: obj.ServedBy, CacheHit: obj.CacheHit,
 	}
-	if err := stream.Send(&filev1.ReadFileResponse{Part: &filev1.ReadFileResponse_Info{Info: info}}); err != nil {
+	head := &filev1.ReadFileResponse{Part: &filev1.ReadFileResponse_Info{Info: info}}
+	if obj.Body != nil && obj.Length > 0 && contentSubtype(ctx) == chunkCodecName {
+		return s.sendChunks(ctx, req.GetKey(), obj, head, stream)
+	}
+	if err := stream.Send(head); err != nil {
 		return err
 	}
 	if obj.Body == nil {
 		return nil
 	}
-	// One buffer for every message of the stream: Send has copied the chunk into gRPC's
-	// own encoding buffer (the proto codec marshals before Send returns), and stats
-	// handlers must copy what they keep of a message (stats.OutPayload; otelgrpc keeps
-	// nothing). Only the x/net/trace event log, off unless grpc.EnableTracing is set,
-	// would format a sent message later.
+	// A caller of the proto codec (grpcurl, a node of an older version): one buffer for
+	// every message of the stream, since Send has copied the chunk into gRPC's own
+	// encoding buffer (the proto codec marshals before Send returns), and stats handlers
+	// must copy what they keep of a message (stats.OutPayload; otelgrpc keeps nothing).
+	// Only the x/net/trace event log, off unless grpc.EnableTracing is set, would format
+	// a sent message later.
 	p := bufPool.Get(int(min(obj.Length, chunkSize)))
 	defer bufPool.Put(p)
 	buf := *p
@@ -128,13 +144,43 @@ func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamin
 	return nil
 }
 
-// bufPool holds the buffers of chunks: the owners' send buffers, and the buffers a
-// relayed chunk is gathered in from its HTTP/2 frames. Unlike gRPC's default pool it
-// does not zero a buffer it hands out: every byte used is written first.
-var bufPool = newChunkPool(32<<10, 128<<10, 512<<10, msgSize)
+// sendChunks streams head (the info) and obj's bytes to a caller of chunkCodec: each
+// chunk is read into a pooled buffer that gRPC writes to the connection as it is and
+// frees once written.
+func (s *Store) sendChunks(ctx context.Context, key string, obj *Object, head *filev1.ReadFileResponse, stream grpc.ServerStream) error {
+	for sent := int64(0); sent < obj.Length; {
+		p := bufPool.Get(int(min(obj.Length-sent, fastChunkSize)))
+		n, err := io.ReadFull(obj.Body, *p)
+		if err != nil {
+			bufPool.Put(p)
+			return apierr.GRPC(fmt.Errorf("read %s at %d: %w", key, obj.Offset+sent, err))
+		}
+		if head != nil {
+			// The info waits for the first chunk, so that both leave in one write: a
+			// small file wakes the relay once, not twice.
+			if err := stream.SendMsg(head); err != nil {
+				bufPool.Put(p)
+				return err
+			}
+			head = nil
+		}
+		if err := stream.SendMsg(&outChunk{buf: mem.NewBuffer(p, bufPool), n: n}); err != nil {
+			return err
+		}
+		sent += int64(n)
+		s.met.served(ctx, "forward", int64(n))
+	}
+	return nil
+}
+
+// bufPool holds the buffers of chunks: the owners' send buffers, the relays' HTTP/2
+// frames (16 KiB) and the buffers a relayed chunk is gathered in from its frames. Unlike
+// gRPC's default pool it does not zero a buffer it hands out: every byte used is written
+// first.
+var bufPool = newChunkPool(16<<10, 32<<10, 128<<10, 512<<10, msgSize)
 
 // msgSize bounds the wire size of a chunk's message: the chunk, its field tag and length.
-const msgSize = chunkSize + 16
+const msgSize = fastChunkSize + 16
 
 // chunkPool is a mem.BufferPool with a few sizes of buffer, up to msgSize: a whole
 // chunk, or a range of a column chunk or two (what Parquet readers ask for). A buffer of
@@ -213,7 +259,7 @@ func (s *Store) forward(ctx context.Context, node, addr, key string, rng *Range,
 	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, mdForwardedBy, s.o.NodeID))
 	stream, err := filev1.NewFileServiceClient(conn).ReadFile(sctx, &filev1.ReadFileRequest{
 		Key: key, Range: rangeToProto(rng), InfoOnly: infoOnly,
-	}, grpc.ForceCodecV2(relayCodec{}))
+	}, grpc.CallContentSubtype(chunkCodecName))
 	if err != nil {
 		cancel()
 		s.met.forwarded(ctx, "error")
@@ -255,6 +301,39 @@ func (s *Store) forward(ctx context.Context, node, addr, key string, rng *Range,
 	return obj, nil
 }
 
+// chunkCodecName is the content-subtype of the forwarded reads between file servers of
+// this version, whose codec is chunkCodec. A caller without it (grpcurl, an older node)
+// gets the proto codec; an older owner serves a caller with it by the proto codec too
+// (gRPC falls back to it for a subtype it does not know): the bytes on the wire are the
+// same protobuf encoding either way.
+const chunkCodecName = "mink-chunks"
+
+// Registered by name, it is used only by calls that ask for it.
+func init() { encoding.RegisterCodecV2(chunkCodec{}) }
+
+// contentSubtype is the codec the caller of a stream asked for ("application/grpc+X"):
+// "" for the proto codec.
+func contentSubtype(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, ct := range md.Get("content-type") {
+		if rest, ok := strings.CutPrefix(ct, "application/grpc"); ok && len(rest) > 1 && (rest[0] == '+' || rest[0] == ';') {
+			return strings.ToLower(rest[1:])
+		}
+	}
+	return ""
+}
+
+// outChunk is a ReadFileResponse with a chunk, for chunkCodec: its bytes are sent from
+// buf as they are, and gRPC frees buf once they are written.
+type outChunk struct {
+	buf mem.Buffer
+	n   int // buf's length, kept for String: buf is not ours once sent
+}
+
+// String is for gRPC's trace log (grpc.EnableTracing), which formats a message after it
+// has been sent.
+func (c *outChunk) String() string { return fmt.Sprintf("chunk of %d bytes", c.n) }
+
 // relayMsg is a ReadFileResponse as received, for relaying its chunk without copying it:
 // chunk points into buf, gRPC's receive buffer, which the receiver frees once the chunk
 // is written.
@@ -271,19 +350,27 @@ func (m *relayMsg) free() {
 	*m = relayMsg{}
 }
 
-// relayCodec is the proto codec, except that it decodes a relayMsg: a chunk is left in
-// the received buffer rather than copied out of it as proto.Unmarshal does for bytes
-// fields. The owner's encoding of a chunk (field 2, its length, its bytes) is read with
-// protowire; any other message is decoded by proto.Unmarshal.
-type relayCodec struct{}
+// chunkCodec is the proto codec for forwarded reads, except for chunks. The owner
+// encodes an outChunk as the proto codec encodes its ReadFileResponse (field 2, its
+// length, its bytes), but hands gRPC the chunk's buffer instead of copying it into an
+// encoding buffer that the default pool has zeroed first. The relay decodes a relayMsg,
+// whose chunk is left in the received buffer rather than copied out as proto.Unmarshal
+// does for bytes fields; any other message is decoded by proto.Unmarshal.
+type chunkCodec struct{}
 
-func (relayCodec) Name() string { return "proto" } // the content-subtype: the owner decodes with its proto codec
+func (chunkCodec) Name() string { return chunkCodecName }
 
-func (relayCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return encoding.GetCodecV2("proto").Marshal(v)
+func (chunkCodec) Marshal(v any) (mem.BufferSlice, error) {
+	c, ok := v.(*outChunk)
+	if !ok {
+		return encoding.GetCodecV2("proto").Marshal(v)
+	}
+	hdr := protowire.AppendTag(make([]byte, 0, 16), 2, protowire.BytesType)
+	hdr = protowire.AppendVarint(hdr, uint64(c.n))
+	return mem.BufferSlice{mem.SliceBuffer(hdr), c.buf}, nil
 }
 
-func (relayCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (chunkCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(*relayMsg)
 	if !ok {
 		return encoding.GetCodecV2("proto").Unmarshal(data, v)

@@ -52,6 +52,7 @@ type measureEnv struct {
 	table  tables.Table
 	stores map[string]*Store
 	addrs  map[string]string
+	files  map[string][]byte // the bytes of each file commitRange recorded, by key
 }
 
 const (
@@ -199,6 +200,7 @@ func (e *measureEnv) boundedExpiry(what, key string) {
 // gets the table's bounds; a row left with a far-future expiry is brought back within
 // them by the next measure; a measure without a positive TTL or budget is refused.
 func TestMeasureBoundedByTheTable(t *testing.T) {
+	t.Parallel()
 	e := newMeasureEnv(t, "fs-1")
 	peer := grpc.WithPerRPCCredentials(auth.NewPeerCredentials(e.auth, "fs-2"))
 	span := func(end int64) string { return TailIdentity("default", "clicks", 0, 0, end) }
@@ -321,6 +323,7 @@ func TestMeasureBoundedByTheTable(t *testing.T) {
 // before it leaves (and again at the owner), and reaches the owner through its door
 // with the node's peer token.
 func TestMeasureForwardedBounded(t *testing.T) {
+	t.Parallel()
 	e := newMeasureEnv(t, "fs-1", "fs-2")
 	for end := int64(2); end <= measureRecords; end++ {
 		id := TailIdentity("default", "clicks", 0, 0, end)

@@ -32,8 +32,8 @@ type metrics struct {
 	nHits, nMisses, nBuilt, nTail, nFailed, nFwd, nFallbacks, nBytesFwd, nReported atomic.Int64
 }
 
-func newMetrics(m metric.Meter, cache *filecache.Cache) (*metrics, error) {
-	var errs [10]error
+func newMetrics(m metric.Meter, cache *filecache.Cache, s *Store) (*metrics, error) {
+	var errs [13]error
 	mt := &metrics{}
 	mt.cacheHits, errs[0] = m.Int64Counter("mink.fileserver.cache.hits",
 		metric.WithDescription("Reads the owner served from its disk cache."), metric.WithUnit("{read}"))
@@ -56,6 +56,13 @@ func newMetrics(m metric.Meter, cache *filecache.Cache) (*metrics, error) {
 	cacheMax, err9 := m.Int64ObservableGauge("mink.fileserver.cache.limit",
 		metric.WithDescription("The disk cache's bound (--cache-bytes)."), metric.WithUnit("By"))
 	errs[7], errs[8], errs[9] = err7, err8, err9
+	running, err10 := m.Int64ObservableGauge("mink.fileserver.builds.running",
+		metric.WithDescription("Builds from Kafka running now (at most --build-concurrency; more wait for a slot)."), metric.WithUnit("{build}"))
+	pageBytes, err11 := m.Int64ObservableGauge("mink.fileserver.build_page_bytes",
+		metric.WithDescription("Bytes of finished Parquet pages the builds hold in memory (bounded by --build-memory)."), metric.WithUnit("By"))
+	spilled, err12 := m.Int64ObservableCounter("mink.fileserver.build_page_spilled_bytes",
+		metric.WithDescription("Bytes of finished Parquet pages written to temporary files because --build-memory was full."), metric.WithUnit("By"))
+	errs[10], errs[11], errs[12] = err10, err11, err12
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -64,8 +71,12 @@ func newMetrics(m metric.Meter, cache *filecache.Cache) (*metrics, error) {
 		o.ObserveInt64(cacheBytes, st.Bytes)
 		o.ObserveInt64(cacheFiles, int64(st.Files))
 		o.ObserveInt64(cacheMax, st.Max)
+		b := s.BuildStats()
+		o.ObserveInt64(running, b.Running)
+		o.ObserveInt64(pageBytes, b.PagesInMemory)
+		o.ObserveInt64(spilled, b.PagesSpilled)
 		return nil
-	}, cacheBytes, cacheFiles, cacheMax)
+	}, cacheBytes, cacheFiles, cacheMax, running, pageBytes, spilled)
 	return mt, err
 }
 

@@ -297,6 +297,7 @@ func (s *Store) measureKey(ctx context.Context, id string, spec *filev1.MeasureS
 
 // measureFlight is one tail build that every concurrent measure of the span waits for.
 type measureFlight struct {
+	claim
 	done chan struct{}
 	m    Measured
 	err  error
@@ -340,14 +341,17 @@ func (s *Store) measureLocal(ctx context.Context, req MeasureRequest) (Measured,
 			s.mu.Unlock()
 			return Measured{}, apierr.Wrap(apierr.Unavailable, errStopping, "file server %s", s.o.NodeID)
 		}
-		f = &measureFlight{done: make(chan struct{})}
+		f = &measureFlight{claim: s.newClaim(), done: make(chan struct{})}
 		s.measures[id] = f
 		s.builds.Add(1)
 		go func() {
 			defer s.builds.Done()
-			m, row, err := s.measure(req)
+			defer f.cancel()
+			m, row, err := s.measure(req, &f.claim)
 			s.mu.Lock()
-			delete(s.measures, id)
+			if s.measures[id] == f {
+				delete(s.measures, id)
+			}
 			if err == nil {
 				for k, r := range s.measured {
 					if time.Since(r.at) >= recallFor {
@@ -361,17 +365,24 @@ func (s *Store) measureLocal(ctx context.Context, req MeasureRequest) (Measured,
 			close(f.done)
 		}()
 	}
+	f.waiters++
 	s.mu.Unlock()
 	select {
 	case <-f.done:
 		return f.m, f.err
 	case <-ctx.Done():
+		s.mu.Lock()
+		if s.leave(&f.claim) && s.measures[id] == f {
+			delete(s.measures, id)
+		}
+		s.mu.Unlock()
 		return Measured{}, ctx.Err()
 	}
 }
 
-// measure builds req's span from Kafka into the cache, records it, and commits it.
-func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
+// measure builds req's span from Kafka into the cache, records it, and commits it; the
+// build waits for a slot (c's).
+func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error) {
 	ctx, cancel := context.WithTimeout(s.base, s.o.BuildTimeout)
 	defer cancel()
 	began := time.Now()
@@ -399,6 +410,11 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 	if err != nil {
 		return fail(err)
 	}
+	release, err := s.buildSlot(c, TailIdentity(t.Namespace, t.Name, req.Partition, req.Start, req.End))
+	if err != nil {
+		return Measured{}, tailRow{}, err // no load wants it any more
+	}
+	defer release()
 	// Reserve about what the build may write; the cache evicts more if it writes more.
 	p, err := s.o.Cache.Create(min(req.MaxBytes, s.o.Cache.Stats().Max/4))
 	if err != nil {
@@ -408,10 +424,11 @@ func (s *Store) measure(req MeasureRequest) (Measured, tailRow, error) {
 		return fail(err)
 	}
 	defer p.Abort() // a no-op once committed
-	b, err := parquetbuild.NewBuilderFor(p, dec, settings)
+	b, err := parquetbuild.NewBuilderFor(p, dec, settings, parquetbuild.WithPages(s.pages))
 	if err != nil {
 		return fail(err)
 	}
+	defer b.Abort() // a no-op once closed; else its pages go back to the pool
 	end, read, cutBy := req.End, int64(0), ""
 	err = s.o.Kafka.ReadRange(ctx, t.Topic, req.Partition, req.Start, req.End, func(r record.Record) error {
 		n := int64(len(r.Key) + len(r.Value))

@@ -3,6 +3,7 @@ package files
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -12,13 +13,16 @@ import (
 )
 
 // Warming: the owner of a newly committed data file builds it into its cache before
-// anyone asks, so that a scan of recent data is a cache hit. Every WarmInterval the
-// store reads the data files committed since its last look (objects.Recent: an index
-// scan of the newest rows) and queues the ones it owns, newest first. It builds them one
-// at a time, sharing the build with any reader who asks meanwhile, and only while the
-// node is idle enough (fewer than WarmBusyReads reads in flight) and its cache has room
-// (under WarmCacheShare full, so warming never evicts much of what readers use). A file
-// skipped because the node is busy waits in the queue (bounded: the oldest go first); one
+// anyone asks, so that a scan of recent data is a cache hit. Every WarmInterval, at each
+// commit (LISTEN), and whenever a warm build ends, the store reads the data files
+// committed since its last look (objects.Recent: an index scan of the newest commits; a
+// live load's tail file counts from its commit, not its creation) and queues the ones it
+// owns, newest first: the data a scan is likeliest to read next. It builds up to
+// WarmBuilds of them at once (a share of the build slots, so readers always find some),
+// sharing each build with any reader who asks meanwhile, and only while the node is idle
+// enough (fewer than WarmBusyReads reads in flight) and its cache has room (under
+// WarmCacheShare full, so warming never evicts much of what readers use). A file skipped
+// because the node is busy waits in the queue (bounded: the oldest go first); one
 // skipped because the cache is full is dropped, and read on demand if ever asked for.
 //
 // The same look tells this node's negative cache of the new keys, so a commit elsewhere
@@ -45,19 +49,30 @@ type WarmStats struct {
 	Failed      int64
 }
 
-// warmer is the store's queue of files to warm.
+// warmer is the store's queue of files to warm, and its builds under way.
 type warmer struct {
-	since time.Time // database clock: the next look reads files recorded at or after it
+	since time.Time // database clock: the next look reads files committed at or after it
 	queue []objects.RecentFile
 	seen  *lru.Cache[string, struct{}] // queued or done: a look overlaps the one before
+	slots chan struct{}                // a token per warm build running: at most WarmBuilds
+	ended chan struct{}                // a warm build ended: there is room for the next
+	wg    sync.WaitGroup
 }
+
+func (s *Store) newWarmer() *warmer {
+	seen, _ := lru.New[string, struct{}](4 * warmBatch)
+	return &warmer{seen: seen, slots: make(chan struct{}, s.o.WarmBuilds), ended: make(chan struct{}, 1)}
+}
+
+// wait waits for the warm builds under way.
+func (w *warmer) wait() { w.wg.Wait() }
 
 func (s *Store) warmEnabled() bool { return s.o.WarmInterval > 0 }
 
 // warm runs warming rounds until ctx ends.
 func (s *Store) warm(ctx context.Context) {
-	seen, _ := lru.New[string, struct{}](4 * warmBatch)
-	w := &warmer{seen: seen}
+	w := s.newWarmer()
+	defer w.wait()
 	kick := make(chan struct{}, 1)
 	go s.watchCommits(ctx, kick)
 	t := time.NewTicker(s.o.WarmInterval)
@@ -69,6 +84,7 @@ func (s *Store) warm(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-kick:
+		case <-w.ended:
 		}
 	}
 }
@@ -101,7 +117,8 @@ func (s *Store) watchCommits(ctx context.Context, kick chan<- struct{}) {
 	}
 }
 
-// warmRound looks for new files and builds the queued ones while it may.
+// warmRound looks for new files and starts builds of the queued ones while it may; they
+// run on after it returns (warmer.wait).
 func (s *Store) warmRound(ctx context.Context, w *warmer) {
 	if err := s.warmLook(ctx, w); err != nil && ctx.Err() == nil {
 		if s.logOnce("warm look", time.Minute) {
@@ -113,23 +130,39 @@ func (s *Store) warmRound(ctx context.Context, w *warmer) {
 			s.warmStats.SkippedBusy.Add(1)
 			return // readers first; the queue waits for the next round
 		}
+		select {
+		case w.slots <- struct{}{}:
+		default:
+			return // WarmBuilds are under way; the next to end starts a round
+		}
 		f := w.queue[0]
 		w.queue = w.queue[1:]
 		if !s.members.owns(f.Key) || s.o.Cache.Contains(f.Key) {
+			<-w.slots
 			continue
 		}
 		if st := s.o.Cache.Stats(); float64(st.Bytes+st.Reserved+f.Size) > s.o.WarmCacheShare*float64(st.Max) {
+			<-w.slots
 			s.warmStats.SkippedFull.Add(1)
 			continue
 		}
-		if err := s.fillShared(ctx, f.Key); err != nil {
-			if ctx.Err() == nil && apierr.Classify(err) != apierr.NotFound { // collected meanwhile: nothing to warm
-				s.warmStats.Failed.Add(1)
-				s.log.DebugContext(ctx, "could not warm a file; it is built on demand", "key", f.Key, "error", err)
+		w.wg.Go(func() {
+			defer func() {
+				<-w.slots
+				select {
+				case w.ended <- struct{}{}:
+				default:
+				}
+			}()
+			if err := s.fillShared(ctx, f.Key); err != nil {
+				if ctx.Err() == nil && apierr.Classify(err) != apierr.NotFound { // collected meanwhile: nothing to warm
+					s.warmStats.Failed.Add(1)
+					s.log.DebugContext(ctx, "could not warm a file; it is built on demand", "key", f.Key, "error", err)
+				}
+				return
 			}
-			continue
-		}
-		s.warmStats.Warmed.Add(1)
+			s.warmStats.Warmed.Add(1)
+		})
 	}
 }
 
@@ -162,7 +195,7 @@ func (s *Store) warmLook(ctx context.Context, w *warmer) error {
 	if len(keys) > 0 {
 		s.Created(keys...) // committed: whatever this node remembers as missing is not
 	}
-	slices.SortStableFunc(w.queue, func(a, b objects.RecentFile) int { return b.Created.Compare(a.Created) })
+	slices.SortStableFunc(w.queue, func(a, b objects.RecentFile) int { return b.Committed.Compare(a.Committed) })
 	if len(w.queue) > warmQueue {
 		w.queue = w.queue[:warmQueue]
 	}

@@ -16,8 +16,8 @@ import (
 
 // BenchmarkCachedRead measures the read path of a cached 64 MiB file over loopback:
 // served by its owner from the cache file (sendfile), and through the other node, which
-// streams it from the owner over gRPC. Whole-file and 1 MiB range reads (what Parquet
-// readers send).
+// streams it from the owner over gRPC. Whole-file, 4 KiB and 1 MiB range reads (what
+// Parquet readers send).
 func BenchmarkCachedRead(b *testing.B) {
 	e := newEnv(b, envOptions{})
 	const size = 64 << 20
@@ -71,6 +71,13 @@ func BenchmarkCachedRead(b *testing.B) {
 			defer reportCPU(b)()
 			for b.Loop() {
 				read(b, c.n, "", size)
+			}
+		})
+		b.Run(c.name+"/range-4KiB", func(b *testing.B) { // per-request costs, next to none per byte
+			b.SetBytes(4 << 10)
+			for i := 0; b.Loop(); i++ {
+				off := int64(i%60) << 20
+				read(b, c.n, "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+4<<10-1, 10), 4<<10)
 			}
 		})
 		b.Run(c.name+"/range-1MiB", func(b *testing.B) {

@@ -59,6 +59,7 @@ func loadedSnapshots(t *testing.T, resp *http.Response, body []byte) []int64 {
 // own ETags; the ETag is stable while the tail is (304 on If-None-Match) and changes
 // when the tail moves or a commit lands.
 func TestLiveLoadRefsAndETag(t *testing.T) {
+	t.Parallel()
 	// No reuse bound: a load sees the tail move at once (TestLiveLoadReuseBound has it).
 	le := newLiveEnv(t, map[string]string{tables.PropLiveReuseMs: "0"}, false)
 	n := le.startNodes(1)[0]

@@ -29,6 +29,7 @@ import (
 // record produced to Kafka is exactly one row. Reads that land on the node that does not
 // own a file are forwarded to its owner within one trace.
 func TestScanWithIcebergGo(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	nodes := e.startNodes(2)
 	for _, n := range nodes {
@@ -88,6 +89,7 @@ func TestScanWithIcebergGo(t *testing.T) {
 // cache hit. Concurrent reads of an uncached file share one build, and the cache
 // survives a restart of the owner.
 func TestForwardedReadThenCacheHit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.startNodes(2)
 	f := e.files[0]
@@ -164,6 +166,7 @@ func TestForwardedReadThenCacheHit(t *testing.T) {
 // expired) does not make its files unreadable: the node the read landed on builds and
 // serves them itself.
 func TestOwnerUnreachable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	nodes := e.startNodes(2)
 	a, b := nodes[0], nodes[1]
@@ -182,6 +185,7 @@ func TestOwnerUnreachable(t *testing.T) {
 // member row not yet gone) still serves what it has cached, and leaves what it would
 // have to build to the node the read landed on.
 func TestOwnerStopping(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	nodes := e.startNodes(2)
 	a, b := nodes[0], nodes[1]
@@ -206,6 +210,7 @@ func TestOwnerStopping(t *testing.T) {
 // TestS3API: ranges, HEAD, conditional reads, and every error, through the owner and
 // through a node that forwards.
 func TestS3API(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.startNodes(2)
 	f := e.files[1]
@@ -327,6 +332,7 @@ func TestS3API(t *testing.T) {
 
 // TestCatalog: the REST catalog's read endpoints and errors, with iceberg-go and raw.
 func TestCatalog(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	n := e.startNodes(1)[0]
 	cat := e.catalogClient(n)

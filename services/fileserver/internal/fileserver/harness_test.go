@@ -57,6 +57,9 @@ import (
 	"github.com/minkhq/mink/services/fileserver/internal/fileserver"
 )
 
+// Each test has its own database, Kafka and nodes, so tests run in parallel, but those
+// that set the environment, stop their Postgres, measure timeouts or check for leaked
+// goroutines while they run.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Shutdown()

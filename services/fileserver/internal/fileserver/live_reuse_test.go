@@ -121,6 +121,7 @@ func (le *liveEnv) burst(n int, nodes ...*node) map[string]int {
 // that has never loaded the table, and after the reuse bound has passed, write nothing:
 // they find it by its content key.
 func TestLiveLoadIdenticalLoadsWriteOnce(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, nil, false)
 	nodes := le.startNodes(3)
 	le.produce(200)
@@ -159,6 +160,7 @@ func TestLiveLoadIdenticalLoadsWriteOnce(t *testing.T) {
 // files hold every record up to its tail end, no more), and fresh: a load that began at
 // T has every record whose produce Kafka acknowledged before T - bound.
 func TestLiveLoadReuseBound(t *testing.T) {
+	t.Parallel()
 	const bound = 250 * time.Millisecond
 	le := newLiveEnv(t, map[string]string{tables.PropLiveReuseMs: strconv.FormatInt(bound.Milliseconds(), 10)}, false)
 	n := le.startNodes(1)[0]

@@ -328,6 +328,7 @@ func sameRows(t testing.TB, what string, got, want []row) {
 // one, built once by each tail file's owner. As commits catch up, the tail shrinks to
 // what they have not covered: the same rows in fewer tail files.
 func TestLiveLoadSeesEveryRecord(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, noReuse, false)
 	nodes := le.startNodes(2)
 	a, b := nodes[0], nodes[1]
@@ -437,6 +438,7 @@ func TestLiveLoadSeesEveryRecord(t *testing.T) {
 // Iceberg envelope, and iceberg-go sees it as such; the files an earlier load named are
 // still served from the cache. Kafka back: loads work again, nothing restarted.
 func TestLiveLoadKafkaOutage(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, noReuse, true)
 	nodes := le.startNodes(2)
 	le.produce(20)
@@ -569,6 +571,7 @@ func metadataKey(t testing.TB, tbl *table.Table) string {
 // mink.live-load=false: a load is the committed snapshot, whatever Kafka holds, and it
 // works with Kafka down.
 func TestLiveLoadOff(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, map[string]string{tables.PropLiveLoad: "false"}, true)
 	n := le.startNodes(1)[0]
 	le.produce(10)
@@ -594,6 +597,7 @@ func TestLiveLoadOff(t *testing.T) {
 // A tail longer than mink.live.max-records is cut there, and a load reads at most
 // mink.live.max-bytes of records per partition: the summary says where and why.
 func TestLiveLoadTailLimits(t *testing.T) {
+	t.Parallel()
 	t.Run("records", func(t *testing.T) {
 		le := newLiveEnv(t, map[string]string{tables.PropLiveReuseMs: "0", tables.PropLiveMaxRecords: "15"}, false)
 		n := le.startNodes(1)[0]
@@ -662,6 +666,7 @@ func TestLiveLoadTailLimits(t *testing.T) {
 // tail file is measured once, by its owner; and the two nodes share one load snapshot,
 // recorded by one of them and found in Postgres by the other.
 func TestLiveLoadConcurrentLoadsShareBuilds(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, noReuse, false)
 	nodes := le.startNodes(2)
 	le.produce(500)

@@ -43,6 +43,7 @@ func requests(t *testing.T, n *node, attrs map[string]string) uint64 {
 // HTTP metrics say which door a request came through, and for the catalog which route
 // it took, so a dashboard can tell table loads and S3 reads (and their 503s) apart.
 func TestHTTPMetricsNameDoorAndRoute(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	n := e.startNodes(1)[0]
 	load := map[string]string{"door": "catalog", "http.route": "/v1/namespaces/{namespace}/tables/{table}", "http.response.status_code": "200"}

@@ -100,6 +100,7 @@ func TestPostgresOutage(t *testing.T) {
 // fail until Kafka answers. Cached data files are still served." Loads are live (they
 // read Kafka's last stable offsets): 503 naming Kafka. TestLiveLoadKafkaOutage has more.
 func TestKafkaOutage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{persistentKafka: true})
 	nodes := e.startNodes(2)
 	a, b := nodes[0], nodes[1]
@@ -163,6 +164,7 @@ func TestKafkaOutage(t *testing.T) {
 // match, offsets Kafka deleted. Each read fails with a clear error naming the key and the
 // cause, through the owner or not, and the file is reported for replacement.
 func TestRebuiltBytesDiffer(t *testing.T) {
+	t.Parallel()
 	t.Run("compacted", func(t *testing.T) {
 		e := newEnv(t, envOptions{compacted: true})
 		e.startNodes(2)

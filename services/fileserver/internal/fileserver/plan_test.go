@@ -40,6 +40,7 @@ import (
 // iceberg-go planning on the server (WithScanPlanningMode remote) reads every row a
 // load names, the live tail included, and with a filter exactly the matching rows.
 func TestPlanIcebergGoRemotePlanning(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, nil, false)
 	n := le.planningNode(nodeOptions{})
 	le.commitRound(30)
@@ -263,6 +264,7 @@ func validateSpec(t testing.TB, schema string, body []byte) {
 // tasks that any server answers; GET answers the plan again; DELETE is a 204; the
 // statistics of stats-fields come as the spec has them.
 func TestPlanAnswersInTheSpecShapes(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, nil, false)
 	a := le.startNode("fs-a", nodeOptions{planBatch: 2})
 	b := le.startNode("fs-b", nodeOptions{planBatch: 2})
@@ -665,6 +667,7 @@ func (g *genFilter) spelled(t *rapid.T, schema *iceberg.Schema, anyCase bool) an
 // spelling of the spec, the live tail included; each kept file's residual filter
 // matches its rows exactly as the filter does. Checked by reading every file.
 func TestPlanNeverPrunesAMatchingRow(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, nil, false)
 	n := le.planningNode(nodeOptions{planBatch: 3})
 	for range 3 {
@@ -921,6 +924,7 @@ func taskPaths(tasks []table.FileScanTask) []string {
 // A point-in-time plan of a committed snapshot needs no live load; an incremental one
 // names the files appended between its snapshots; both as iceberg-go plans them itself.
 func TestPlanSnapshotsAndIncrementalScans(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, nil, false)
 	n := le.planningNode(nodeOptions{})
 	var snaps []int64
@@ -984,6 +988,7 @@ func TestPlanSnapshotsAndIncrementalScans(t *testing.T) {
 // Bad input is a 400 naming what is wrong; a plan id or plan task that is not one, is
 // of another table or another kind, is the spec's 404; none tells of Mink's insides.
 func TestPlanRefusesBadRequests(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, nil, false)
 	n := le.planningNode(nodeOptions{planBatch: 1})
 	le.commitRound(5)
@@ -1074,6 +1079,7 @@ func TestPlanRefusesBadRequests(t *testing.T) {
 // Plan tasks are answered from their metadata file while it is stored, then from the
 // committed metadata while it has their snapshot; a live load's expire with the load.
 func TestPlanTasksLiveAsLongAsTheirSnapshot(t *testing.T) {
+	t.Parallel()
 	le := newLiveEnv(t, map[string]string{"mink.live-load": "false"}, false)
 	n := le.planningNode(nodeOptions{planBatch: 1})
 	le.commitRound(5)

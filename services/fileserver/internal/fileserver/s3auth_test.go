@@ -132,6 +132,7 @@ func (e *env) saState(n *node) saState {
 // principal's keys and with vended credentials; every wrong signature, key, clock,
 // expiry and table fails with S3's code, and changes nothing.
 func TestS3Auth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	a := saAuthority(t)
 	n := e.startNode("fs-a", nodeOptions{auth: a})

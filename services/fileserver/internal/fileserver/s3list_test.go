@@ -64,6 +64,7 @@ func keysOf(objs []types.Object) []string {
 // with the listed size, ETag and time, through either node; a scoped principal lists
 // only the tables it may read; bad parameters are S3 errors naming them.
 func TestS3Listing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	a := saAuthority(t)
 	nodes := []*node{e.startNode("fs-a", nodeOptions{auth: a}), e.startNode("fs-b", nodeOptions{auth: a})}

@@ -82,6 +82,11 @@ type Options struct {
 	// owner's cache before anyone reads them (files.Options.WarmInterval; default 1s,
 	// negative: no warming).
 	WarmInterval time.Duration
+	// BuildConcurrency bounds the builds from Kafka that run at once, and BuildMemory
+	// the finished Parquet pages they keep in memory together (files.Options; defaults
+	// max(1, GOMAXPROCS) and files.DefaultBuildMemory; BuildMemory negative: none).
+	BuildConcurrency int
+	BuildMemory      int64
 	// LiveTimeout bounds the live part of a table load: Kafka's offsets and the tail's
 	// builds (default 30s).
 	LiveTimeout time.Duration
@@ -192,8 +197,8 @@ func New(o Options) (_ *Server, err error) {
 		NodeID: o.NodeID, DB: o.DB, Kafka: o.Kafka, Cache: s.cache,
 		DialOptions:   dialOpts,
 		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
-		WarmInterval: o.WarmInterval,
-		Meter:        meter, Logger: o.Logger,
+		WarmInterval: o.WarmInterval, BuildConcurrency: o.BuildConcurrency, BuildMemory: o.BuildMemory,
+		Meter: meter, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, err

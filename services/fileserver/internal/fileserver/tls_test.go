@@ -138,6 +138,7 @@ func serial(t *testing.T, addr string, roots *x509.CertPool) *big.Int {
 // TLS gRPC; plaintext is refused on both HTTP listeners; a reloaded certificate is what
 // new connections to the catalog and S3 see.
 func TestTLSCatalogS3AndForwardedReads(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	tn, nodes := e.startTLSNodes("fs-a", "fs-b")
 	for _, n := range nodes {

@@ -159,6 +159,11 @@ type Stats struct {
 	Cut       int64 // partition tails cut at a limit
 }
 
+// loadBuckets are the load duration histogram's bounds in seconds (OpenTelemetry's
+// defaults are for milliseconds): from a reused snapshot (about a millisecond) to a
+// first load that builds a large tail from Kafka.
+var loadBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
 // Loader makes live loads. Close it after the catalog has stopped.
 type Loader struct {
 	o    Options
@@ -245,7 +250,8 @@ func New(o Options) (*Loader, error) {
 		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (another load's: the same tail, or read within mink.live.reuse-ms), committed (no tail), disabled (mink.live-load=false, or an upsert table), error."),
 		metric.WithUnit("{load}"))
 	l.duration, err2 = o.Meter.Float64Histogram("mink.fileserver.live.load.duration",
-		metric.WithDescription("Time to make a load snapshot, tail builds included."), metric.WithUnit("s"))
+		metric.WithDescription("Time to make a load snapshot, tail builds included."), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(loadBuckets...))
 	if err := errors.Join(err1, err2); err != nil {
 		stop()
 		return nil, fmt.Errorf("live: metrics: %w", err)

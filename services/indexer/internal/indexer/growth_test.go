@@ -17,6 +17,7 @@ import (
 // Partitions added to the topic become new partition leases, which indexers take and
 // index like the others.
 func TestTopicGrowthBecomesNewPartitions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tbl := e.createTable(t, "grow", 2, nil)
 	e.startIndexer(t, "idx-a")

@@ -200,6 +200,7 @@ func jsonEvents(from, n int) []string {
 }
 
 func TestIndexTilesEveryPartition(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tbl := e.createTable(t, "events", 3, nil)
 	for p := int32(0); p < 3; p++ {
@@ -224,6 +225,7 @@ func TestIndexTilesEveryPartition(t *testing.T) {
 // Transactions (committed and aborted), compaction gaps and deleted records: the index
 // still tiles the partition, counting only committed, surviving records.
 func TestIndexTransactionsCompactionDeletes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.kafka.CreateTopic("tx", 1, map[string]string{"cleanup.policy": "compact"})
 	tbl, err := tables.Create(context.Background(), e.db, tables.Table{Name: "tx", Spec: spec,
@@ -280,6 +282,7 @@ func TestIndexTransactionsCompactionDeletes(t *testing.T) {
 // Kafka deletes records before they are indexed: the index records the lost offsets as an
 // empty range and goes on from the log start, never stalling.
 func TestIndexSkipsDeletedOffsets(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tbl := e.createTable(t, "del", 1, nil)
 	e.produce(t, "del", 0, jsonEvents(0, 20)...)
@@ -318,6 +321,7 @@ func TestIndexSkipsDeletedOffsets(t *testing.T) {
 // The lease moves mid-stream from one indexer to another: no gap, no overlap. Records
 // keep coming until the new holder has indexed under its own epoch on both partitions.
 func TestHandoffMidStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tbl := e.createTable(t, "hand", 2, nil)
 	stopA := e.startIndexer(t, "idx-a")
@@ -378,6 +382,7 @@ func TestHandoffMidStream(t *testing.T) {
 // Records that do not fit the schema are still rows, with _mink_error set; a huge
 // record and a tombstone too. The partition never stalls.
 func TestBadRecordsAreRows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tbl := e.createTable(t, "bad", 1, nil)
 	bad := []string{
@@ -410,6 +415,7 @@ func TestBadRecordsAreRows(t *testing.T) {
 
 // The file of a range rebuilt in another process has the same size and checksum.
 func TestRebuildInAnotherProcess(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tbl := e.createTable(t, "det", 1, nil)
 	e.produce(t, "det", 0, jsonEvents(0, 500)...)
@@ -497,6 +503,7 @@ func gauges(t *testing.T, r *sdkmetric.ManualReader, name, table string) map[int
 // each poll, and gone with the lease, so a partition handed to another node is never
 // reported by two (one of them frozen at its last value).
 func TestLagFollowsTheLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.createTable(t, "lagged", 2, nil)
 	for p := int32(0); p < 2; p++ {

@@ -18,6 +18,7 @@ import (
 // pages in memory, whatever mink.range.target-bytes is: the rest wait in temporary
 // files, and the ranges still tile every partition and rebuild byte for byte.
 func TestBuildMemoryBoundsManyPartitions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const parts, limit = 40, 32 << 10
 	// Ranges far larger than what arrives: without the bound every page of every

@@ -84,6 +84,7 @@ type user3 struct {
 // registry. A registry that cannot answer pauses the partition (saying why) rather than
 // making error rows, and indexing resumes by itself.
 func TestRegistryEvolutionAndOutage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	reg := srfake.New()

@@ -66,6 +66,7 @@ func points(t *testing.T, r *sdkmetric.ManualReader, name string, attrs map[stri
 // commit), commit durations by operation, and the snapshot lag of the tables it holds
 // now, gone with the lease.
 func TestMetricsFollowTheLease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 2, nil)
 	r := sdkmetric.NewManualReader()
 	w, err := New(Options{DB: f.db, Kafka: f.src, Logger: slog.New(slog.NewTextHandler(testLog{f.t}, nil)),

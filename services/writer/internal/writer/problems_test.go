@@ -130,6 +130,7 @@ func keysOfFiles(fs []file) []string {
 // nothing; every file the new snapshot names rebuilds as recorded, its rows are what
 // Kafka holds now, the rest of the table is untouched and the problems are gone.
 func TestRepairReplacesCompactedFiles(t *testing.T) {
+	t.Parallel()
 	f := newCompactableFixture(t)
 	f.run(f.newWriter(), f.take("writer", -1, "w1"))
 	before := f.waitCovered()
@@ -174,6 +175,7 @@ func TestRepairReplacesCompactedFiles(t *testing.T) {
 // start as it is now. The file wholly below it is dropped, the one straddling it is
 // replaced by its retained part, and both problems are gone with them.
 func TestRepairDropsFilesWhoseOffsetsAreGone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 1, nil)
 	f.produce(0, 40)
 	f.index(0, 10)
@@ -227,6 +229,7 @@ func TestRepairDropsFilesWhoseOffsetsAreGone(t *testing.T) {
 // does not name, one for a file that rebuilds with its recorded bytes. The table stays
 // as it is, and another table's problem is not the writer's.
 func TestRepairClearsProblemsNeedingNoReplacement(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 1, nil)
 	f.produce(0, 20)
 	f.index(0, 10)
@@ -258,6 +261,7 @@ func TestRepairClearsProblemsNeedingNoReplacement(t *testing.T) {
 // changes nothing: the commit pointer, the data files and the problem rows stay as they
 // were. The new holder then repairs the table.
 func TestStaleWriterCannotRepair(t *testing.T) {
+	t.Parallel()
 	for _, op := range []string{"clear-problems", string(table.OpOverwrite)} {
 		t.Run(op, func(t *testing.T) {
 			f := newCompactableFixture(t)

@@ -49,6 +49,7 @@ func (f *fixture) indexAt(p int32, step int64, version int) {
 // metadata's current schema at the writer's next commit, even with no new ranges, and
 // old schemas stay for the files written with them; properties set later are served.
 func TestSchemaAndPropertyUpdates(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 1, nil)
 	f.produce(0, 20)
 	f.index(0, 10)

@@ -27,6 +27,7 @@ import (
 // stored files, holds every Kafka record of the covered offsets exactly once, with
 // statistics; offsets without rows (an aborted transaction) are covered without a file.
 func TestCommitsTileKafka(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 3, nil)
 	w := f.newWriter()
 	f.run(w, f.take("writer", -1, "w1"))
@@ -112,6 +113,7 @@ func TestCommitsTileKafka(t *testing.T) {
 // offsets: 20 ranges make one file of 16 and one of 4, as a number in base 4 (one build
 // each, however many carries); 6 make one of 4 and leave 2.
 func TestAssembly(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 2, map[string]string{PropAssemblyTierFiles: "4"})
 	f.produce(0, 200)
 	f.produce(1, 60)
@@ -154,6 +156,7 @@ func TestAssembly(t *testing.T) {
 // target): after each commit and the assembly it starts, the partition holds at most
 // 1 + (k-1) files per size tier, and the table holds every record produced exactly once.
 func TestAssemblyQuietPartition(t *testing.T) {
+	t.Parallel()
 	const k = 4
 	f := newFixture(t, 1, map[string]string{PropAssemblyTierFiles: strconv.Itoa(k)})
 	w := f.newWriter()
@@ -208,6 +211,7 @@ func liveOf(v view) map[int32][]icebergmeta.DataFile {
 // Kafka's log start moves (DeleteRecords): the next snapshot drops exactly the files
 // below it, and the file straddling it is replaced by its retained part.
 func TestRetentionDropsFilesBelowLogStart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 2, nil)
 	f.produce(0, 100)
 	f.produce(1, 100)
@@ -262,6 +266,7 @@ func TestRetentionDropsFilesBelowLogStart(t *testing.T) {
 // its snapshot current: the commit pointer, the data files and the metadata files stay
 // as they were. The new holder then commits normally.
 func TestStaleWriterCannotCommit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 1, nil)
 	f.produce(0, 40)
 	f.index(0, 10)
@@ -304,6 +309,7 @@ func TestStaleWriterCannotCommit(t *testing.T) {
 // while the writer works), and once the table is quiet nothing else is left: no
 // orphan data file rows, metadata files or ranges below the log start.
 func TestExpiryAndCollection(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 2, map[string]string{
 		table.MaxSnapshotAgeMsKey:            "1",
 		table.MinSnapshotsToKeepKey:          "3",
@@ -398,6 +404,7 @@ func TestExpiryAndCollection(t *testing.T) {
 // Two writers committing at once: per version at most one wins. Under one epoch the
 // version compare-and-set decides; across epochs the lease does.
 func TestConcurrentCommits(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 1, nil)
 	log := slog.New(slog.NewTextHandler(testLog{t}, nil))
 	open := func(w *Writer, l lease.Lease) *tableWriter {
@@ -491,6 +498,7 @@ func TestConcurrentCommits(t *testing.T) {
 // Commits need only Postgres: with Kafka down the writer still commits what is indexed
 // (expiry and assembly wait for Kafka).
 func TestCommitsWithoutKafka(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, 2, nil)
 	f.produce(0, 30)
 	f.produce(1, 20)

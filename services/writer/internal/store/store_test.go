@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pgschema"
+	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/tableschema"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Shutdown()
+	os.Exit(code)
+}
+
+// TestCommitOfATailFileIsNew: a live load's tail file measured long before a commit names
+// it counts as committed at that commit, so the owners' warmers (objects.Recent) see it
+// with the commit's other files, and they are told of the commit (LISTEN).
+func TestCommitOfATailFileIsNew(t *testing.T) {
+	ctx := context.Background()
+	db, _ := pgtest.DB(t)
+	if err := pgschema.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := tables.Create(ctx, db, tables.Table{Namespace: "default", Name: "clicks", Topic: "clicks",
+		Spec: tableschema.Spec{Format: tableschema.FormatJSON, Columns: []tableschema.Column{{Name: "id", Type: "long"}}}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := icebergmeta.DataFile{Key: layout.DataKey("default", "clicks", 0, 0, 5, strings.Repeat("a", 64)),
+		Start: 0, End: 5, Records: 5, Size: 100, SHA256: strings.Repeat("a", 64), Settings: []byte(`{}`), Stats: []byte(`[]`)}
+	if _, _, _, err := objects.RecordTail(ctx, db, objects.Tail{Table: tb.ID, Key: tail.Key, Start: tail.Start, End: tail.End,
+		Records: tail.Records, Size: tail.Size, SHA256: tail.SHA256, Settings: tail.Settings, Stats: tail.Stats}, time.Minute, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// Measured an hour ago: older than any warmer's look.
+	if _, err := db.Exec(ctx, `UPDATE mink_data_files SET created_at = now() - interval '1 hour',
+		committed_at = now() - interval '1 hour' WHERE key = $1`, tail.Key); err != nil {
+		t.Fatal(err)
+	}
+	fresh := icebergmeta.DataFile{Key: layout.DataKey("default", "clicks", 0, 5, 9, strings.Repeat("b", 64)),
+		Start: 5, End: 9, Records: 4, Size: 90, SHA256: strings.Repeat("b", 64), Settings: []byte(`{}`), Stats: []byte(`[]`)}
+
+	notified := make(chan struct{}, 10)
+	wctx, stop := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() { watched <- objects.WatchCommits(wctx, db, func() { notified <- struct{}{} }) }()
+	t.Cleanup(func() { stop(); <-watched })
+	waitNotified := func(what string) {
+		t.Helper()
+		select {
+		case <-notified:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notification: %s", what)
+		}
+	}
+	waitNotified("listening")
+
+	got, since, err := objects.Recent(ctx, db, time.Now().Add(-time.Minute), 10)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("before the commit: %+v, %v; want no committed file", got, err)
+	}
+	for i, add := range [][]icebergmeta.DataFile{{tail}, {fresh}} {
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := layout.MetadataKey("default", "clicks", fmt.Sprintf("%05d-test.metadata.json", i+1))
+		if err := Store(ctx, tx, Commit{Table: tb.ID, Add: add, MetaFiles: []icebergmeta.File{{Key: meta, Content: []byte(`{}`)}},
+			Key: meta, Version: int64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitNotified("commit " + add[0].Key)
+	}
+	got, _, err = objects.Recent(ctx, db, since, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Key != fresh.Key || got[1].Key != tail.Key || got[1].Committed.Before(since) {
+		t.Fatalf("after the commits: %+v (since %v), want the fresh file, then the tail file committed before it", got, since)
+	}
+}
