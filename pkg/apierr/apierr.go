@@ -119,6 +119,21 @@ func UnavailableErr(dependency string, err error) error {
 	return &Error{Kind: Unavailable, Msg: dependency + " is unavailable", Err: err}
 }
 
+// Postgres says what failed when a statement to Postgres did: an outage or a timeout is
+// Unavailable ("<what>: postgres is unavailable", what clients may retry); any other
+// error keeps its kind, with what was being done in front of it.
+func Postgres(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	what := fmt.Sprintf(format, args...)
+	switch Classify(err) {
+	case Unavailable, DeadlineExceeded:
+		return Wrap(Unavailable, err, "%s: postgres is unavailable", what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // Classify sorts any error into a Kind. Explicit kinds (Error, a gRPC status) win over
 // what the chain wraps; then Mink's sentinels; then drivers' errors.
 func Classify(err error) Kind {
@@ -140,7 +155,7 @@ func Classify(err error) Kind {
 	switch {
 	case errors.Is(err, lease.ErrNoSuchMember):
 		return NotFound
-	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrReplaced):
+	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrReplaced), errors.Is(err, lease.ErrLeft):
 		return Aborted
 	case errors.Is(err, pgx.ErrNoRows):
 		return NotFound
@@ -148,6 +163,11 @@ func Classify(err error) Kind {
 		return DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return Canceled
+	case timedOut(err) && !dialing(err):
+		// A statement or read cut by a timeout (the Postgres driver's own timeout
+		// error, a read deadline of a connection), whatever error wraps it. A dial that
+		// timed out is an outage: nothing answered at all.
+		return DeadlineExceeded
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -177,6 +197,19 @@ func pgKind(code string) Kind {
 		return DeadlineExceeded
 	}
 	return Internal
+}
+
+// timedOut reports whether err says a timeout cut it: pgconn's timeout error or a
+// network error whose Timeout is true.
+func timedOut(err error) bool {
+	var ne net.Error
+	return pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// dialing reports whether err is a failed dial.
+func dialing(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // unreachable reports whether err says a dependency could not be reached at all, as the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,24 @@ func TestCodes(t *testing.T) {
 		t.Fatal("a closed pool ran a statement")
 	}
 
+	// A real read that timed out: a server that accepts and never answers.
+	quiet, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	conn, err := net.Dial("tcp", quiet.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	_, readErr := conn.Read(make([]byte, 1))
+	if readErr == nil {
+		t.Fatal("a read from a silent server returned")
+	}
+	dialTimeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
 	cases := []struct {
 		name string
 		err  error
@@ -68,6 +87,9 @@ func TestCodes(t *testing.T) {
 		{"closed pool", fmt.Errorf("lookup: %w", closedErr), codes.Unavailable, 503},
 		{"closed conn", fmt.Errorf("query: %w", pgconn.ErrConnClosed), codes.Unavailable, 503},
 		{"closed socket", fmt.Errorf("read: %w", net.ErrClosed), codes.Unavailable, 503},
+		{"read timed out", fmt.Errorf("query: %w", readErr), codes.DeadlineExceeded, 504},
+		{"dial timed out", fmt.Errorf("connect: %w", dialTimeout), codes.Unavailable, 503},
+		{"left the cluster", fmt.Errorf("heartbeat: %w", lease.ErrLeft), codes.Aborted, 409},
 		// Classified by type, not wording: words alone are no outage.
 		{"outage in words only", errors.New("closed pool: conn closed, failed to connect"), codes.Internal, 500},
 		{"range", apierr.RangeErr(10, "range bytes=20- is not satisfiable"), codes.OutOfRange, 416},

@@ -562,19 +562,9 @@ func (s *Store) lookup(ctx context.Context, key string) (objects.Record, error) 
 	defer cancel()
 	r, err := s.objects.Lookup(ctx, key)
 	if err != nil && apierr.Classify(err) != apierr.NotFound {
-		return r, postgresErr(err, "look up %s", key)
+		return r, apierr.Postgres(err, "look up %s", key)
 	}
 	return r, err
-}
-
-// postgresErr names Postgres in an outage: a dependency that cannot be reached, or not
-// within the lookup timeout, is a 503 to say so.
-func postgresErr(err error, format string, args ...any) error {
-	switch apierr.Classify(err) {
-	case apierr.Unavailable, apierr.DeadlineExceeded:
-		return apierr.Wrap(apierr.Unavailable, err, "%s: postgres is unavailable", fmt.Sprintf(format, args...))
-	}
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
 }
 
 // fill builds key into the cache; a data file's build waits for a slot (c's).
@@ -617,7 +607,7 @@ func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
 		fs, err := rangefile.BuildDeletes(ctx, s.o.DB, d, settings, w)
 		if err != nil {
 			if c := apierr.Classify(err); c == apierr.Unavailable || c == apierr.DeadlineExceeded {
-				return 0, postgresErr(err, "build %s", r.Key)
+				return 0, apierr.Postgres(err, "build %s", r.Key)
 			}
 			return 0, fmt.Errorf("build %s: %w", r.Key, err)
 		}
@@ -664,7 +654,7 @@ func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error 
 		if apierr.Classify(err) == apierr.NotFound {
 			err = apierr.New(apierr.NotFound, "no file %s in bucket mink: its table (id %d) was dropped", r.Key, r.TableID)
 		} else {
-			err = postgresErr(err, "look up the table of %s", r.Key)
+			err = apierr.Postgres(err, "look up the table of %s", r.Key)
 		}
 		s.met.buildFailed(ctx, "data", reasonOf(err))
 		return err

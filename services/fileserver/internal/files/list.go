@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/tables"
@@ -25,12 +26,12 @@ func (s *Store) List(ctx context.Context, q objects.Query, readable func(namespa
 	}
 	ts, err := tables.List(ctx, s.o.DB, ns)
 	if err != nil {
-		return objects.Listing{}, postgresErr(err, "list the bucket's tables")
+		return objects.Listing{}, apierr.Postgres(err, "list the bucket's tables")
 	}
 	q.Tables = slices.DeleteFunc(ts, func(t tables.Table) bool { return readable != nil && !readable(t.Namespace, t.Name) })
 	l, err := objects.List(ctx, s.o.DB, q)
 	if err != nil {
-		return objects.Listing{}, postgresErr(err, "list the bucket")
+		return objects.Listing{}, apierr.Postgres(err, "list the bucket")
 	}
 	return l, nil
 }
@@ -48,7 +49,7 @@ func (s *Store) BucketCreated(ctx context.Context) (time.Time, error) {
 	defer cancel()
 	t, err := pgschema.Created(ctx, s.o.DB)
 	if err != nil {
-		return time.Time{}, postgresErr(err, "read the bucket's creation date")
+		return time.Time{}, apierr.Postgres(err, "read the bucket's creation date")
 	}
 	t = t.UTC().Truncate(time.Second)
 	s.mu.Lock()

@@ -279,7 +279,7 @@ func (s *Store) measureKey(ctx context.Context, id string, spec *filev1.MeasureS
 		if apierr.Classify(err) == apierr.NotFound {
 			return Measured{}, err
 		}
-		return Measured{}, postgresErr(err, "look up the table of %s", id)
+		return Measured{}, apierr.Postgres(err, "look up the table of %s", id)
 	}
 	// A peer cannot make this node build more than the table allows, nor keep what it
 	// builds longer.
@@ -400,11 +400,11 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 		return Measured{End: req.Start, Cut: CutSchema}, tailRow{}, nil
 	}
 	if err != nil {
-		return fail(postgresErr(err, "read the schema of %s", t.FullName()))
+		return fail(apierr.Postgres(err, "read the schema of %s", t.FullName()))
 	}
 	dec, err := s.o.Codecs.Decoder(ctx, t, settings)
 	if err != nil {
-		return fail(postgresErr(err, "read the schema of %s", t.FullName()))
+		return fail(apierr.Postgres(err, "read the schema of %s", t.FullName()))
 	}
 	settingsJSON, err := json.Marshal(settings)
 	if err != nil {
@@ -499,7 +499,7 @@ func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration
 	created, size, sha, err = objects.RecordTail(ctx, s.o.DB, objects.Tail{Table: r.table, Key: r.key, Partition: r.partition,
 		Start: r.start, End: r.end, Records: r.records, Size: r.size, SHA256: r.sha256, Settings: r.settings, Stats: r.stats}, ttl, maxTTL)
 	if err != nil {
-		return time.Time{}, 0, "", postgresErr(err, "record tail file %s", r.key)
+		return time.Time{}, 0, "", apierr.Postgres(err, "record tail file %s", r.key)
 	}
 	s.Created(r.key)
 	return created, size, sha, nil

@@ -416,7 +416,7 @@ func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, b
 			return err
 		})
 		if err != nil {
-			return Result{}, time.Time{}, postgresErr(err, "load table %s: look for a recent load", t.FullName())
+			return Result{}, time.Time{}, apierr.Postgres(err, "load table %s: look for a recent load", t.FullName())
 		}
 		if found {
 			l.n.found.Add(1)
@@ -516,7 +516,7 @@ func (l *Loader) findOrBuild(ctx context.Context, t tables.Table, props tables.P
 			return err
 		})
 		if err != nil {
-			return Result{}, false, postgresErr(err, "load table %s: look for a load of the same tail", t.FullName())
+			return Result{}, false, apierr.Postgres(err, "load table %s: look for a load of the same tail", t.FullName())
 		}
 		return Result{Key: s.Key, Content: s.Content, Live: true, Reused: true}, found, nil
 	}
@@ -647,7 +647,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		now, err = liveloads.Now(ctx, l.o.DB)
 		return err
 	}); err != nil {
-		return Result{}, postgresErr(err, "load table %s", t.FullName())
+		return Result{}, apierr.Postgres(err, "load table %s", t.FullName())
 	}
 	expires := now.Add(ttl)
 	summary := map[string]string{
@@ -698,7 +698,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		return err
 	})
 	if err != nil {
-		return Result{}, postgresErr(err, "load table %s: read its schema", t.FullName())
+		return Result{}, apierr.Postgres(err, "load table %s: read its schema", t.FullName())
 	}
 	meta := icebergmeta.Table{Namespace: t.Namespace, Name: t.Name, Schema: schema, Schemas: schemas, Properties: t.Properties}
 	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
@@ -710,7 +710,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		if errors.Is(err, icebergmeta.ErrNoMetaFile) {
 			return nil, fmt.Errorf("metadata file %s is missing", key)
 		}
-		return b, postgresErr(err, "read %s", key)
+		return b, apierr.Postgres(err, "read %s", key)
 	}))
 	res, err := icebergmeta.Live(ctx, reader, meta, icebergmeta.Base{Key: base.Key, Metadata: md},
 		icebergmeta.LiveChange{Add: add, Coverage: coverage, Summary: summary, Now: now})
@@ -726,7 +726,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		return Result{}, err
 	}
 	if err != nil {
-		return Result{}, postgresErr(err, "load table %s: record its load snapshot", t.FullName())
+		return Result{}, apierr.Postgres(err, "load table %s: record its load snapshot", t.FullName())
 	}
 	keys := make([]string, 0, len(add)+len(res.Files))
 	for _, f := range add {
@@ -755,7 +755,7 @@ func (l *Loader) candidates(ctx context.Context, t tables.Table, spans []span) (
 		return err
 	})
 	if err != nil {
-		return nil, postgresErr(err, "load table %s: read its tail files", t.FullName())
+		return nil, apierr.Postgres(err, "load table %s: read its tail files", t.FullName())
 	}
 	out := map[int32][]candidate{}
 	for _, f := range indexed {
@@ -846,7 +846,7 @@ func (l *Loader) fillMeasured(ctx context.Context, t tables.Table, tails []*tail
 		return err
 	})
 	if err != nil {
-		return postgresErr(err, "load table %s: read its new tail files", t.FullName())
+		return apierr.Postgres(err, "load table %s: read its new tail files", t.FullName())
 	}
 	for _, tl := range tails {
 		if len(tl.measured) == 0 {
@@ -876,18 +876,6 @@ func (l *Loader) query(ctx context.Context, fn func(context.Context) error) erro
 	ctx, cancel := context.WithTimeout(ctx, l.o.LookupTimeout)
 	defer cancel()
 	return fn(ctx)
-}
-
-// postgresErr names Postgres when it cannot be reached in time.
-func postgresErr(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	switch apierr.Classify(err) {
-	case apierr.Unavailable, apierr.DeadlineExceeded:
-		return apierr.Wrap(apierr.Unavailable, err, "%s: postgres is unavailable", fmt.Sprintf(format, args...))
-	}
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
 }
 
 // dataKey is the key of the data file of an indexed range.
