@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -271,17 +272,23 @@ func TestTLSPeerCertificateIsVerified(t *testing.T) {
 	conn := dial(t, n1.n.GRPCAddr().String(), &tls.Config{RootCAs: roots})
 	waitServing(t, conn)
 	waitServing(t, dial(t, n2.n.GRPCAddr().String(), &tls.Config{RootCAs: roots}))
-	await.For(t, 10*time.Second, "n1 to list n2 as a member", func() (int, bool) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		l, err := adminv1.NewAdminServiceClient(conn).ListNodes(ctx, &adminv1.ListNodesRequest{})
-		return len(l.GetNodes()), err == nil && len(l.GetNodes()) == 2
-	})
+	awaitMembers(t, conn, 2)
 	_, err := status1(conn, "n2")
 	t.Logf("n1 → n2 with n1's certificate unknown to n2: %v", err)
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("forwarded call with a certificate n2 does not trust: %v, want Unavailable", err)
 	}
+}
+
+// awaitMembers waits for the node of conn to list n members.
+func awaitMembers(t *testing.T, conn *grpc.ClientConn, n int) {
+	t.Helper()
+	await.For(t, 10*time.Second, fmt.Sprintf("%d members", n), func() (int, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := adminv1.NewAdminServiceClient(conn).ListNodes(ctx, &adminv1.ListNodesRequest{})
+		return len(l.GetNodes()), err == nil && len(l.GetNodes()) == n
+	})
 }
 
 // noLeaks checks, after every cleanup the test registers later (its nodes' stops, its
@@ -412,12 +419,7 @@ func TestTLSCARotationWithoutRestart(t *testing.T) {
 	tlsfilestest.WriteFile(t, files4.ClientCAs, both)
 	n4 := startTLSNode(t, url, "n4", files4)
 	waitServing(t, dial(t, n4.n.GRPCAddr().String(), &tls.Config{RootCAs: roots}))
-	await.For(t, 10*time.Second, "n1 to list n4 as a member", func() (int, bool) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		l, err := adminv1.NewAdminServiceClient(conn).ListNodes(ctx, &adminv1.ListNodesRequest{})
-		return len(l.GetNodes()), err == nil && len(l.GetNodes()) == 4
-	})
+	awaitMembers(t, conn, 4)
 	err := forward("n4")
 	t.Logf("n1 → n4 (a certificate of A) with the bundle B: %v", err)
 	if status.Code(err) != codes.Unavailable {

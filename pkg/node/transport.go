@@ -94,8 +94,11 @@ func newTransport(cfg Config, log *slog.Logger) (*transport, error) {
 	}
 	t.client = &tls.Config{MinVersion: tls.VersionTLS12, GetClientCertificate: pair.GetClientCertificate}
 	leaf := pair.Certificate().Leaf
-	log.Info("TLS on every listener and on calls to other nodes",
-		append(tlsfiles.Describe(leaf), "client_ca_file", cfg.TLSClientCAFile)...)
+	attrs := append(tlsfiles.Describe(leaf), "client_ca_file", cfg.TLSClientCAFile)
+	if cas != nil {
+		attrs = append(attrs, "client_cas", cas.Subjects())
+	}
+	log.Info("TLS on every listener and on calls to other nodes", attrs...)
 	// Soon: within a week, or a third of its lifetime for a short-lived one (a
 	// certificate renewed on time never is, cert-manager renews with a third left).
 	if left := time.Until(leaf.NotAfter); left < min(7*24*time.Hour, leaf.NotAfter.Sub(leaf.NotBefore)/3) {

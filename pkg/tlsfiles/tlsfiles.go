@@ -249,11 +249,15 @@ func (c *CABundle) Watch(ctx context.Context, interval time.Duration) {
 	watch(ctx, interval, c.Reload, func(err error) {
 		c.log.Error("TLS CA bundle not reloaded; the one in force stays", "error", err, "ca_file", c.file)
 	}, func() {
-		c.mu.Lock()
-		subjects := c.subjects
-		c.mu.Unlock()
-		c.log.Info("TLS CA bundle reloaded", "ca_file", c.file, "cas", subjects)
+		c.log.Info("TLS CA bundle reloaded", "ca_file", c.file, "cas", c.Subjects())
 	})
+}
+
+// Subjects are the subjects of the bundle in force's CAs, for logs.
+func (c *CABundle) Subjects() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.subjects
 }
 
 // VerifyClientCertificate is tls.Config.VerifyConnection for a server that asks for
