@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -271,17 +272,23 @@ func TestTLSPeerCertificateIsVerified(t *testing.T) {
 	conn := dial(t, n1.n.GRPCAddr().String(), &tls.Config{RootCAs: roots})
 	waitServing(t, conn)
 	waitServing(t, dial(t, n2.n.GRPCAddr().String(), &tls.Config{RootCAs: roots}))
-	await.For(t, 10*time.Second, "n1 to list n2 as a member", func() (int, bool) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		l, err := adminv1.NewAdminServiceClient(conn).ListNodes(ctx, &adminv1.ListNodesRequest{})
-		return len(l.GetNodes()), err == nil && len(l.GetNodes()) == 2
-	})
+	awaitMembers(t, conn, 2)
 	_, err := status1(conn, "n2")
 	t.Logf("n1 → n2 with n1's certificate unknown to n2: %v", err)
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("forwarded call with a certificate n2 does not trust: %v, want Unavailable", err)
 	}
+}
+
+// awaitMembers waits for the node of conn to list n members.
+func awaitMembers(t *testing.T, conn *grpc.ClientConn, n int) {
+	t.Helper()
+	await.For(t, 10*time.Second, fmt.Sprintf("%d members", n), func() (int, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := adminv1.NewAdminServiceClient(conn).ListNodes(ctx, &adminv1.ListNodesRequest{})
+		return len(l.GetNodes()), err == nil && len(l.GetNodes()) == n
+	})
 }
 
 // noLeaks checks, after every cleanup the test registers later (its nodes' stops, its
@@ -324,5 +331,111 @@ func TestTLSFlagsAreChecked(t *testing.T) {
 	}
 	if cfg, _ := parse(t, lease.RoleWriter, ok, nil); cfg.MaxConnections != 4096 {
 		t.Errorf("--max-connections default %d, want 4096", cfg.MaxConnections)
+	}
+}
+
+// TestTLSCARotationWithoutRestart: the cluster's CA rotated from A to B as an operator
+// does it (the bundle A+B, certificates of B, the bundle B) while n1 runs: a client
+// certificate of B is accepted within the reload interval of the bundle naming it, one of
+// A refused once A has left it; n1's new connections to peers verify against the bundle
+// in force (a peer with a certificate of B is reached once B is in it, one of A no longer
+// once A has left), while the connection made before keeps working; a broken bundle
+// keeps the last good one.
+func TestTLSCARotationWithoutRestart(t *testing.T) {
+	_, url := pgtest.DB(t)
+	noLeaks(t)
+	a, b := tlsfilestest.NewCA(t, "ca a"), tlsfilestest.NewCA(t, "ca b")
+	both := append(append([]byte(nil), a.PEM...), b.PEM...)
+	files1, _ := a.Write(t, t.TempDir(), "n1", tlsfilestest.Loopback...)
+	files2, _ := a.Write(t, t.TempDir(), "n2", tlsfilestest.Loopback...)
+	tlsfilestest.WriteFile(t, files2.ClientCAs, both) // n2 trusts n1 throughout
+	n1 := startTLSNode(t, url, "n1", files1)
+	startTLSNode(t, url, "n2", files2)
+	addr1 := n1.n.GRPCAddr().String()
+	roots := x509.NewCertPool() // the client's: n1's certificate stays one of A
+	roots.AddCert(a.Cert)
+	roots.AddCert(b.Cert)
+	conn := dial(t, addr1, &tls.Config{RootCAs: roots})
+	waitServing(t, conn)
+	forward := func(to string) error { _, err := status1(conn, to); return err }
+	await.For(t, 10*time.Second, "n1 to forward GetStatus to n2", func() (error, bool) {
+		err := forward("n2")
+		return err, err == nil
+	})
+
+	// with is a call to n1 on a new connection, presenting is.
+	with := func(is tlsfilestest.Issued) error {
+		_, err := status1(dial(t, addr1, &tls.Config{RootCAs: roots, GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &is.TLS, nil
+		}}), "")
+		return err
+	}
+	ofA, ofB := a.Issue(t, "ops a"), b.Issue(t, "ops b")
+	if err := with(ofA); err != nil {
+		t.Fatalf("a client certificate of A, the bundle A: %v", err)
+	}
+	if err := with(ofB); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a client certificate of B, the bundle A: %v, want Unavailable", err)
+	}
+
+	// Step 1: the bundle A+B. B's certificates are accepted, A's still.
+	tlsfilestest.WriteFile(t, files1.ClientCAs, both)
+	changed := time.Now()
+	await.For(t, 10*time.Second, "n1 to accept a client certificate of B", func() (error, bool) {
+		err := with(ofB)
+		return err, err == nil
+	})
+	t.Logf("a client certificate of B accepted %v after the bundle changed", time.Since(changed).Round(time.Millisecond))
+	if err := with(ofA); err != nil {
+		t.Errorf("a client certificate of A, the bundle A+B: %v", err)
+	}
+	// Step 2: a node with a certificate of B; n1 dials it anew and verifies it with A+B.
+	files3, _ := b.Write(t, t.TempDir(), "n3", tlsfilestest.Loopback...)
+	tlsfilestest.WriteFile(t, files3.ClientCAs, both)
+	startTLSNode(t, url, "n3", files3)
+	await.For(t, 15*time.Second, "n1 to forward GetStatus to n3 (a certificate of B)", func() (error, bool) {
+		err := forward("n3")
+		return err, err == nil
+	})
+
+	// Step 3: the bundle B. A's certificates are refused: a client's, and a new peer's.
+	tlsfilestest.WriteFile(t, files1.ClientCAs, b.PEM)
+	changed = time.Now()
+	await.For(t, 10*time.Second, "n1 to refuse a client certificate of A", func() (error, bool) {
+		err := with(ofA)
+		return err, status.Code(err) == codes.Unavailable
+	})
+	t.Logf("a client certificate of A refused %v after A left the bundle", time.Since(changed).Round(time.Millisecond))
+	if err := with(ofB); err != nil {
+		t.Errorf("a client certificate of B, the bundle B: %v", err)
+	}
+	if err := forward("n3"); err != nil {
+		t.Errorf("n1 → n3 after A left n1's bundle: %v", err)
+	}
+	if err := forward("n2"); err != nil {
+		t.Errorf("n1 → n2 on the connection made before A left n1's bundle: %v", err)
+	}
+	files4, _ := a.Write(t, t.TempDir(), "n4", tlsfilestest.Loopback...)
+	tlsfilestest.WriteFile(t, files4.ClientCAs, both)
+	n4 := startTLSNode(t, url, "n4", files4)
+	waitServing(t, dial(t, n4.n.GRPCAddr().String(), &tls.Config{RootCAs: roots}))
+	awaitMembers(t, conn, 4)
+	err := forward("n4")
+	t.Logf("n1 → n4 (a certificate of A) with the bundle B: %v", err)
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("n1 → a new peer with a certificate of A, the bundle B: %v, want Unavailable", err)
+	}
+
+	// A broken bundle: logged, and B stays.
+	tlsfilestest.WriteFile(t, files1.ClientCAs, []byte("not PEM"))
+	await.For(t, 10*time.Second, "n1 to refuse the broken bundle", func() (bool, bool) {
+		ok := n1.logs.has("TLS CA bundle not reloaded; the one in force stays")
+		return ok, ok
+	})
+	if err := with(ofB); err != nil {
+		t.Errorf("a client certificate of B after a broken bundle: %v", err)
+	}
+	if err := with(ofA); status.Code(err) != codes.Unavailable {
+		t.Errorf("a client certificate of A after a broken bundle: %v, want Unavailable", err)
 	}
 }

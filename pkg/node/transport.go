@@ -3,7 +3,7 @@ package node
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -61,9 +61,10 @@ type transport struct {
 	cfg    Config
 	log    *slog.Logger
 	limits httplimit.Limits
-	pair   *tlsfiles.KeyPair // nil without TLS
-	server *tls.Config       // of every listener; nil without TLS
-	client *tls.Config       // of calls to other nodes; nil without TLS
+	pair   *tlsfiles.KeyPair  // nil without TLS
+	cas    *tlsfiles.CABundle // --tls-client-ca-file; nil without it
+	server *tls.Config        // of every listener; nil without TLS
+	client *tls.Config        // of calls to other nodes, but for RootCAs (clientTLS); nil without TLS
 }
 
 func newTransport(cfg Config, log *slog.Logger) (*transport, error) {
@@ -75,24 +76,29 @@ func newTransport(cfg Config, log *slog.Logger) (*transport, error) {
 	if err != nil {
 		return nil, &flagenv.FlagError{Flag: "tls-cert-file", Err: err}
 	}
-	var cas *x509.CertPool // nil: the system's roots verify other nodes
+	var cas *tlsfiles.CABundle // nil: the system's roots verify other nodes
 	if cfg.TLSClientCAFile != "" {
-		if cas, err = tlsfiles.LoadCAs(cfg.TLSClientCAFile); err != nil {
+		if cas, err = tlsfiles.LoadCABundle(cfg.TLSClientCAFile, log); err != nil {
 			return nil, &flagenv.FlagError{Flag: "tls-client-ca-file", Err: err}
 		}
 	}
-	t.pair = pair
+	t.pair, t.cas = pair, cas
 	t.server = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
 	if cas != nil {
 		// Clients need no certificate (tokens say who they are); one they present
 		// must verify, and then the handshake carries it (a peer's, say) to the node.
-		t.server.ClientAuth = tls.VerifyClientCertIfGiven
-		t.server.ClientCAs = cas
+		// Verified by the callback, against the bundle in force, not by ClientCAs,
+		// which a listener's copy of this config would keep from the node's start.
+		t.server.ClientAuth = tls.RequestClientCert
+		t.server.VerifyConnection = cas.VerifyClientCertificate
 	}
-	t.client = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cas, GetClientCertificate: pair.GetClientCertificate}
+	t.client = &tls.Config{MinVersion: tls.VersionTLS12, GetClientCertificate: pair.GetClientCertificate}
 	leaf := pair.Certificate().Leaf
-	log.Info("TLS on every listener and on calls to other nodes",
-		append(tlsfiles.Describe(leaf), "client_ca_file", cfg.TLSClientCAFile)...)
+	attrs := append(tlsfiles.Describe(leaf), "client_ca_file", cfg.TLSClientCAFile)
+	if cas != nil {
+		attrs = append(attrs, "client_cas", cas.Subjects())
+	}
+	log.Info("TLS on every listener and on calls to other nodes", attrs...)
 	// Soon: within a week, or a third of its lifetime for a short-lived one (a
 	// certificate renewed on time never is, cert-manager renews with a third left).
 	if left := time.Until(leaf.NotAfter); left < min(7*24*time.Hour, leaf.NotAfter.Sub(leaf.NotBefore)/3) {
@@ -145,12 +151,25 @@ func (t *transport) serveHTTP(srv *http.Server, lis net.Listener) error {
 	return t.limits.Serve(srv, lis)
 }
 
-// watch runs what keeps the transport current (certificate reloads) until ctx ends.
+// watch runs what keeps the transport current (certificate and CA reloads) until ctx
+// ends.
 func (t *transport) watch(ctx context.Context, g *errgroup.Group) {
-	if t.pair == nil {
-		return
+	if t.pair != nil {
+		g.Go(func() error { t.pair.Watch(ctx, certReloadInterval); return nil })
 	}
-	g.Go(func() error { t.pair.Watch(ctx, certReloadInterval); return nil })
+	if t.cas != nil {
+		g.Go(func() error { t.cas.Watch(ctx, certReloadInterval); return nil })
+	}
+}
+
+// clientTLS is the TLS config of a new connection to another node: verified against the
+// CA bundle in force.
+func (t *transport) clientTLS() *tls.Config {
+	c := t.client.Clone()
+	if t.cas != nil {
+		c.RootCAs = t.cas.Pool()
+	}
+	return c
 }
 
 // dialOptions secure calls to other nodes: TLS verified against --tls-client-ca-file
@@ -159,5 +178,33 @@ func (t *transport) dialOptions() []grpc.DialOption {
 	if t.client == nil {
 		return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(t.client))}
+	return []grpc.DialOption{grpc.WithTransportCredentials(reloadingTLS{t.clientTLS})}
+}
+
+// reloadingTLS is gRPC's TLS credentials made anew for every handshake from config:
+// credentials.NewTLS copies its config once, so connections to peers made after a CA
+// bundle reload would otherwise verify against the bundle of the node's start. Each
+// handshake is crypto/tls's own, with gRPC's ALPN and server name checks; connections
+// already made keep the roots they were verified with.
+type reloadingTLS struct{ config func() *tls.Config }
+
+func (r reloadingTLS) now() credentials.TransportCredentials { return credentials.NewTLS(r.config()) }
+
+func (r reloadingTLS) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return r.now().ClientHandshake(ctx, authority, conn)
+}
+
+func (r reloadingTLS) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return r.now().ServerHandshake(conn)
+}
+
+func (r reloadingTLS) Info() credentials.ProtocolInfo { return r.now().Info() }
+
+// Clone is r: it holds nothing a caller could change.
+func (r reloadingTLS) Clone() credentials.TransportCredentials { return r }
+
+// OverrideServerName is refused (deprecated in gRPC, which no longer calls it; the
+// authority of a dial names the server).
+func (r reloadingTLS) OverrideServerName(string) error {
+	return errors.New("node: the server name of peer credentials is the dialed authority")
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,7 +31,6 @@ type KeyPair struct {
 	cert    *tls.Certificate
 	certPEM []byte // the bytes cert was made of, to tell a change
 	keyPEM  []byte
-	lastErr string // the last failed reload's error, logged once
 }
 
 // LoadKeyPair reads certFile and keyFile; they must make a valid pair now.
@@ -97,7 +97,6 @@ func (p *KeyPair) Reload() (changed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	p.lastErr = ""
 	if bytes.Equal(certPEM, p.certPEM) && bytes.Equal(keyPEM, p.keyPEM) {
 		return false, nil
 	}
@@ -109,11 +108,24 @@ func (p *KeyPair) Reload() (changed bool, err error) {
 // pair, and each new failure once (the pair in force stays until the files make a
 // valid one again).
 func (p *KeyPair) Watch(ctx context.Context, interval time.Duration) {
+	watch(ctx, interval, p.Reload, func(err error) {
+		p.log.Error("TLS certificate not reloaded; the one in force stays", "error", err,
+			"expires", p.Certificate().Leaf.NotAfter)
+	}, func() {
+		p.log.Info("TLS certificate reloaded", Describe(p.Certificate().Leaf)...)
+	})
+}
+
+// watch calls reload every interval and on SIGHUP until ctx ends: reloaded after each
+// change, failed after each failure unlike the one before (a file that stays broken is
+// logged once, not every second).
+func watch(ctx context.Context, interval time.Duration, reload func() (bool, error), failed func(error), reloaded func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var lastErr string
 	for {
 		select {
 		case <-ctx.Done():
@@ -121,19 +133,17 @@ func (p *KeyPair) Watch(ctx context.Context, interval time.Duration) {
 		case <-hup:
 		case <-tick.C:
 		}
-		changed, err := p.Reload()
-		switch {
-		case err != nil:
-			p.mu.Lock()
-			repeat := p.lastErr == err.Error()
-			p.lastErr = err.Error()
-			p.mu.Unlock()
-			if !repeat {
-				p.log.Error("TLS certificate not reloaded; the one in force stays", "error", err,
-					"expires", p.Certificate().Leaf.NotAfter)
+		changed, err := reload()
+		if err != nil {
+			if err.Error() != lastErr {
+				failed(err)
 			}
-		case changed:
-			p.log.Info("TLS certificate reloaded", Describe(p.Certificate().Leaf)...)
+			lastErr = err.Error()
+			continue
+		}
+		lastErr = ""
+		if changed {
+			reloaded()
 		}
 	}
 }
@@ -147,15 +157,132 @@ func Describe(c *x509.Certificate) []any {
 	return []any{"subject", c.Subject.String(), "serial", c.SerialNumber.Text(16), "names", names, "expires", c.NotAfter}
 }
 
-// LoadCAs reads a PEM bundle of CA certificates; it must hold at least one.
+// LoadCAs reads a PEM bundle of CA certificates; it must hold at least one, and every
+// certificate in it must parse.
 func LoadCAs(file string) (*x509.CertPool, error) {
+	_, pool, _, err := readCAs(file)
+	return pool, err
+}
+
+// readCAs reads and parses a CA bundle. A certificate that does not parse fails the
+// whole bundle (x509.CertPool.AppendCertsFromPEM would skip it): a bundle cut short
+// mid-rotation must not quietly drop the CA that verifies half the cluster.
+func readCAs(file string) (_ []byte, _ *x509.CertPool, subjects []string, _ error) {
 	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pool := x509.NewCertPool()
+	for rest := b; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			if bytes.Contains(rest, []byte("-----BEGIN")) {
+				return nil, nil, nil, fmt.Errorf("%s: a PEM block that does not end (a truncated file?)", file)
+			}
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: certificate %d: %w", file, len(subjects)+1, err)
+		}
+		pool.AddCert(c)
+		subjects = append(subjects, c.Subject.String())
+	}
+	if len(subjects) == 0 {
+		return nil, nil, nil, errors.New(file + ": no PEM certificate in it")
+	}
+	return b, pool, subjects, nil
+}
+
+// CABundle is a CA bundle read from a PEM file and re-read when it changes, so that an
+// operator rotates the cluster's CA (add the new CA to the bundle, roll the
+// certificates, remove the old CA) without restarting a node. Reload keeps the bundle in
+// force when the new file is not a valid one.
+type CABundle struct {
+	file string
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	pool     *x509.CertPool
+	pem      []byte // the bytes pool was made of, to tell a change
+	subjects []string
+}
+
+// LoadCABundle reads file; it must be a valid bundle now (as LoadCAs checks).
+func LoadCABundle(file string, log *slog.Logger) (*CABundle, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b, pool, subjects, err := readCAs(file)
 	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, errors.New(file + ": no PEM certificate in it")
+	return &CABundle{file: file, log: log, pool: pool, pem: b, subjects: subjects}, nil
+}
+
+// Pool is the bundle in force. It is never modified: a reload makes a new one.
+func (c *CABundle) Pool() *x509.CertPool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pool
+}
+
+// Reload re-reads the file. It reports whether a new bundle is in force; with an error
+// the one before stays.
+func (c *CABundle) Reload() (changed bool, err error) {
+	b, pool, subjects, err := readCAs(c.file)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil || bytes.Equal(b, c.pem) {
+		return false, err
 	}
-	return pool, nil
+	c.pool, c.pem, c.subjects = pool, b, subjects
+	return true, nil
+}
+
+// Watch reloads the bundle every interval and on SIGHUP until ctx ends, logging each new
+// bundle, and each new failure once.
+func (c *CABundle) Watch(ctx context.Context, interval time.Duration) {
+	watch(ctx, interval, c.Reload, func(err error) {
+		c.log.Error("TLS CA bundle not reloaded; the one in force stays", "error", err, "ca_file", c.file)
+	}, func() {
+		c.log.Info("TLS CA bundle reloaded", "ca_file", c.file, "cas", c.Subjects())
+	})
+}
+
+// Subjects are the subjects of the bundle in force's CAs, for logs.
+func (c *CABundle) Subjects() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.subjects
+}
+
+// VerifyClientCertificate is tls.Config.VerifyConnection for a server that asks for
+// client certificates (tls.RequestClientCert) and verifies one that is given against the
+// bundle in force: a server's tls.Config.ClientCAs is fixed once a listener has it (and
+// GetConfigForClient cannot rebuild a config without losing what net/http and gRPC set
+// in their copies, ALPN). It verifies as crypto/tls does for tls.VerifyClientCertIfGiven:
+// the leaf chains to the bundle through the intermediates the client sent, at the
+// current time, for client authentication. The chains are not in
+// tls.ConnectionState.VerifiedChains (nothing of Mink reads them).
+func (c *CABundle) VerifyClientCertificate(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return nil
+	}
+	opts := x509.VerifyOptions{
+		Roots:         c.Pool(),
+		CurrentTime:   time.Now(),
+		Intermediates: x509.NewCertPool(),
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	for _, ic := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(ic)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
 }

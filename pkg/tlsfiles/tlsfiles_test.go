@@ -3,6 +3,9 @@ package tlsfiles_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,4 +119,194 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 	if _, err := tlsfiles.LoadCAs(files.Key); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a key as the CA bundle: %v", err)
 	}
+}
+
+// verifies reports whether pool verifies is as a client certificate.
+func verifies(pool *x509.CertPool, is tlsfilestest.Issued) bool {
+	_, err := is.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
+}
+
+func TestCABundleReloadsAndKeepsTheLastGoodBundle(t *testing.T) {
+	a, b := tlsfilestest.NewCA(t, "ca a"), tlsfilestest.NewCA(t, "ca b")
+	files, _ := a.Write(t, t.TempDir(), "n", "localhost")
+	ofA, ofB := a.Issue(t, "client a"), b.Issue(t, "client b")
+	cas, err := tlsfiles.LoadCABundle(files.ClientCAs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !verifies(cas.Pool(), ofA) || verifies(cas.Pool(), ofB) {
+		t.Fatal("the bundle of A does not verify A's certificate alone")
+	}
+	if changed, err := cas.Reload(); changed || err != nil {
+		t.Errorf("reload of an unchanged file: changed %v, %v", changed, err)
+	}
+	// A rotation's steps: A and B, then B alone.
+	tlsfilestest.WriteFile(t, files.ClientCAs, append(append([]byte(nil), a.PEM...), b.PEM...))
+	if changed, err := cas.Reload(); !changed || err != nil {
+		t.Fatalf("reload of A+B: changed %v, %v", changed, err)
+	}
+	if !verifies(cas.Pool(), ofA) || !verifies(cas.Pool(), ofB) {
+		t.Error("the bundle of A and B does not verify both")
+	}
+	tlsfilestest.WriteFile(t, files.ClientCAs, b.PEM)
+	if changed, err := cas.Reload(); !changed || err != nil {
+		t.Fatalf("reload of B: changed %v, %v", changed, err)
+	}
+	if verifies(cas.Pool(), ofA) || !verifies(cas.Pool(), ofB) {
+		t.Error("the bundle of B verifies A's certificate, or not B's")
+	}
+
+	// Broken bundles: each is refused, naming what is wrong, and B stays.
+	corrupt := []byte("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")
+	for name, c := range map[string]struct {
+		pem  []byte
+		want string
+	}{
+		"no PEM":                          {[]byte("not PEM"), "no PEM certificate"},
+		"a key only":                      {ofB.KeyPEM, "no PEM certificate"},
+		"A, then B cut short":             {append(append([]byte(nil), a.PEM...), b.PEM[:len(b.PEM)/2]...), "does not end"},
+		"A, then a certificate not X.509": {append(append([]byte(nil), a.PEM...), corrupt...), "certificate 2"},
+	} {
+		tlsfilestest.WriteFile(t, files.ClientCAs, c.pem)
+		changed, err := cas.Reload()
+		t.Logf("%s: %v", name, err)
+		if changed || err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "ca.crt") {
+			t.Errorf("%s: changed %v, %v; want an error naming ca.crt and %q", name, changed, err, c.want)
+		}
+	}
+	os.Remove(files.ClientCAs)
+	if _, err := cas.Reload(); err == nil {
+		t.Error("reload of a missing file: no error")
+	}
+	if verifies(cas.Pool(), ofA) || !verifies(cas.Pool(), ofB) {
+		t.Error("after failed reloads the bundle is not the last good one (B)")
+	}
+}
+
+// handshake connects to a TLS server at addr that trusts roots, presenting cert (nil:
+// none), and reads what the server writes after its handshake: the server's refusal of
+// the certificate is the error (in TLS 1.3 the client's own handshake ends first).
+func handshake(addr string, roots *x509.CertPool, cert *tls.Certificate) error {
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "localhost",
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if cert == nil {
+				return &tls.Certificate{}, nil
+			}
+			return cert, nil
+		}})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadFull(c, make([]byte, 2))
+	return err
+}
+
+// TestCABundleVerifiesClientsAgainstTheBundleInForce: real handshakes with a server whose
+// VerifyConnection is the bundle's, watched: a client certificate of B is refused while
+// the file holds A, accepted within the reload interval once the file holds B, when A's
+// is refused; a broken file keeps B, and a client without a certificate is served
+// throughout.
+func TestCABundleVerifiesClientsAgainstTheBundleInForce(t *testing.T) {
+	a, b := tlsfilestest.NewCA(t, "ca a"), tlsfilestest.NewCA(t, "ca b")
+	files, server := a.Write(t, t.TempDir(), "server", tlsfilestest.Loopback...)
+	var logs strings.Builder
+	var logMu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+	cas, err := tlsfiles.LoadCABundle(files.ClientCAs, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{server.TLS},
+		ClientAuth: tls.RequestClientCert, VerifyConnection: cas.VerifyClientCertificate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); lis.Close(); wg.Wait() }()
+	wg.Go(func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if c.(*tls.Conn).Handshake() == nil {
+					c.Write([]byte("ok"))
+				}
+			})
+		}
+	})
+	interval := 20 * time.Millisecond
+	wg.Go(func() { cas.Watch(ctx, interval) })
+
+	addr, roots := lis.Addr().String(), a.Pool()
+	ofA, ofB := a.Issue(t, "client a"), b.Issue(t, "client b")
+	if err := handshake(addr, roots, nil); err != nil {
+		t.Fatalf("no client certificate: %v", err)
+	}
+	if err := handshake(addr, roots, &ofA.TLS); err != nil {
+		t.Fatalf("a certificate of A with the bundle of A: %v", err)
+	}
+	if err := handshake(addr, roots, &ofB.TLS); err == nil {
+		t.Fatal("a certificate of B with the bundle of A: accepted")
+	}
+
+	tlsfilestest.WriteFile(t, files.ClientCAs, b.PEM)
+	start := time.Now()
+	for handshake(addr, roots, &ofB.TLS) != nil {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("a certificate of B is still refused 5s after the bundle became B")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("B accepted %v after the file changed (interval %v)", time.Since(start).Round(time.Millisecond), interval)
+	err = handshake(addr, roots, &ofA.TLS)
+	t.Logf("a certificate of A with the bundle of B: %v", err)
+	if err == nil {
+		t.Error("a certificate of A, no longer in the bundle: accepted")
+	}
+
+	tlsfilestest.WriteFile(t, files.ClientCAs, []byte("not PEM"))
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		logMu.Lock()
+		seen := strings.Contains(logs.String(), "TLS CA bundle not reloaded; the one in force stays")
+		logMu.Unlock()
+		if seen {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the broken bundle was not logged")
+		}
+	}
+	if err := handshake(addr, roots, &ofB.TLS); err != nil {
+		t.Errorf("a certificate of B after a broken bundle: %v", err)
+	}
+	if err := handshake(addr, roots, &ofA.TLS); err == nil {
+		t.Error("a certificate of A after a broken bundle: accepted")
+	}
+	if err := handshake(addr, roots, nil); err != nil {
+		t.Errorf("no client certificate after the rotation: %v", err)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logs.String(), "TLS CA bundle reloaded") {
+		t.Errorf("the reload to B was not logged:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

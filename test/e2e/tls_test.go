@@ -312,6 +312,80 @@ func TestTLSMinkctlToken(t *testing.T) {
 	}
 }
 
+// TestTLSCARotation: the cluster's CA rotated from A to B while the processes run, as an
+// operator does it. wr-1's bundle becomes A+B: a client certificate of B is accepted, and
+// wr-1 reaches a new node whose certificate is of B; then B alone: a client certificate of
+// A is refused, the node of B still reached, and wr-1 is the process it was.
+func TestTLSCARotation(t *testing.T) {
+	c := newTLSCluster(t)
+	b := tlsfilestest.NewCA(t, "mink e2e ca b")
+	both := append(append([]byte(nil), c.ca.PEM...), b.PEM...)
+	c.tlsStart("writer", "wr-1")
+	wr1 := c.Node("wr-1").Process()
+	c.tlsAddrs("wr-1", false)
+	a := c.Member("wr-1").Addr()
+	// call is GetStatus of node (wr-1's own: "") through wr-1, on a new connection
+	// presenting cert (nil: none).
+	call := func(node string, cert *tls.Certificate) error {
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: c.ca.Pool(),
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				if cert == nil {
+					return &tls.Certificate{}, nil
+				}
+				return cert, nil
+			}})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = adminv1.NewAdminServiceClient(conn).GetStatus(ctx, &adminv1.GetStatusRequest{Node: node})
+		return err
+	}
+	ofA, ofB := c.ca.Issue(t, "ops a"), b.Issue(t, "ops b")
+	if err := call("", &ofA.TLS); err != nil {
+		t.Fatalf("a client certificate of A, the bundle A: %v", err)
+	}
+	if err := call("", &ofB.TLS); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a client certificate of B, the bundle A: %v, want Unavailable", err)
+	}
+
+	tlsfilestest.WriteFile(t, c.files["wr-1"].ClientCAs, both)
+	changed := time.Now()
+	waitFor(t, 10*time.Second, "wr-1 to accept a client certificate of B", func() (error, bool) {
+		err := call("", &ofB.TLS)
+		return err, err == nil
+	})
+	t.Logf("a client certificate of B accepted %v after wr-1's bundle became A+B", time.Since(changed).Round(time.Millisecond))
+	files, _ := b.Write(t, t.TempDir(), "wr-2", tlsfilestest.Loopback...)
+	tlsfilestest.WriteFile(t, files.ClientCAs, both)
+	c.Start("writer", "wr-2", "--tls-cert-file", files.Cert, "--tls-key-file", files.Key, "--tls-client-ca-file", files.ClientCAs)
+	waitFor(t, 30*time.Second, "wr-1 to forward GetStatus to wr-2 (a certificate of B)", func() (error, bool) {
+		err := call("wr-2", nil)
+		return err, err == nil
+	})
+
+	tlsfilestest.WriteFile(t, c.files["wr-1"].ClientCAs, b.PEM)
+	changed = time.Now()
+	waitFor(t, 10*time.Second, "wr-1 to refuse a client certificate of A", func() (error, bool) {
+		err := call("", &ofA.TLS)
+		return err, status.Code(err) == codes.Unavailable
+	})
+	t.Logf("a client certificate of A refused %v after A left wr-1's bundle", time.Since(changed).Round(time.Millisecond))
+	for name, err := range map[string]error{"a client certificate of B": call("", &ofB.TLS),
+		"no client certificate": call("", nil), "forwarded to wr-2": call("wr-2", nil)} {
+		if err != nil {
+			t.Errorf("the bundle B, %s: %v", name, err)
+		}
+	}
+	select {
+	case <-wr1.Done():
+		t.Fatal("wr-1 exited during the rotation")
+	default:
+	}
+}
+
 // tlsRSS is a process's resident set size, from /proc/<pid>/status.
 func tlsRSS(t *testing.T, p *cluster.Process) int64 {
 	t.Helper()
