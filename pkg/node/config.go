@@ -136,7 +136,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AuthConfig, "auth-config", "", "the cluster's auth config file (JSON: cluster_secret, principals); empty: auth off, anyone may do anything")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate of this node for every listener and for calls to other nodes (reloaded when it changes)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
-	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that signs other nodes' (and clients') certificates: peers are verified with it, and a client certificate must be signed by it (clients need none); empty: the system's roots verify peers")
+	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that signs other nodes' (and clients') certificates: peers are verified with it, and a client certificate must be signed by it (clients need none); reloaded when it changes, as the key pair is; empty: the system's roots verify peers")
 	fs.IntVar(&c.MaxConnections, "max-connections", httplimit.DefaultMaxConnections, "most open connections of each listener (gRPC, metrics, catalog, S3); more wait until one closes")
 	if c.RoleConfig != nil {
 		c.RoleConfig.RegisterFlags(fs)
