@@ -49,6 +49,7 @@ type upsertTable struct {
 	snapshots     int
 	commit        time.Duration // writer lease acquired to the last commit
 	first, cached time.Duration
+	warmed, files int // files (data and delete) in the owners' caches when the first scan began
 	rows          int64
 }
 
@@ -164,6 +165,8 @@ func runUpsert(ctx context.Context, e *Env, c Config, it *Item) error {
 			fmt.Sprintf("%d of %d data files / %s / %s (%.1f%% of the data files' %s)", ups.deleteFiles, ups.dataFiles,
 				fmtNum(float64(ups.deletedPos)), kib(ups.deleteBytes), 100*float64(ups.deleteBytes)/float64(max(1, ups.dataBytes)), kib(ups.dataBytes))),
 		Latency("iceberg-go first scan, one commit interval after the commit (upsert vs append)", ups.first, app.first),
+		Info("files (data and delete) in their owners' caches when the first scan began (warmed, without a read): upsert / append",
+			fmt.Sprintf("%d of %d / %d of %d", ups.warmed, ups.files, app.warmed, app.files)),
 		Latency("iceberg-go second scan, cached (upsert vs append)", ups.cached, app.cached),
 		Info("rows read: upsert (live keys) / append (all records)", fmt.Sprintf("%s / %s", fmtNum(float64(ups.rows)), fmtNum(float64(app.rows)))),
 		Latency(fmt.Sprintf("writer: lease to its last commit, per snapshot (upsert vs append; %d and %d snapshots)", ups.snapshots, app.snapshots),
@@ -172,7 +175,7 @@ func runUpsert(ctx context.Context, e *Env, c Config, it *Item) error {
 	)
 	it.Notes = append(it.Notes,
 		fmt.Sprintf("Data: one topic of %d partitions, %s records (%.1f MB of keys and values: item 1's JSON events under %s keys, %d per partition, %s of them tombstones), "+
-			"%s live keys at the end; both tables have mink.range.target-bytes %d: %d ranges each (the last per partition cut by age). "+
+			"%s live keys at the end; both tables have mink.range.target-bytes %d: %d ranges each (the last per partition cut by age; the indexer checks the target after each fetch, so a range is at least one fetch). "+
 			"Indexing rates leave out each partition's last range, as item 1 does.",
 			u.Partitions, fmtNum(float64(total)), float64(recBytes)/1e6, fmtNum(float64(u.Keys)), keysPer, fmtNum(float64(tombstones)),
 			fmtNum(float64(liveKeys)), u.RangeBytes, ups.rangesN),
@@ -182,7 +185,8 @@ func runUpsert(ctx context.Context, e *Env, c Config, it *Item) error {
 			"the upsert writer computes the position deletes from the key hashes in that time. "+
 			"Scans: iceberg-go v0.7.0 (REST catalog, gocloud S3 FileIO) to an Arrow table, the first one commit interval after the commit (delete files are built on demand like data files), the second best of the runs. "+
 			"Each scan is checked: the upsert table's rows are the topic's live keys, the append table's every record.",
-		fmt.Sprintf("Best of %d indexing runs each, upsert and append interleaved; the writers and file servers run one table after the other.", c.Reps),
+		fmt.Sprintf("Best of %d indexing runs each, upsert and append interleaved; the writers and file servers run one table after the other, "+
+			"so the first scans (one sample each, builds included) vary most from run to run.", c.Reps),
 	)
 	return nil
 }
@@ -226,7 +230,7 @@ func (t *upsertTable) commitAndScan(ctx context.Context, e *Env, c Config) error
 		WHERE table_id = $1 AND deletes_of IS NOT NULL ORDER BY deletes_of, cover_end DESC) d`, id).Scan(&t.deleteBytes); err != nil {
 		return err
 	}
-	if _, _, err := f.afterCommitInterval(ctx, id); err != nil {
+	if t.warmed, t.files, err = f.afterCommitInterval(ctx, id); err != nil {
 		return err
 	}
 	cat, err := rest.NewCatalog(ctx, "mink", f.nodes[0].catalog)
