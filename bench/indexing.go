@@ -46,6 +46,7 @@ type IndexOptions struct {
 	// and the table's first version is read from it as CreateTable reads it.
 	Spec     tableschema.Spec
 	Registry string
+	Mode     tables.Mode // the table's mode; "" is append
 }
 
 // RunIndexers starts opts.Procs indexer processes on a fresh database, waits until all
@@ -103,7 +104,7 @@ func (e *Env) RunIndexers(ctx context.Context, opts IndexOptions) (*IndexRun, er
 			return nil, err
 		}
 	}
-	run.Table, err = createTable(ctx, db, tables.Table{Name: opts.Topic, Topic: opts.Topic, Spec: spec, Properties: opts.Props}, opts.Partitions, opts.Registry)
+	run.Table, err = createTable(ctx, db, tables.Table{Name: opts.Topic, Topic: opts.Topic, Spec: spec, Properties: opts.Props, Mode: opts.Mode}, opts.Partitions, opts.Registry)
 	if err != nil {
 		perf.Stop()
 		return nil, err

@@ -58,6 +58,9 @@ type Config struct {
 	// 11: concurrent live loads.
 	Live LiveConfig
 
+	// 15: upsert beside append.
+	Upsert UpsertConfig
+
 	// 8: failover.
 	FailoverTrials     int
 	FailoverTTL        time.Duration
@@ -74,7 +77,7 @@ type Config struct {
 // DefaultConfig is what make bench runs.
 func DefaultConfig() Config {
 	return Config{
-		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14},
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 		Compression: "none",
 		Reps:        3,
 
@@ -89,9 +92,10 @@ func DefaultConfig() Config {
 		AvroRecords:  200_000,
 		ProtoRecords: 200_000,
 
-		FS:   DefaultFSConfig(),
-		Mem:  DefaultMemConfig(),
-		Live: DefaultLiveConfig(),
+		FS:     DefaultFSConfig(),
+		Mem:    DefaultMemConfig(),
+		Live:   DefaultLiveConfig(),
+		Upsert: DefaultUpsertConfig(),
 
 		CoordNodes:           []int{10, 100, 1000},
 		CoordTables:          1000,
@@ -162,6 +166,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Live.Steady != 0 && (c.Live.Steady < 4*time.Second || c.Live.Every <= 0 || c.Live.Every > c.Live.Steady/4) {
 		bad("live-steady, live-every: want a paced run of at least 4s (or 0: none) and each client loading at least 4 times in it")
+	}
+	if err := c.Upsert.validate(); c.has(15) && err != nil {
+		errs = append(errs, err)
 	}
 	if c.IndexTTL < 300*time.Millisecond || c.FailoverTTL < 300*time.Millisecond {
 		bad("lease TTLs: want at least 300ms")
@@ -276,6 +283,12 @@ func Run(ctx context.Context, e *Env, c Config) *Report {
 	if c.has(14) {
 		it := item(14, "Concurrent live loads")
 		if err := runLiveLoads(ctx, e, c, it); err != nil {
+			fail(it, err)
+		}
+	}
+	if c.has(15) {
+		it := item(15, "Upsert tables beside append")
+		if err := runUpsert(ctx, e, c, it); err != nil {
 			fail(it, err)
 		}
 	}
