@@ -75,6 +75,7 @@ func BenchmarkCachedRead(b *testing.B) {
 		})
 		b.Run(c.name+"/range-4KiB", func(b *testing.B) { // per-request costs, next to none per byte
 			b.SetBytes(4 << 10)
+			defer reportCPU(b)()
 			for i := 0; b.Loop(); i++ {
 				off := int64(i%60) << 20
 				read(b, c.n, "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+4<<10-1, 10), 4<<10)
