@@ -105,6 +105,7 @@ type Authority struct {
 	path  string
 	state atomic.Pointer[state]
 	log   *slog.Logger
+	keys  signingKeys // SigV4 signing keys derived lately (sigv4.go)
 }
 
 // state is one loaded config with its derived keys.

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -143,7 +144,7 @@ func (a *Authority) verifyS3(r *http.Request, now time.Time) (*Principal, error)
 	if err != nil {
 		return nil, err
 	}
-	key := signingKey(secret, sig.credential.scope)
+	key := a.keys.get(secret, sig.credential.scope)
 	headers := canonicalHeaders(r, sig.signedHeaders)
 	signedNames := strings.Join(sig.signedHeaders, ";")
 	match := 0
@@ -334,6 +335,43 @@ func awsEscape(s string, keepSlash bool) string {
 func stringToSign(t time.Time, scope sigScope, canonicalRequest string) string {
 	sum := sha256.Sum256([]byte(canonicalRequest))
 	return sigV4Algorithm + "\n" + t.UTC().Format(iso8601Basic) + "\n" + scope.String() + "\n" + hex.EncodeToString(sum[:])
+}
+
+// signingKeys remembers the signing keys derived lately: a client signs every request of
+// a day with the same key, and a Parquet reader sends a GET per column chunk, so deriving
+// it (four HMACs, about a third of a header-signed request's verification) once per
+// secret and scope is enough. Only the derivation is remembered: every request's
+// signature is still computed and compared. Entries are keyed by the secret itself, so a
+// changed secret or a vended one never meets a key of another; the map is emptied when
+// it reaches maxSigningKeys (vended credentials each have their own secret).
+type signingKeys struct {
+	mu   sync.Mutex
+	keys map[signingKeyID][]byte
+}
+
+type signingKeyID struct {
+	secret string
+	scope  sigScope
+}
+
+const maxSigningKeys = 1024
+
+func (c *signingKeys) get(secret string, scope sigScope) []byte {
+	id := signingKeyID{secret, scope}
+	c.mu.Lock()
+	k, ok := c.keys[id]
+	c.mu.Unlock()
+	if ok {
+		return k
+	}
+	k = signingKey(secret, scope)
+	c.mu.Lock()
+	if c.keys == nil || len(c.keys) >= maxSigningKeys {
+		c.keys = make(map[signingKeyID][]byte)
+	}
+	c.keys[id] = k
+	c.mu.Unlock()
+	return k
 }
 
 // signingKey is HMAC("AWS4"+secret, date) → region → service → "aws4_request".

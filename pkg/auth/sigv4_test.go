@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -25,7 +26,7 @@ const (
 	exampleSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 )
 
-func sigAuthority(t *testing.T) *Authority {
+func sigAuthority(t testing.TB) *Authority {
 	t.Helper()
 	f := testFile()
 	f.Principals = append(f.Principals, PrincipalConfig{ID: exampleKey, Secret: exampleSecret, Role: RoleAdmin})
@@ -145,7 +146,7 @@ func newSigner() *v4.Signer {
 }
 
 // s3Request is a request for key (escaped as aws-sdk-go-v2's S3 client does) with query.
-func s3Request(t *testing.T, base, method, key, rawQuery string) *http.Request {
+func s3Request(t testing.TB, base, method, key, rawQuery string) *http.Request {
 	t.Helper()
 	u := base + "/mink/" + httpbinding.EscapePath(key, false)
 	if rawQuery != "" {
@@ -158,7 +159,7 @@ func s3Request(t *testing.T, base, method, key, rawQuery string) *http.Request {
 	return r
 }
 
-func sign(t *testing.T, r *http.Request, creds aws.Credentials, payload, region string, at time.Time) {
+func sign(t testing.TB, r *http.Request, creds aws.Credentials, payload, region string, at time.Time) {
 	t.Helper()
 	r.Header.Set("X-Amz-Content-Sha256", payload)
 	if err := newSigner().SignHTTP(context.Background(), creds, r, payload, "s3", region, at); err != nil {
@@ -409,5 +410,86 @@ func TestAWSEscape(t *testing.T) {
 	}
 	if got := foldSpaces("  a   b c  "); got != " a b c " {
 		t.Errorf("foldSpaces: %q", got)
+	}
+}
+
+// BenchmarkVerifyS3 is the per-request cost of auth on an S3 GET (a Parquet reader sends
+// one per column chunk): a header-signed request by a principal's keys and by vended
+// credentials, and, apart, the derivation of the signing key that each one includes.
+func BenchmarkVerifyS3(b *testing.B) {
+	a := sigAuthority(b)
+	etl, _ := a.Secret("etl", etlSecret)
+	vended, err := a.Vend(etl, "default", "demo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := time.Now()
+	key := "default/demo/data/_kafka_partition=0/00000000000000000000-00000000000000000015-0123456789abcdef.parquet"
+	for _, c := range []struct {
+		name  string
+		creds aws.Credentials
+	}{
+		{"static", aws.Credentials{AccessKeyID: "etl", SecretAccessKey: etlSecret}},
+		{"vended", aws.Credentials{AccessKeyID: vended.AccessKeyID, SecretAccessKey: vended.SecretAccessKey, SessionToken: vended.SessionToken}},
+	} {
+		r := s3Request(b, "http://127.0.0.1:9000", "GET", key, "x-id=GetObject")
+		r.Header.Set("Range", "bytes=0-4095")
+		sign(b, r, c.creds, unsignedPayload, "us-east-1", at)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := a.verifyS3(r, at); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("signing-key", func(b *testing.B) {
+		scope := sigScope{date: at.UTC().Format(yyyymmdd), region: "us-east-1", service: "s3", request: "aws4_request"}
+		for b.Loop() {
+			signingKey(etlSecret, scope)
+		}
+	})
+}
+
+// A remembered signing key saves its derivation only: once a request by a secret has
+// verified, a request signed with another secret for the same access key and day, or
+// with its signature changed, still fails, and the keys remembered stay bounded.
+func TestSigningKeysVerifyEveryRequest(t *testing.T) {
+	a := sigAuthority(t)
+	at := time.Now()
+	key := "default/demo/data/_kafka_partition=0/00000000000000000000-00000000000000000015-0123456789abcdef.parquet"
+	req := func(secret string) *http.Request {
+		r := s3Request(t, "http://127.0.0.1:9000", "GET", key, "")
+		sign(t, r, aws.Credentials{AccessKeyID: "etl", SecretAccessKey: secret}, unsignedPayload, "us-east-1", at)
+		return r
+	}
+	for range 2 { // the second time, from the remembered key
+		if _, err := a.verifyS3(req(etlSecret), at); err != nil {
+			t.Fatalf("signed by the secret: %v", err)
+		}
+	}
+	if _, err := a.verifyS3(req(etlSecret+"x"), at); s3Code(err) != codeSignatureDoesNotMatch {
+		t.Errorf("signed by another secret: %v, want %s", err, codeSignatureDoesNotMatch)
+	}
+	r := req(etlSecret)
+	authz := r.Header.Get("Authorization")
+	last := authz[len(authz)-1]
+	flip := byte('0')
+	if last == '0' {
+		flip = '1'
+	}
+	r.Header.Set("Authorization", authz[:len(authz)-1]+string(flip))
+	if _, err := a.verifyS3(r, at); s3Code(err) != codeSignatureDoesNotMatch {
+		t.Errorf("signature changed: %v, want %s", err, codeSignatureDoesNotMatch)
+	}
+	scope := sigScope{date: at.UTC().Format(yyyymmdd), region: "us-east-1", service: "s3", request: "aws4_request"}
+	for i := range maxSigningKeys + 10 {
+		s := strconv.Itoa(i)
+		if got, want := a.keys.get(s, scope), signingKey(s, scope); !bytes.Equal(got, want) {
+			t.Fatalf("remembered key of %q differs from its derivation", s)
+		}
+	}
+	if n := len(a.keys.keys); n > maxSigningKeys {
+		t.Errorf("%d signing keys remembered, more than %d", n, maxSigningKeys)
 	}
 }

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -116,5 +117,59 @@ func TestOwnerKey(t *testing.T) {
 	}
 	if ValidKey(span) != nil {
 		t.Errorf("a span's identity is not a valid key: %v", ValidKey(span))
+	}
+}
+
+// OwnerKey parses by hand what this regexp says a data file's key is; every near miss
+// (each part of a data key broken in turn) is still the key itself.
+func TestOwnerKeyMatchesItsGrammar(t *testing.T) {
+	re := regexp.MustCompile(`^(.+/data/_kafka_partition=\d+/\d{20}-\d{20})-[0-9a-f]+\.parquet$`)
+	good := layout.DataKey("default", "orders", 3, 10, 200, strings.Repeat("ab", 32))
+	keys := []string{
+		good,
+		layout.DataKey("a", "b", 0, 0, 0, "0"),
+		"x/data/_kafka_partition=7/00000000000000000001-00000000000000000002-f.parquet",
+		"a/b/c/data/_kafka_partition=12/00000000000000000001-00000000000000000002-0a.parquet",
+		"/data/_kafka_partition=7/00000000000000000001-00000000000000000002-f.parquet",
+		"x\n/data/_kafka_partition=7/00000000000000000001-00000000000000000002-f.parquet",
+		"x/data/_kafka_partition=/00000000000000000001-00000000000000000002-f.parquet",
+		"x/data/_kafka_partition=a/00000000000000000001-00000000000000000002-f.parquet",
+		"x/data/_kafka_partition=1/0000000000000000001-00000000000000000002-f.parquet",
+		"x/data/_kafka_partition=1/00000000000000000001-000000000000000000020-f.parquet",
+		"x/data/_kafka_partition=1/00000000000000000001_00000000000000000002-f.parquet",
+		"x/data/_kafka_partition=1/00000000000000000001-00000000000000000002-F.parquet",
+		"x/data/_kafka_partition=1/00000000000000000001-00000000000000000002-.parquet",
+		"x/data/_kafka_partition=1/00000000000000000001-00000000000000000002.parquet",
+		"x/data/_kafka_partition=1/00000000000000000001-00000000000000000002-f.parquetx",
+		"x/dat/_kafka_partition=1/00000000000000000001-00000000000000000002-f.parquet",
+		"x/data/kafka_partition=1/00000000000000000001-00000000000000000002-f.parquet",
+		"x/data/_kafka_partition=1/x/00000000000000000001-00000000000000000002-f.parquet",
+		"data/_kafka_partition=1/00000000000000000001-00000000000000000002-f.parquet",
+		"x/data/_kafka_partition=1/00000000000000000001-00000000000000000002-f-f.parquet",
+		"default/orders/data/_kafka_partition=0/bench.parquet",
+		".parquet", "-.parquet", "", "a/b/metadata/v1.metadata.json",
+	}
+	// Every byte of a good key replaced in turn, and every prefix and suffix of it.
+	for i := range len(good) {
+		for _, c := range []byte{'0', 'f', 'g', '-', '/', '\n'} {
+			keys = append(keys, good[:i]+string(c)+good[i+1:])
+		}
+		keys = append(keys, good[:i], good[i:])
+	}
+	for _, k := range keys {
+		want := k
+		if m := re.FindStringSubmatch(k); m != nil {
+			want = m[1]
+		}
+		if got := OwnerKey(k); got != want {
+			t.Errorf("OwnerKey(%q) = %q, want %q", k, got, want)
+		}
+	}
+}
+
+func BenchmarkOwnerKey(b *testing.B) {
+	key := layout.DataKey("default", "orders", 3, 10, 200, strings.Repeat("ab", 32))
+	for b.Loop() {
+		OwnerKey(key)
 	}
 }

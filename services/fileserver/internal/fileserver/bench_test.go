@@ -75,9 +75,25 @@ func BenchmarkCachedRead(b *testing.B) {
 		})
 		b.Run(c.name+"/range-4KiB", func(b *testing.B) { // per-request costs, next to none per byte
 			b.SetBytes(4 << 10)
+			defer reportCPU(b)()
 			for i := 0; b.Loop(); i++ {
 				off := int64(i%60) << 20
 				read(b, c.n, "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+4<<10-1, 10), 4<<10)
+			}
+		})
+		// What iceberg-go's FileIO does on opening a file: a GET of the whole object whose
+		// body it never reads (it reads by ranged GETs) and closes with the file.
+		b.Run(c.name+"/abandoned-whole", func(b *testing.B) {
+			defer reportCPU(b)()
+			for b.Loop() {
+				resp, err := client.Get(objectURL(c.n, key))
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
 			}
 		})
 		b.Run(c.name+"/range-1MiB", func(b *testing.B) {
