@@ -207,14 +207,25 @@ func TestWarmBuildsAtOnce(t *testing.T) {
 	for i := range int64(5) {
 		keys = append(keys, e.commitRange(2*i, 2*i+2))
 	}
+	// The first two builds wait at gate, the next two at gate2: a build begins only
+	// when one of the two slots frees, so the order they record is the order they were
+	// taken from the queue (a build let through at once could finish and start the next
+	// before its neighbour recorded itself).
 	gate, open := newGate(t)
+	gate2, open2 := newGate(t)
 	var mu sync.Mutex
 	var order []string
 	s.slotTaken = func(what string) {
 		mu.Lock()
 		order = append(order, what)
+		n := len(order)
 		mu.Unlock()
-		<-gate
+		switch {
+		case n <= 2:
+			<-gate
+		case n <= 4:
+			<-gate2
+		}
 	}
 	w := s.newWarmer()
 	s.warmRound(e.ctx, w)
@@ -229,6 +240,13 @@ func TestWarmBuildsAtOnce(t *testing.T) {
 	}
 	mu.Unlock()
 	open()
+	waitFor(t, "the next two warm builds", func() bool {
+		s.warmRound(e.ctx, w) // starts what the freed slots allow
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == 4
+	})
+	open2()
 	warmAll(e.ctx, s, w)
 	for _, k := range keys {
 		if !s.o.Cache.Contains(k) {
