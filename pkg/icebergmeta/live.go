@@ -32,6 +32,10 @@ func IsLiveKey(ns, name, key string) bool {
 // the current snapshot's coverage.
 type LiveChange struct {
 	Add []DataFile // tail files, none of them in the current snapshot
+	// AddDeletes are position delete files (upsert tables) of committed and tail files
+	// for the keys the tail touches. The current snapshot's stay: position deletes add
+	// up, and a new one has at least its file's committed positions.
+	AddDeletes []DataFile
 	// Coverage of the partitions the tail extends: what the load snapshot covers
 	// (committed and tail together); the others keep the current snapshot's.
 	Coverage map[int32]Coverage
@@ -58,7 +62,7 @@ func Live(ctx context.Context, r *Reader, t Table, base Base, ch LiveChange) (*R
 		return nil, err
 	}
 	snap, files, err := newSnapshot(ctx, r, t, md, Change{
-		Operation: table.OpAppend, Add: ch.Add, Coverage: ch.Coverage, Summary: ch.Summary, Now: ch.Now,
+		Operation: table.OpAppend, Add: ch.Add, AddDeletes: ch.AddDeletes, Coverage: ch.Coverage, Summary: ch.Summary, Now: ch.Now,
 	}, snapshotOptions{dir: LiveDir, noMerge: true})
 	if err != nil {
 		return nil, err

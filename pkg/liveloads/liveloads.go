@@ -135,7 +135,15 @@ type Load struct {
 	TTL       time.Duration
 	ReuseFrom time.Duration // a row of LoadKey readable for less than this is stale: it gives up its key
 	Tail      []icebergmeta.DataFile
+	Deletes   []Delete           // an upsert table's position delete files
 	Meta      []icebergmeta.File // the metadata JSON last
+}
+
+// Delete is a live load's position delete file (File.DeletesOf names its data file)
+// and the tail files whose recorded keys it was computed with (rangefile.Deletes.Tail).
+type Delete struct {
+	File icebergmeta.DataFile
+	Tail []string
 }
 
 // Save records l in one transaction: its tail files' rows expire no sooner than now +
@@ -172,6 +180,19 @@ func Save(ctx context.Context, db lease.DB, l Load) error {
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond', true)
 				ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)`,
 				l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, ms)
+		}
+		// A delete file of the same bytes may be recorded already: the writer's (from
+		// the index alone, which it keeps), or another load's, whose tail files may
+		// expire before this load's: it then takes this load's.
+		for _, d := range l.Deletes {
+			f := d.File
+			b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
+					file_size, sha256, settings, stats, expires_at, live, deletes_of, cover_end, deletes_tail)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond', true, $12, $13, $14)
+				ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
+					deletes_tail = CASE WHEN mink_data_files.deletes_tail IS NULL THEN NULL ELSE EXCLUDED.deletes_tail END`,
+				l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, ms,
+				f.DeletesOf, f.CoverEnd, d.Tail)
 		}
 		for _, f := range l.Meta[:len(l.Meta)-1] {
 			b.Queue(`INSERT INTO mink_meta_files (table_id, key, content, expires_at)
