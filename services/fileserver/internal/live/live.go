@@ -658,8 +658,9 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		return b, postgresErr(err, "read %s", key)
 	}))
 	var dels []liveloads.Delete
+	var replaced []icebergmeta.DataFile
 	if t.Upsert() {
-		if dels, err = l.deletes(ctx, t, md, reader, tails); err != nil {
+		if dels, replaced, err = l.deletes(ctx, t, md, reader, tails); err != nil {
 			return Result{}, err
 		}
 	}
@@ -728,7 +729,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		addDeletes[i] = d.File
 	}
 	res, err := icebergmeta.Live(ctx, reader, meta, icebergmeta.Base{Key: base.Key, Metadata: md},
-		icebergmeta.LiveChange{Add: add, AddDeletes: addDeletes, Coverage: coverage, Summary: summary, Now: now})
+		icebergmeta.LiveChange{Add: add, AddDeletes: addDeletes, RemoveDeletes: replaced, Coverage: coverage, Summary: summary, Now: now})
 	if err != nil {
 		if apierr.Classify(err) == apierr.Unavailable {
 			return Result{}, err
@@ -760,14 +761,14 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	return Result{Key: res.Key, Content: content, Live: true}, nil
 }
 
-// deletes are the position delete files an upsert table's load snapshot adds: for each
-// data file of a partition with a tail (the committed ones, then the tail's), the
-// positions whose key a later record up to the tail's end touches, computed from
-// Postgres alone as any file server rebuilds them (rangefile.BuildDeletes: the index's
-// key hashes, and the recorded ones of the tail's files it has not indexed). A file gets
-// one only where the tail deletes more of it than the committed snapshot does; the
-// committed delete files stay in the load snapshot, and the new one repeats theirs.
-func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata, reader *icebergmeta.Reader, tails []*tail) ([]liveloads.Delete, error) {
+// deletes are the position delete files an upsert table's load snapshot adds, and the
+// current snapshot's they replace: for each data file of a partition with a tail (the
+// committed ones, then the tail's), the positions whose key a later record up to the
+// tail's end touches, computed from Postgres alone as any file server rebuilds them
+// (rangefile.BuildDeletes: the index's key hashes, and the recorded ones of the tail's
+// files it has not indexed). A file gets one only where the tail deletes more of it than
+// its committed delete file does (dead sets only grow with coverage).
+func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata, reader *icebergmeta.Reader, tails []*tail) ([]liveloads.Delete, []icebergmeta.DataFile, error) {
 	var withTail []*tail
 	for _, tl := range tails {
 		if tl.end > tl.start {
@@ -775,44 +776,31 @@ func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata,
 		}
 	}
 	if len(withTail) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	committed := map[int32][]icebergmeta.DataFile{}
-	uris, err := reader.SnapshotFiles(ctx, md.CurrentSnapshot())
+	files, err := l.snapshotRows(ctx, t, reader, md.CurrentSnapshot(), false)
 	if err != nil {
-		if apierr.Classify(err) == apierr.Unavailable {
-			return nil, err
-		}
-		return nil, fmt.Errorf("load table %s: read its committed files: %w", t.FullName(), err)
+		return nil, nil, err
 	}
-	if len(uris) > 0 {
-		keys := make([]string, len(uris))
-		for i, u := range uris {
-			if keys[i], err = layout.KeyOf(u); err != nil {
-				return nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
-			}
-		}
-		var rows map[string]icebergmeta.DataFile
-		if err := l.query(ctx, func(ctx context.Context) (err error) {
-			rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
-			return err
-		}); err != nil {
-			return nil, postgresErr(err, "load table %s: read its committed files", t.FullName())
-		}
-		if len(rows) != len(keys) {
-			return nil, fmt.Errorf("load table %s: its current snapshot names %d data files, mink_data_files has %d", t.FullName(), len(keys), len(rows))
-		}
-		for _, k := range keys {
-			f := rows[k]
-			committed[f.Partition] = append(committed[f.Partition], f)
-		}
+	for _, f := range files {
+		committed[f.Partition] = append(committed[f.Partition], f)
+	}
+	deleteRows, err := l.snapshotRows(ctx, t, reader, md.CurrentSnapshot(), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	deletesOf := map[string]icebergmeta.DataFile{}
+	for _, f := range deleteRows {
+		deletesOf[f.DeletesOf] = f
 	}
 	settings := parquetbuild.DefaultSettings()
 	recorded, err := json.Marshal(settings)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []liveloads.Delete
+	var replaced []icebergmeta.DataFile
 	for _, tl := range withTail {
 		fs := append(slices.Clip(committed[tl.p]), tl.files...)
 		if len(fs) == 0 {
@@ -831,44 +819,79 @@ func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata,
 			return err
 		})
 		if err != nil {
-			return nil, postgresErr(err, "load table %s: read the keys of partition %d", t.FullName(), tl.p)
+			return nil, nil, postgresErr(err, "load table %s: read the keys of partition %d", t.FullName(), tl.p)
 		}
 		krs, err := rangefile.DecodeKeys(rangefile.WithTail(rs, tailKeys))
 		if err != nil {
-			return nil, fmt.Errorf("load table %s partition %d: %w", t.FullName(), tl.p, err)
+			return nil, nil, fmt.Errorf("load table %s partition %d: %w", t.FullName(), tl.p, err)
 		}
 		for _, f := range fs {
 			d := rangefile.Deletes{Table: t.ID, Partition: tl.p, Start: f.Start, End: f.End, DataKey: f.Key, CoverEnd: tl.end, Tail: tl.keyed}
 			pos, err := rangefile.DeletePositions(krs, d)
 			if err != nil {
-				return nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
+				return nil, nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
 			}
-			had := 0
-			if f.End <= tl.start { // committed: its delete file has the positions up to the tail
-				d.CoverEnd = tl.start
-				old, err := rangefile.DeletePositions(krs, d)
-				if err != nil {
-					return nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
-				}
-				had = len(old)
-			}
-			if len(pos) <= had { // dead sets only grow with coverage
+			old, had := deletesOf[f.Key]
+			if int64(len(pos)) <= old.Records {
 				continue
 			}
 			st, err := parquetbuild.WritePositionDeletes(io.Discard, settings, layout.URI(f.Key), pos)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			stats, err := json.Marshal(st.Columns)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, liveloads.Delete{Tail: tl.keyed, File: icebergmeta.DataFile{
 				Key:       layout.DeleteKey(t.Namespace, t.Name, tl.p, f.Start, f.End, tl.end, st.SHA256),
 				Partition: tl.p, Start: f.Start, End: f.End, Records: st.RowCount, Size: st.Size, SHA256: st.SHA256,
 				Settings: recorded, Stats: stats, DeletesOf: f.Key, CoverEnd: tl.end,
 			}})
+			if had {
+				replaced = append(replaced, old)
+			}
 		}
+	}
+	return out, replaced, nil
+}
+
+// snapshotRows reads the mink_data_files rows of the data files (or, deletes, the
+// position delete files) snapshot s names.
+func (l *Loader) snapshotRows(ctx context.Context, t tables.Table, reader *icebergmeta.Reader, s *table.Snapshot, deletes bool) ([]icebergmeta.DataFile, error) {
+	list, kind := reader.SnapshotFiles, "data"
+	if deletes {
+		list, kind = reader.SnapshotDeletes, "delete"
+	}
+	uris, err := list(ctx, s)
+	if err != nil {
+		if apierr.Classify(err) == apierr.Unavailable {
+			return nil, err
+		}
+		return nil, fmt.Errorf("load table %s: read its committed %s files: %w", t.FullName(), kind, err)
+	}
+	if len(uris) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(uris))
+	for i, u := range uris {
+		if keys[i], err = layout.KeyOf(u); err != nil {
+			return nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
+		}
+	}
+	var rows map[string]icebergmeta.DataFile
+	if err := l.query(ctx, func(ctx context.Context) (err error) {
+		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		return err
+	}); err != nil {
+		return nil, postgresErr(err, "load table %s: read its committed %s files", t.FullName(), kind)
+	}
+	if len(rows) != len(keys) {
+		return nil, fmt.Errorf("load table %s: its current snapshot names %d %s files, mink_data_files has %d", t.FullName(), len(keys), kind, len(rows))
+	}
+	out := make([]icebergmeta.DataFile, len(keys))
+	for i, k := range keys {
+		out[i] = rows[k]
 	}
 	return out, nil
 }
