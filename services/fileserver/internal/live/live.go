@@ -41,6 +41,10 @@
 //     acknowledged before T - bound. The bound is compared on one clock only: this
 //     node's, or the database's for the snapshots of other nodes.
 //
+// An upsert table's tail files keep the latest record per key and record the keys they
+// touch; its load snapshot also replaces the position delete files of the data files
+// whose rows the tail supersedes (deletes), rebuildable from Postgres by any file server.
+//
 // With mink.live-load=false a load returns the committed metadata and never reads Kafka.
 // With Kafka unreachable a live load answers 503 naming Kafka.
 package live
