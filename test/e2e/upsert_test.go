@@ -442,6 +442,16 @@ func TestUpsertLiveLoadTail(t *testing.T) {
 	produce(3, 60)
 	loadLive("second tail")
 	_ = first
+	// The tail is not indexed: the load's delete files name the tail files whose
+	// recorded keys they are computed with, two of them in a partition by now.
+	var named int
+	if err := rc.DB.QueryRow(ctx, `SELECT coalesce(max(cardinality(deletes_tail)), 0) FROM mink_data_files
+		WHERE deletes_of IS NOT NULL`).Scan(&named); err != nil {
+		t.Fatal(err)
+	}
+	if named < 2 {
+		t.Fatalf("the load's delete files name at most %d tail files, want 2 (the first load's and the second's)", named)
+	}
 
 	// A file server with an empty cache rebuilds the load's tail files from Kafka and
 	// its delete files from Postgres (the index's keys and the tail files' recorded ones).
