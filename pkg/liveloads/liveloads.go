@@ -201,6 +201,41 @@ func Save(ctx context.Context, db lease.DB, l Load) error {
 			b.Queue(`INSERT INTO mink_meta_files (table_id, key, content, expires_at)
 				VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond')`, l.Table, f.Key, f.Content, ms)
 		}
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return keepKeyed(ctx, tx, l, ms)
 	})
+}
+
+// ErrTailGone: a tail file whose recorded keys a load's delete files need was collected
+// before the load was recorded (or written again without them): load again.
+var ErrTailGone = errors.New("liveloads: a tail file of the load was collected meanwhile")
+
+// keepKeyed makes the tail files l's delete files read the keys of (rows or not) expire
+// no sooner than the load, and checks they are all there with their keys.
+func keepKeyed(ctx context.Context, tx pgx.Tx, l Load, ms float64) error {
+	set := map[string]bool{}
+	for _, d := range l.Deletes {
+		for _, k := range d.Tail {
+			set[k] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE mink_data_files
+		SET expires_at = GREATEST(expires_at, now() + $2::float8 * interval '1 millisecond')
+		WHERE key = ANY($1) AND keys IS NOT NULL`, keys, ms)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != int64(len(keys)) {
+		return ErrTailGone
+	}
+	return nil
 }

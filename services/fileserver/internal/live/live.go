@@ -745,6 +745,9 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	if errors.Is(err, liveloads.ErrExists) {
 		return Result{}, err
 	}
+	if errors.Is(err, liveloads.ErrTailGone) {
+		return Result{}, apierr.Wrap(apierr.Unavailable, err, "load table %s: a tail file expired while the load was made; load again", t.FullName())
+	}
 	if err != nil {
 		return Result{}, postgresErr(err, "load table %s: record its load snapshot", t.FullName())
 	}
