@@ -46,6 +46,21 @@ func upsertModel(recs []*kgo.Record, ends map[int32]int64) map[upsertKey]string 
 	return m
 }
 
+// upsertRound is n records of round to topic's partitions at random, keyed prefix and
+// one of keys numbers, one in tombstones of them a tombstone.
+func upsertRound(rng *rand.Rand, topic, prefix string, parts, keys, tombstones, round, n int) []*kgo.Record {
+	recs := make([]*kgo.Record, 0, n)
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Partition: int32(rng.IntN(parts)),
+			Key: fmt.Appendf(nil, "%s%d", prefix, rng.IntN(keys)), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
+		if rng.IntN(tombstones) == 0 {
+			r.Value = nil // a tombstone
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
 // upsertScan reads a snapshot of an upsert table with iceberg-go (which applies its
 // position deletes), failing on a key read twice.
 func upsertScan(t *testing.T, tbl *table.Table, snapshot int64) map[upsertKey]string {
@@ -162,16 +177,7 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 	var all []*kgo.Record
 	ends := map[int32]int64{}
 	for round := range 5 {
-		var recs []*kgo.Record
-		for i := range 120 {
-			r := &kgo.Record{Topic: "users", Partition: int32(rng.IntN(parts)),
-				Key: fmt.Appendf(nil, "user-%d", rng.IntN(40)), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
-			if rng.IntN(8) == 0 {
-				r.Value = nil // a tombstone
-			}
-			recs = append(recs, r)
-		}
-		recs = rc.produce(recs...)
+		recs := rc.produce(upsertRound(rng, "users", "user-", parts, 40, 8, round, 120)...)
 		all = append(all, recs...)
 		for _, r := range recs {
 			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
@@ -353,16 +359,7 @@ func TestUpsertLiveLoadTail(t *testing.T) {
 	var all []*kgo.Record
 	ends := map[int32]int64{}
 	produce := func(round, n int) {
-		var recs []*kgo.Record
-		for i := range n {
-			r := &kgo.Record{Topic: "prices", Partition: int32(i % parts),
-				Key: fmt.Appendf(nil, "sku-%d", rng.IntN(30)), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
-			if rng.IntN(6) == 0 {
-				r.Value = nil // a tombstone
-			}
-			recs = append(recs, r)
-		}
-		recs = rc.produce(recs...)
+		recs := rc.produce(upsertRound(rng, "prices", "sku-", parts, 30, 6, round, n)...)
 		all = append(all, recs...)
 		for _, r := range recs {
 			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
