@@ -32,6 +32,10 @@ func IsLiveKey(ns, name, key string) bool {
 // the current snapshot's coverage.
 type LiveChange struct {
 	Add []DataFile // tail files, none of them in the current snapshot
+	// AddDeletes are position delete files (upsert tables) of committed and tail files
+	// for the keys the tail touches; RemoveDeletes the current snapshot's they replace
+	// (each new one has its file's committed positions too).
+	AddDeletes, RemoveDeletes []DataFile
 	// Coverage of the partitions the tail extends: what the load snapshot covers
 	// (committed and tail together); the others keep the current snapshot's.
 	Coverage map[int32]Coverage
@@ -42,8 +46,8 @@ type LiveChange struct {
 // Live returns the metadata of a live load: base's metadata with one more snapshot, an
 // append of ch.Add whose parent is base's current snapshot (none for a table without
 // one), made current on main. Its manifest list carries the current snapshot's manifests
-// as they are (never rewritten nor merged, so no file of the writer's is copied) and
-// one new manifest for the tail. Every new file is named under LiveDir and the metadata
+// as they are (never merged, and only a delete manifest naming a replaced delete file is
+// rewritten, under LiveDir) and new manifests for the tail. Every new file is named under LiveDir and the metadata
 // JSON's Key too; Version is base's, as the commit pointer does not move. Nothing else
 // changes: no expiry, the same properties, the same table UUID, so an engine that
 // refreshes from a load's metadata to the next commit's sees the same table.
@@ -58,7 +62,7 @@ func Live(ctx context.Context, r *Reader, t Table, base Base, ch LiveChange) (*R
 		return nil, err
 	}
 	snap, files, err := newSnapshot(ctx, r, t, md, Change{
-		Operation: table.OpAppend, Add: ch.Add, Coverage: ch.Coverage, Summary: ch.Summary, Now: ch.Now,
+		Operation: table.OpAppend, Add: ch.Add, AddDeletes: ch.AddDeletes, RemoveDeletes: ch.RemoveDeletes, Coverage: ch.Coverage, Summary: ch.Summary, Now: ch.Now,
 	}, snapshotOptions{dir: LiveDir, noMerge: true})
 	if err != nil {
 		return nil, err

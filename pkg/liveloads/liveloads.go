@@ -59,15 +59,18 @@ func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span) (in
 	return indexed, tails, err
 }
 
-// DataFiles returns the rows of the data files keys, by key (missing ones absent).
+// DataFiles returns the rows of the data files keys, by key (missing ones absent); a
+// position delete file's (upsert tables) with DeletesOf and CoverEnd.
 func DataFiles(ctx context.Context, db lease.DB, keys []string) (map[string]icebergmeta.DataFile, error) {
-	rows, err := db.Query(ctx, `SELECT key, `+fileColumns+` FROM mink_data_files WHERE key = ANY($1)`, keys)
+	rows, err := db.Query(ctx, `SELECT key, `+fileColumns+`, coalesce(deletes_of, ''), coalesce(cover_end, 0)
+		FROM mink_data_files WHERE key = ANY($1)`, keys)
 	if err != nil {
 		return nil, err
 	}
 	fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
 		var f icebergmeta.DataFile
-		err := scanFile(r, &f, &f.Key)
+		err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats,
+			&f.DeletesOf, &f.CoverEnd)
 		return f, err
 	})
 	out := make(map[string]icebergmeta.DataFile, len(fs))
@@ -135,7 +138,15 @@ type Load struct {
 	TTL       time.Duration
 	ReuseFrom time.Duration // a row of LoadKey readable for less than this is stale: it gives up its key
 	Tail      []icebergmeta.DataFile
+	Deletes   []Delete           // an upsert table's position delete files
 	Meta      []icebergmeta.File // the metadata JSON last
+}
+
+// Delete is a live load's position delete file (File.DeletesOf names its data file)
+// and the tail files whose recorded keys it was computed with (rangefile.Deletes.Tail).
+type Delete struct {
+	File icebergmeta.DataFile
+	Tail []string
 }
 
 // Save records l in one transaction: its tail files' rows expire no sooner than now +
@@ -173,10 +184,58 @@ func Save(ctx context.Context, db lease.DB, l Load) error {
 				ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at)`,
 				l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, ms)
 		}
+		// A delete file of the same bytes may be recorded already: the writer's (from
+		// the index alone, which it keeps), or another load's, whose tail files may
+		// expire before this load's: it then takes this load's.
+		for _, d := range l.Deletes {
+			f := d.File
+			b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
+					file_size, sha256, settings, stats, expires_at, live, deletes_of, cover_end, deletes_tail)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::float8 * interval '1 millisecond', true, $12, $13, $14)
+				ON CONFLICT (key) DO UPDATE SET expires_at = GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
+					deletes_tail = CASE WHEN mink_data_files.deletes_tail IS NULL THEN NULL ELSE EXCLUDED.deletes_tail END`,
+				l.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, ms,
+				f.DeletesOf, f.CoverEnd, d.Tail)
+		}
 		for _, f := range l.Meta[:len(l.Meta)-1] {
 			b.Queue(`INSERT INTO mink_meta_files (table_id, key, content, expires_at)
 				VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond')`, l.Table, f.Key, f.Content, ms)
 		}
-		return tx.SendBatch(ctx, b).Close()
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return keepKeyed(ctx, tx, l, ms)
 	})
+}
+
+// ErrTailGone: a tail file whose recorded keys a load's delete files need was collected
+// before the load was recorded (or written again without them): load again.
+var ErrTailGone = errors.New("liveloads: a tail file of the load was collected meanwhile")
+
+// keepKeyed makes the tail files l's delete files read the keys of (rows or not) expire
+// no sooner than the load, and checks they are all there with their keys.
+func keepKeyed(ctx context.Context, tx pgx.Tx, l Load, ms float64) error {
+	set := map[string]bool{}
+	for _, d := range l.Deletes {
+		for _, k := range d.Tail {
+			set[k] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE mink_data_files
+		SET expires_at = GREATEST(expires_at, now() + $2::float8 * interval '1 millisecond')
+		WHERE key = ANY($1) AND keys IS NOT NULL`, keys, ms)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != int64(len(keys)) {
+		return ErrTailGone
+	}
+	return nil
 }

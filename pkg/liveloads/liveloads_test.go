@@ -11,6 +11,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/liveloads"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
@@ -116,5 +117,46 @@ func TestNewestWithinBound(t *testing.T) {
 	}
 	if _, _, _, found, _ := liveloads.Newest(ctx, db, tbl.ID, "other", time.Minute); found {
 		t.Fatal("Newest of another stream found a load")
+	}
+}
+
+// An upsert load's delete files name the tail files whose recorded keys they read:
+// Save keeps those (rows or not) as long as the load, and refuses the whole load when
+// one is gone or has no keys (collected, or written again without them), so that no
+// recorded delete file names keys nobody can read.
+func TestSaveKeepsKeyedTail(t *testing.T) {
+	t.Parallel()
+	db, tbl := setup(t)
+	ctx := context.Background()
+	const keyed = "default/events/data/p0-keyed.parquet"
+	if _, _, _, err := objects.RecordTail(ctx, db, objects.Tail{Table: tbl.ID, Key: keyed, Partition: 0, Start: 10, End: 12,
+		SHA256: "cd", Settings: []byte(`{}`), Stats: []byte(`[]`), Keys: []byte{0, 0, 0, 0}}, time.Second, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	withDeletes := func(name, key string, tail ...string) liveloads.Load {
+		l := load(tbl, name, key, nil)
+		l.Deletes = []liveloads.Delete{{Tail: tail, File: icebergmeta.DataFile{Key: "default/events/data/p0-" + name + ".deletes.parquet",
+			Partition: 0, Start: 0, End: 10, Records: 1, Size: 10, SHA256: "ef", Settings: []byte(`{}`), Stats: []byte(`[]`),
+			DeletesOf: "default/events/data/p0-tail.parquet", CoverEnd: 12}}}
+		return l
+	}
+	m0, d0 := rows(t, db)
+	if err := liveloads.Save(ctx, db, withDeletes("a", "k1", keyed, "default/events/data/p0-gone.parquet")); !errors.Is(err, liveloads.ErrTailGone) {
+		t.Fatalf("a delete file naming a missing tail file: %v, want ErrTailGone", err)
+	}
+	if m, d := rows(t, db); m != m0 || d != d0 {
+		t.Fatalf("a refused load wrote rows: %d metadata, %d data", m-m0, d-d0)
+	}
+	if err := liveloads.Save(ctx, db, withDeletes("b", "k2", keyed)); err != nil {
+		t.Fatal(err)
+	}
+	var left time.Duration
+	var tail []string
+	if err := db.QueryRow(ctx, `SELECT (SELECT extract(epoch FROM expires_at - now()) * interval '1 second' FROM mink_data_files WHERE key = $1),
+		(SELECT deletes_tail FROM mink_data_files WHERE deletes_of IS NOT NULL)`, keyed).Scan(&left, &tail); err != nil {
+		t.Fatal(err)
+	}
+	if left < 50*time.Second || len(tail) != 1 || tail[0] != keyed {
+		t.Fatalf("after the load: the keyed tail file expires in %v (want about the load's minute), the delete file names %v", left, tail)
 	}
 }

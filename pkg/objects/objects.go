@@ -79,6 +79,9 @@ type Record struct {
 	// partition offset its deletes were computed up to.
 	DeletesOf string
 	CoverEnd  int64
+	// DeletesTail names, for a live load's delete file, the tail files whose keys stand
+	// with the index's for the offsets they span (rangefile.Deletes.Tail).
+	DeletesTail []string
 }
 
 // Lookup reads what Postgres records of key: a NotFound error when nothing does.
@@ -87,13 +90,13 @@ func Lookup(ctx context.Context, db lease.DB, key string) (Record, error) {
 	var kind string
 	err := db.QueryRow(ctx, `
 		SELECT 'data', table_id, partition, start_offset, end_offset, file_size, sha256, settings, created_at, NULL::bytea,
-		       coalesce(deletes_of, ''), coalesce(cover_end, 0)
+		       coalesce(deletes_of, ''), coalesce(cover_end, 0), coalesce(deletes_tail, '{}')
 		  FROM mink_data_files WHERE key = $1
 		UNION ALL
-		SELECT 'meta', table_id, 0, 0, 0, octet_length(content), sha256, NULL::jsonb, created_at, content, '', 0
+		SELECT 'meta', table_id, 0, 0, 0, octet_length(content), sha256, NULL::jsonb, created_at, content, '', 0, '{}'::text[]
 		  FROM mink_meta_files WHERE key = $1
 		LIMIT 1`, key).Scan(&kind, &r.TableID, &r.Partition, &r.Start, &r.End, &r.Size, &r.SHA256, &r.Settings, &r.Created, &r.Content,
-		&r.DeletesOf, &r.CoverEnd)
+		&r.DeletesOf, &r.CoverEnd, &r.DeletesTail)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, notFound(key)
 	}

@@ -16,6 +16,7 @@ type Tail struct {
 	Records, Size   int64
 	SHA256          string
 	Settings, Stats []byte
+	Keys            []byte // an upsert table's: the keys it touches (upsert.Keys.Encode); else nil
 }
 
 // RecordTail writes a tail file's row, readable for ttl at least and marked live (not
@@ -24,14 +25,14 @@ type Tail struct {
 // never beyond maxTTL from now. It returns what the row records.
 func RecordTail(ctx context.Context, db lease.DB, t Tail, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
 	err = db.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
-			record_count, file_size, sha256, settings, stats, expires_at, live)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond', true)
-		ON CONFLICT (key) DO UPDATE SET expires_at = LEAST(
+			record_count, file_size, sha256, settings, stats, expires_at, live, keys)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond', true, $13)
+		ON CONFLICT (key) DO UPDATE SET keys = coalesce(mink_data_files.keys, EXCLUDED.keys), expires_at = LEAST(
 			GREATEST(mink_data_files.expires_at, EXCLUDED.expires_at),
 			now() + $12::bigint * interval '1 millisecond')
 		RETURNING created_at, file_size, sha256`,
 		t.Table, t.Key, t.Partition, t.Start, t.End, t.Records, t.Size, t.SHA256, t.Settings, t.Stats,
-		max(1, ttl.Milliseconds()), maxTTL.Milliseconds()).Scan(&created, &size, &sha)
+		max(1, ttl.Milliseconds()), maxTTL.Milliseconds(), t.Keys).Scan(&created, &size, &sha)
 	return created, size, sha, err
 }
 

@@ -1,9 +1,11 @@
 package rangefile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
@@ -21,6 +23,10 @@ type Deletes struct {
 	Start, End int64
 	DataKey    string
 	CoverEnd   int64
+	// Tail is, for a live load's delete file, the tail files (keys, offset order) whose
+	// recorded keys stand for the offsets they span, in place of the index's ranges
+	// there: the tail need not be indexed yet.
+	Tail []string
 }
 
 // KeyedRange is one range's offsets and its decoded keys.
@@ -40,6 +46,22 @@ func DecodeKeys(rs []ranges.RangeKeys) ([]KeyedRange, error) {
 		out[i] = KeyedRange{Start: r.Start, End: r.End, Keys: k}
 	}
 	return out, nil
+}
+
+// WithTail is the partition's ranges rs with the tail files tail put in: the ranges that
+// overlap a tail file left out, in offset order.
+func WithTail(rs, tail []ranges.RangeKeys) []ranges.RangeKeys {
+	if len(tail) == 0 {
+		return rs
+	}
+	out := slices.Clone(tail)
+	for _, r := range rs {
+		if !slices.ContainsFunc(tail, func(f ranges.RangeKeys) bool { return r.Start < f.End && f.Start < r.End }) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b ranges.RangeKeys) int { return cmp.Compare(a.Start, b.Start) })
+	return out
 }
 
 // SpanKeys are the keys of the run [start, end) of a partition, merged from those of
@@ -85,11 +107,18 @@ func DeletePositions(rs []KeyedRange, d Deletes) ([]int64, error) {
 }
 
 // BuildDeletes writes d's position delete file with settings s to w, computed from the
-// index alone (no Kafka read), and returns its statistics.
+// index (and d.Tail's recorded keys) alone, no Kafka read, and returns its statistics.
 func BuildDeletes(ctx context.Context, db lease.DB, d Deletes, s parquetbuild.Settings, w io.Writer) (parquetbuild.FileStats, error) {
 	rs, err := ranges.KeysOf(ctx, db, d.Table, d.Partition, d.Start, d.CoverEnd)
 	if err != nil {
 		return parquetbuild.FileStats{}, err
+	}
+	if len(d.Tail) > 0 {
+		tail, err := ranges.FileKeys(ctx, db, d.Tail)
+		if err != nil {
+			return parquetbuild.FileStats{}, fmt.Errorf("deletes of %s: %w", d.DataKey, err)
+		}
+		rs = WithTail(rs, tail)
 	}
 	krs, err := DecodeKeys(rs)
 	if err != nil {

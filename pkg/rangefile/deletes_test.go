@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/upsert"
 )
@@ -53,5 +54,26 @@ func TestDeletePositions(t *testing.T) {
 	// (re-derived by the writer from what Kafka holds).
 	if got, err := DeletePositions(rs, Deletes{Start: 1, End: 3, CoverEnd: 7, DataKey: "f"}); err != nil || !slices.Equal(got, []int64{0, 1}) {
 		t.Errorf("a file from inside a range: %v %v", got, err)
+	}
+}
+
+// TestWithTail: tail files stand for the offsets they span in place of the ranges that
+// overlap them (indexed meanwhile, or cut otherwise), so a live load's deletes read one
+// tiling of the partition: the ranges before the tail, then the tail files.
+func TestWithTail(t *testing.T) {
+	rs := []ranges.RangeKeys{{Start: 0, End: 3}, {Start: 3, End: 5}, {Start: 5, End: 8}, {Start: 8, End: 9}}
+	tail := []ranges.RangeKeys{{Start: 5, End: 7}, {Start: 7, End: 10}}
+	got := WithTail(rs, tail)
+	want := []ranges.RangeKeys{{Start: 0, End: 3}, {Start: 3, End: 5}, {Start: 5, End: 7}, {Start: 7, End: 10}}
+	if !slices.EqualFunc(got, want, func(a, b ranges.RangeKeys) bool { return a.Start == b.Start && a.End == b.End }) {
+		t.Fatalf("WithTail = %v, want %v", got, want)
+	}
+	if got := WithTail(rs, nil); len(got) != len(rs) {
+		t.Fatalf("no tail: %v", got)
+	}
+	// The keys of a tail file supersede a committed file's rows like a range's.
+	krs := []KeyedRange{keysOf(t, 0, "a", "b"), keysOf(t, 2, "-a", "c")}
+	if got, err := DeletePositions(krs, Deletes{Start: 0, End: 2, CoverEnd: 4, DataKey: "f", Tail: []string{"tail"}}); err != nil || !slices.Equal(got, []int64{0}) {
+		t.Errorf("a tombstone in the tail: %v %v", got, err)
 	}
 }

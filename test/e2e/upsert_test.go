@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -43,6 +44,21 @@ func upsertModel(recs []*kgo.Record, ends map[int32]int64) map[upsertKey]string 
 		}
 	}
 	return m
+}
+
+// upsertRound is n records of round to topic's partitions at random, keyed prefix and
+// one of keys numbers, one in tombstones of them a tombstone.
+func upsertRound(rng *rand.Rand, topic, prefix string, parts, keys, tombstones, round, n int) []*kgo.Record {
+	recs := make([]*kgo.Record, 0, n)
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Partition: int32(rng.IntN(parts)),
+			Key: fmt.Appendf(nil, "%s%d", prefix, rng.IntN(keys)), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
+		if rng.IntN(tombstones) == 0 {
+			r.Value = nil // a tombstone
+		}
+		recs = append(recs, r)
+	}
+	return recs
 }
 
 // upsertScan reads a snapshot of an upsert table with iceberg-go (which applies its
@@ -146,7 +162,7 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 	const parts = 3
 	rc.Kafka.CreateTopic("users", parts, nil)
 	raw := adminv1.RecordFormat_RECORD_FORMAT_RAW
-	// Live loads on (the default): an upsert table's loads serve its committed snapshot.
+	// Live loads on (the default): a load has the tail too (TestUpsertLiveLoadTail).
 	rc.createTable(&adminv1.CreateTableRequest{Name: "users", Format: raw,
 		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps()})
 	// The same topic assembled as soon as two small files are there: merged files keep
@@ -161,16 +177,7 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 	var all []*kgo.Record
 	ends := map[int32]int64{}
 	for round := range 5 {
-		var recs []*kgo.Record
-		for i := range 120 {
-			r := &kgo.Record{Topic: "users", Partition: int32(rng.IntN(parts)),
-				Key: fmt.Appendf(nil, "user-%d", rng.IntN(40)), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
-			if rng.IntN(8) == 0 {
-				r.Value = nil // a tombstone
-			}
-			recs = append(recs, r)
-		}
-		recs = rc.produce(recs...)
+		recs := rc.produce(upsertRound(rng, "users", "user-", parts, 40, 8, round, 120)...)
 		all = append(all, recs...)
 		for _, r := range recs {
 			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
@@ -181,16 +188,14 @@ func TestUpsertTableThroughIceberg(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// A tail Kafka holds beyond the committed snapshot is not in a load (yet).
+	// A record Kafka holds beyond the committed snapshot: a load covering it (live, or
+	// committed by then) reads it as the newest value of its key.
 	tail := rc.produce(&kgo.Record{Topic: "users", Partition: 0, Key: []byte("user-0"), Value: []byte("in the tail")})
 	all = append(all, tail...)
 	ends[0] = tail[0].Offset + 1
 	tbl, err := regLoad(ctx, rc.catalog, "users")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if p := tbl.CurrentSnapshot().Summary.Properties; p["mink.live"] == "true" {
-		t.Fatalf("a load of an upsert table made a live snapshot: %v", p)
 	}
 	if n := checkUpsertSnapshots(t, tbl, all); n < 3 {
 		t.Fatalf("%d snapshots checked, want one per round at least", n)
@@ -334,4 +339,136 @@ func waitAssembled(ctx context.Context, t *testing.T, catalog, name string, time
 		}
 		return tb, false
 	})
+}
+
+// TestUpsertLiveLoadTail: a live load of an upsert table includes the tail Kafka holds
+// beyond the committed snapshot with the table's semantics: a key updated in the tail
+// reads its newest value, a key tombstoned in the tail is gone (position deletes of the
+// committed files, and of earlier tail files, for the keys the tail touches). The tail
+// stays a tail (mink.range.max-age of an hour: nothing indexed, every tail file measured
+// by the file server), over two loads, so that a later tail file supersedes an earlier
+// one. A file server started afresh rebuilds every file of the load from Kafka and
+// Postgres alone. Once the tail is committed, the committed snapshot reads the same.
+func TestUpsertLiveLoadTail(t *testing.T) {
+	rc := newRegCluster(t, true)
+	const parts = 2
+	rc.Kafka.CreateTopic("prices", parts, nil)
+	rc.createTable(&adminv1.CreateTableRequest{Name: "prices", Format: adminv1.RecordFormat_RECORD_FORMAT_RAW,
+		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps("mink.live.reuse-ms", "0")})
+	rng := rand.New(rand.NewPCG(19, 9))
+	var all []*kgo.Record
+	ends := map[int32]int64{}
+	produce := func(round, n int) {
+		recs := rc.produce(upsertRound(rng, "prices", "sku-", parts, 30, 6, round, n)...)
+		all = append(all, recs...)
+		for _, r := range recs {
+			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+		}
+	}
+	produce(0, 160)
+	rc.waitCommitted("prices", ends)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// Ranges read the table's properties as they open: the ones open now close as
+	// before, with a round of their own; the next ones stay open for an hour.
+	if _, err := rc.Member("idx-1").Admin().AlterTable(ctx, &adminv1.AlterTableRequest{Name: "prices",
+		SetProperties: map[string]string{"mink.range.max-age": "1h"}}); err != nil {
+		t.Fatalf("AlterTable: %v", err)
+	}
+	produce(1, 40)
+	rc.waitCommitted("prices", ends)
+	committed := maps.Clone(ends)
+
+	// loadLive loads the table and checks that its load snapshot covers every record
+	// produced, with a tail beyond what is committed and deletes the tail made, and
+	// reads as the model of all of them.
+	loadLive := func(what string) *table.Table {
+		t.Helper()
+		tbl, err := regLoad(ctx, rc.catalog, "prices")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur := tbl.CurrentSnapshot()
+		props := cur.Summary.Properties
+		if props["mink.live"] != "true" {
+			t.Fatalf("%s: the load is not live: %v", what, props)
+		}
+		cov, err := icebergmeta.ParseCoverage(cur.Summary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, end := range ends {
+			if cov[p].End != end {
+				t.Fatalf("%s: the load covers partition %d up to %d, %d produced (summary %v)", what, p, cov[p].End, end, props)
+			}
+		}
+		got, _ := regCommitted(tbl)
+		if !maps.Equal(got, committed) {
+			t.Fatalf("%s: the load's base covers %v, want %v: the tail was committed", what, got, committed)
+		}
+		if props["added-position-deletes"] == "" || props["added-position-deletes"] == "0" {
+			t.Fatalf("%s: the load snapshot adds no position deletes, yet its tail updates committed keys: %v", what, props)
+		}
+		checkUpsertSnapshotList(t, tbl, []table.Snapshot{*cur}, all)
+		return tbl
+	}
+	// The tail: updates and tombstones of keys the committed files hold, and a key
+	// updated then tombstoned within the tail, and one tombstoned then revived.
+	produce(2, 60)
+	all = append(all, rc.produce(
+		&kgo.Record{Topic: "prices", Partition: 0, Key: []byte("sku-0"), Value: []byte("tail-new")},
+		&kgo.Record{Topic: "prices", Partition: 0, Key: []byte("sku-2"), Value: []byte("tail-short-lived")},
+		&kgo.Record{Topic: "prices", Partition: 0, Key: []byte("sku-2")},
+		&kgo.Record{Topic: "prices", Partition: 1, Key: []byte("sku-1")},
+		&kgo.Record{Topic: "prices", Partition: 1, Key: []byte("sku-3")},
+		&kgo.Record{Topic: "prices", Partition: 1, Key: []byte("sku-3"), Value: []byte("revived")},
+	)...)
+	for _, r := range all {
+		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+	}
+	first := loadLive("first tail")
+	want := upsertModel(all, ends)
+	if want[upsertKey{0, "sku-0"}] != "tail-new" || want[upsertKey{1, "sku-3"}] != "revived" {
+		t.Fatalf("model: %q %q", want[upsertKey{0, "sku-0"}], want[upsertKey{1, "sku-3"}])
+	}
+	if _, ok := want[upsertKey{1, "sku-1"}]; ok {
+		t.Fatal("model: sku-1 is tombstoned in the tail")
+	}
+	// More of the tail: the first load's tail file stays, a second one supersedes keys
+	// of it.
+	produce(3, 60)
+	loadLive("second tail")
+	_ = first
+	// The tail is not indexed: the load's delete files name the tail files whose
+	// recorded keys they are computed with, two of them in a partition by now.
+	var named int
+	if err := rc.DB.QueryRow(ctx, `SELECT coalesce(max(cardinality(deletes_tail)), 0) FROM mink_data_files
+		WHERE deletes_of IS NOT NULL`).Scan(&named); err != nil {
+		t.Fatal(err)
+	}
+	if named < 2 {
+		t.Fatalf("the load's delete files name at most %d tail files, want 2 (the first load's and the second's)", named)
+	}
+
+	// A file server with an empty cache rebuilds the load's tail files from Kafka and
+	// its delete files from Postgres (the index's keys and the tail files' recorded ones).
+	rc.restart("fileserver", "fs-1")
+	loadLive("after a file server restart")
+
+	// The tail committed: ranges close within 200ms again once the indexer reopens them.
+	if _, err := rc.Member("idx-1").Admin().AlterTable(ctx, &adminv1.AlterTableRequest{Name: "prices",
+		SetProperties: map[string]string{"mink.range.max-age": "200ms"}}); err != nil {
+		t.Fatalf("AlterTable: %v", err)
+	}
+	rc.restart("indexer", "idx-1")
+	rc.waitCommitted("prices", ends)
+	tbl, err := regLoad(ctx, rc.catalog, "prices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := regCommitted(tbl)
+	if err != nil || !maps.Equal(got, ends) {
+		t.Fatalf("committed %v (%v), want %v", got, err, ends)
+	}
+	checkUpsertSnapshots(t, tbl, all)
 }

@@ -602,7 +602,7 @@ func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
 		s.met.buildFailed(ctx, "deletes", "error")
 		return fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
 	}
-	d := rangefile.Deletes{Table: r.TableID, Partition: r.Partition, Start: r.Start, End: r.End, DataKey: r.DeletesOf, CoverEnd: r.CoverEnd}
+	d := rangefile.Deletes{Table: r.TableID, Partition: r.Partition, Start: r.Start, End: r.End, DataKey: r.DeletesOf, CoverEnd: r.CoverEnd, Tail: r.DeletesTail}
 	err := s.commit(r, r.SHA256, func(w io.Writer) (int64, error) {
 		fs, err := rangefile.BuildDeletes(ctx, s.o.DB, d, settings, w)
 		if err != nil {

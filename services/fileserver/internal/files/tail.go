@@ -43,6 +43,7 @@ import (
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/upsert"
 )
 
 const (
@@ -365,6 +366,7 @@ type tailRow struct {
 	records, size   int64
 	sha256          string
 	settings, stats []byte
+	keys            []byte // an upsert table's (upsert.Keys.Encode)
 }
 
 // measureLocal measures req's span here, sharing a build under way, or recalling one
@@ -476,6 +478,14 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 		return fail(err)
 	}
 	defer b.Abort() // a no-op once closed; else its pages go back to the pool
+	// An upsert table's tail file has the latest record per key, as BuildKeyed builds
+	// it (a rebuild gives the same bytes), and records the keys it touches.
+	add := b.Add
+	var latest *upsert.Latest
+	if t.Upsert() {
+		latest = upsert.NewLatest()
+		add = func(r record.Record) error { latest.Add(r); return nil }
+	}
 	end, read, cutBy := req.End, int64(0), ""
 	err = s.o.Kafka.ReadRange(ctx, t.Topic, req.Partition, req.Start, req.End, func(r record.Record) error {
 		n := int64(len(r.Key) + len(r.Value))
@@ -491,13 +501,23 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 			return errCut
 		}
 		read += n
-		return b.Add(r)
+		return add(r)
 	})
 	if err != nil && !errors.Is(err, errCut) {
 		return fail(s.tailErr(ctx, t, req, err))
 	}
 	if end == req.Start {
 		return Measured{End: end, Read: read, Cut: cutBy}, tailRow{}, nil
+	}
+	var keys []byte
+	if latest != nil {
+		rows, k := latest.Finish()
+		for _, r := range rows {
+			if err := b.Add(r); err != nil {
+				return fail(fmt.Errorf("build the tail of %s partition %d [%d, %d): %w", t.FullName(), req.Partition, req.Start, end, err))
+			}
+		}
+		keys = k.Encode()
 	}
 	fs, err := b.Close()
 	if err != nil {
@@ -512,7 +532,7 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 	}
 	key := layout.DataKey(t.Namespace, t.Name, req.Partition, req.Start, end, fs.SHA256)
 	row := tailRow{table: t.ID, key: key, partition: req.Partition, start: req.Start, end: end,
-		records: fs.RowCount, size: fs.Size, sha256: fs.SHA256, settings: settingsJSON, stats: stats}
+		records: fs.RowCount, size: fs.Size, sha256: fs.SHA256, settings: settingsJSON, stats: stats, keys: keys}
 	lctx, lcancel := context.WithTimeout(ctx, s.o.LookupTimeout)
 	defer lcancel()
 	created, size, sha, err := s.record(lctx, row, req.TTL, t.Props().LiveTTL)
@@ -544,7 +564,7 @@ func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration
 		return time.Time{}, 0, "", fmt.Errorf("record tail file %s: ttl %v outside (0, %v]", r.key, ttl, maxTTL)
 	}
 	created, size, sha, err = objects.RecordTail(ctx, s.o.DB, objects.Tail{Table: r.table, Key: r.key, Partition: r.partition,
-		Start: r.start, End: r.end, Records: r.records, Size: r.size, SHA256: r.sha256, Settings: r.settings, Stats: r.stats}, ttl, maxTTL)
+		Start: r.start, End: r.end, Records: r.records, Size: r.size, SHA256: r.sha256, Settings: r.settings, Stats: r.stats, Keys: r.keys}, ttl, maxTTL)
 	if err != nil {
 		return time.Time{}, 0, "", apierr.Postgres(err, "record tail file %s", r.key)
 	}

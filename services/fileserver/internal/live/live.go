@@ -41,6 +41,10 @@
 //     acknowledged before T - bound. The bound is compared on one clock only: this
 //     node's, or the database's for the snapshots of other nodes.
 //
+// An upsert table's tail files keep the latest record per key and record the keys they
+// touch; its load snapshot also replaces the position delete files of the data files
+// whose rows the tail supersedes (deletes), rebuildable from Postgres by any file server.
+//
 // With mink.live-load=false a load returns the committed metadata and never reads Kafka.
 // With Kafka unreachable a live load answers 503 naming Kafka.
 package live
@@ -49,8 +53,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -72,6 +78,9 @@ import (
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/liveloads"
+	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/rangefile"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
@@ -247,7 +256,7 @@ func New(o Options) (*Loader, error) {
 		streams: map[string]*stream{}, covs: covs}
 	var err1, err2 error
 	l.loads, err1 = o.Meter.Int64Counter("mink.fileserver.live.loads",
-		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (another load's: the same tail, or read within mink.live.reuse-ms), committed (no tail), disabled (mink.live-load=false, or an upsert table), error."),
+		metric.WithDescription("Table loads, by result: live (a load snapshot made), reused (another load's: the same tail, or read within mink.live.reuse-ms), committed (no tail), disabled (mink.live-load=false), error."),
 		metric.WithUnit("{load}"))
 	l.duration, err2 = o.Meter.Float64Histogram("mink.fileserver.live.load.duration",
 		metric.WithDescription("Time to make a load snapshot, tail builds included."), metric.WithUnit("s"),
@@ -295,10 +304,7 @@ type span struct {
 func (l *Loader) Load(ctx context.Context, t tables.Table, base Base) (Result, error) {
 	props := t.Props()
 	committed := Result{Key: base.Key, Content: base.Content}
-	if !props.LiveLoad || t.Upsert() {
-		// An upsert table's tail would also need deletes of committed rows for the keys
-		// it touches, which load snapshots do not make yet: its loads serve the
-		// committed snapshot, as with live loads off.
+	if !props.LiveLoad {
 		l.count(ctx, "disabled", &l.n.disabled)
 		return committed, nil
 	}
@@ -615,6 +621,9 @@ type tail struct {
 	files    []icebergmeta.DataFile // with rows, in offset order
 	measured []string               // keys of files measured for this load
 	keyOf    map[string]int         // measured key -> index in files, filled after reading rows
+	// keyed are the keys of the tail's files that are not indexed ranges, rows or not,
+	// in offset order: an upsert table's deletes read their recorded keys.
+	keyed []string
 }
 
 // build makes the load snapshot of spans and records it as rec (its files filled in):
@@ -640,6 +649,24 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	}
 	if err := l.fillMeasured(ctx, t, tails); err != nil {
 		return Result{}, err
+	}
+	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
+		var b []byte
+		err := l.query(ctx, func(ctx context.Context) (err error) {
+			b, err = icebergmeta.MetaFile(ctx, l.o.DB, t.ID, key)
+			return err
+		})
+		if errors.Is(err, icebergmeta.ErrNoMetaFile) {
+			return nil, fmt.Errorf("metadata file %s is missing", key)
+		}
+		return b, apierr.Postgres(err, "read %s", key)
+	}))
+	var dels []liveloads.Delete
+	var replaced []icebergmeta.DataFile
+	if t.Upsert() {
+		if dels, replaced, err = l.deletes(ctx, t, md, reader, tails); err != nil {
+			return Result{}, err
+		}
 	}
 
 	var now time.Time
@@ -701,36 +728,35 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		return Result{}, apierr.Postgres(err, "load table %s: read its schema", t.FullName())
 	}
 	meta := icebergmeta.Table{Namespace: t.Namespace, Name: t.Name, Schema: schema, Schemas: schemas, Properties: t.Properties}
-	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
-		var b []byte
-		err := l.query(ctx, func(ctx context.Context) (err error) {
-			b, err = icebergmeta.MetaFile(ctx, l.o.DB, t.ID, key)
-			return err
-		})
-		if errors.Is(err, icebergmeta.ErrNoMetaFile) {
-			return nil, fmt.Errorf("metadata file %s is missing", key)
-		}
-		return b, apierr.Postgres(err, "read %s", key)
-	}))
+	addDeletes := make([]icebergmeta.DataFile, len(dels))
+	for i, d := range dels {
+		addDeletes[i] = d.File
+	}
 	res, err := icebergmeta.Live(ctx, reader, meta, icebergmeta.Base{Key: base.Key, Metadata: md},
-		icebergmeta.LiveChange{Add: add, Coverage: coverage, Summary: summary, Now: now})
+		icebergmeta.LiveChange{Add: add, AddDeletes: addDeletes, RemoveDeletes: replaced, Coverage: coverage, Summary: summary, Now: now})
 	if err != nil {
 		if apierr.Classify(err) == apierr.Unavailable {
 			return Result{}, err
 		}
 		return Result{}, fmt.Errorf("load table %s: %w", t.FullName(), err)
 	}
-	rec.Tail, rec.Meta = add, res.Files
+	rec.Tail, rec.Deletes, rec.Meta = add, dels, res.Files
 	err = l.query(ctx, func(ctx context.Context) error { return liveloads.Save(ctx, l.o.DB, rec) })
 	if errors.Is(err, liveloads.ErrExists) {
 		return Result{}, err
 	}
+	if errors.Is(err, liveloads.ErrTailGone) {
+		return Result{}, apierr.Wrap(apierr.Unavailable, err, "load table %s: a tail file expired while the load was made; load again", t.FullName())
+	}
 	if err != nil {
 		return Result{}, apierr.Postgres(err, "load table %s: record its load snapshot", t.FullName())
 	}
-	keys := make([]string, 0, len(add)+len(res.Files))
+	keys := make([]string, 0, len(add)+len(dels)+len(res.Files))
 	for _, f := range add {
 		keys = append(keys, f.Key)
+	}
+	for _, d := range dels {
+		keys = append(keys, d.File.Key)
 	}
 	for _, f := range res.Files {
 		keys = append(keys, f.Key)
@@ -740,6 +766,141 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	l.log.DebugContext(ctx, "made a live load", "table", t.FullName(), "metadata", res.Key, "base", base.Key,
 		"tail_files", len(add), "tail_records", records, "cut_partitions", cut)
 	return Result{Key: res.Key, Content: content, Live: true}, nil
+}
+
+// deletes are the position delete files an upsert table's load snapshot adds, and the
+// current snapshot's they replace: for each data file of a partition with a tail (the
+// committed ones, then the tail's), the positions whose key a later record up to the
+// tail's end touches, computed from Postgres alone as any file server rebuilds them
+// (rangefile.BuildDeletes: the index's key hashes, and the recorded ones of the tail's
+// files it has not indexed). A file gets one only where the tail deletes more of it than
+// its committed delete file does (dead sets only grow with coverage).
+func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata, reader *icebergmeta.Reader, tails []*tail) ([]liveloads.Delete, []icebergmeta.DataFile, error) {
+	var withTail []*tail
+	for _, tl := range tails {
+		if tl.end > tl.start {
+			withTail = append(withTail, tl)
+		}
+	}
+	if len(withTail) == 0 {
+		return nil, nil, nil
+	}
+	committed := map[int32][]icebergmeta.DataFile{}
+	files, err := l.snapshotRows(ctx, t, reader, md.CurrentSnapshot(), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range files {
+		committed[f.Partition] = append(committed[f.Partition], f)
+	}
+	deleteRows, err := l.snapshotRows(ctx, t, reader, md.CurrentSnapshot(), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	deletesOf := map[string]icebergmeta.DataFile{}
+	for _, f := range deleteRows {
+		deletesOf[f.DeletesOf] = f
+	}
+	settings := parquetbuild.DefaultSettings()
+	recorded, err := json.Marshal(settings)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []liveloads.Delete
+	var replaced []icebergmeta.DataFile
+	for _, tl := range withTail {
+		fs := append(slices.Clip(committed[tl.p]), tl.files...)
+		if len(fs) == 0 {
+			continue
+		}
+		from := fs[0].Start
+		for _, f := range fs {
+			from = min(from, f.Start)
+		}
+		var rs, tailKeys []ranges.RangeKeys
+		err := l.query(ctx, func(ctx context.Context) (err error) {
+			if rs, err = ranges.KeysOf(ctx, l.o.DB, t.ID, tl.p, from, tl.end); err != nil || len(tl.keyed) == 0 {
+				return err
+			}
+			tailKeys, err = ranges.FileKeys(ctx, l.o.DB, tl.keyed)
+			return err
+		})
+		if err != nil {
+			return nil, nil, apierr.Postgres(err, "load table %s: read the keys of partition %d", t.FullName(), tl.p)
+		}
+		krs, err := rangefile.DecodeKeys(rangefile.WithTail(rs, tailKeys))
+		if err != nil {
+			return nil, nil, fmt.Errorf("load table %s partition %d: %w", t.FullName(), tl.p, err)
+		}
+		for _, f := range fs {
+			d := rangefile.Deletes{Table: t.ID, Partition: tl.p, Start: f.Start, End: f.End, DataKey: f.Key, CoverEnd: tl.end, Tail: tl.keyed}
+			pos, err := rangefile.DeletePositions(krs, d)
+			if err != nil {
+				return nil, nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
+			}
+			old, had := deletesOf[f.Key]
+			if int64(len(pos)) <= old.Records {
+				continue
+			}
+			st, err := parquetbuild.WritePositionDeletes(io.Discard, settings, layout.URI(f.Key), pos)
+			if err != nil {
+				return nil, nil, err
+			}
+			stats, err := json.Marshal(st.Columns)
+			if err != nil {
+				return nil, nil, err
+			}
+			out = append(out, liveloads.Delete{Tail: tl.keyed, File: icebergmeta.DataFile{
+				Key:       layout.DeleteKey(t.Namespace, t.Name, tl.p, f.Start, f.End, tl.end, st.SHA256),
+				Partition: tl.p, Start: f.Start, End: f.End, Records: st.RowCount, Size: st.Size, SHA256: st.SHA256,
+				Settings: recorded, Stats: stats, DeletesOf: f.Key, CoverEnd: tl.end,
+			}})
+			if had {
+				replaced = append(replaced, old)
+			}
+		}
+	}
+	return out, replaced, nil
+}
+
+// snapshotRows reads the mink_data_files rows of the data files (or, deletes, the
+// position delete files) snapshot s names.
+func (l *Loader) snapshotRows(ctx context.Context, t tables.Table, reader *icebergmeta.Reader, s *table.Snapshot, deletes bool) ([]icebergmeta.DataFile, error) {
+	list, kind := reader.SnapshotFiles, "data"
+	if deletes {
+		list, kind = reader.SnapshotDeletes, "delete"
+	}
+	uris, err := list(ctx, s)
+	if err != nil {
+		if apierr.Classify(err) == apierr.Unavailable {
+			return nil, err
+		}
+		return nil, fmt.Errorf("load table %s: read its committed %s files: %w", t.FullName(), kind, err)
+	}
+	if len(uris) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(uris))
+	for i, u := range uris {
+		if keys[i], err = layout.KeyOf(u); err != nil {
+			return nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
+		}
+	}
+	var rows map[string]icebergmeta.DataFile
+	if err := l.query(ctx, func(ctx context.Context) (err error) {
+		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		return err
+	}); err != nil {
+		return nil, apierr.Postgres(err, "load table %s: read its committed %s files", t.FullName(), kind)
+	}
+	if len(rows) != len(keys) {
+		return nil, fmt.Errorf("load table %s: its current snapshot names %d %s files, mink_data_files has %d", t.FullName(), len(keys), kind, len(rows))
+	}
+	out := make([]icebergmeta.DataFile, len(keys))
+	for i, k := range keys {
+		out[i] = rows[k]
+	}
+	return out, nil
 }
 
 // candidates reads, for every span, the indexed ranges and unexpired tail files within
@@ -788,6 +949,9 @@ func (l *Loader) chain(ctx context.Context, t tables.Table, props tables.Props, 
 			if c := cands[best]; c.file.Records > 0 {
 				tl.files = append(tl.files, c.file)
 			}
+			if c := cands[best]; !c.indexed {
+				tl.keyed = append(tl.keyed, c.file.Key)
+			}
 			pos = cands[best].end
 			continue
 		}
@@ -818,6 +982,7 @@ func (l *Loader) chain(ctx context.Context, t tables.Table, props tables.Props, 
 		// Placeholder until its row is read: rows, size and statistics.
 		tl.files = append(tl.files, icebergmeta.DataFile{Key: m.Key, Partition: tl.p, Start: pos, End: m.End})
 		tl.measured = append(tl.measured, m.Key)
+		tl.keyed = append(tl.keyed, m.Key)
 		pos = m.End
 		if m.End < next {
 			tl.end, tl.cut = m.End, CutMaxBytes

@@ -107,7 +107,9 @@ func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
 	for _, f := range c.Add {
 		// A live-load tail file with the same key (same offsets and bytes) may exist:
 		// once committed it no longer expires, and it is committed (listed) for good;
-		// committed_at tells the owners' warmers it is new (objects.Recent).
+		// committed_at tells the owners' warmers it is new (objects.Recent). A live load's
+		// delete file of the same bytes is rebuilt from the index from then on, not from
+		// tail files that expire (deletes_tail).
 		var deletesOf, coverEnd any // NULL for data files
 		if f.IsDeletes() {
 			deletesOf, coverEnd = f.DeletesOf, f.CoverEnd
@@ -115,7 +117,7 @@ func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
 		b.Queue(`INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset, record_count,
 				file_size, sha256, settings, stats, deletes_of, cover_end)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-			ON CONFLICT (key) DO UPDATE SET expires_at = NULL, live = false,
+			ON CONFLICT (key) DO UPDATE SET expires_at = NULL, live = false, deletes_tail = NULL,
 				committed_at = CASE WHEN mink_data_files.live THEN now() ELSE mink_data_files.committed_at END`,
 			c.Table, f.Key, f.Partition, f.Start, f.End, f.Records, f.Size, f.SHA256, f.Settings, f.Stats, deletesOf, coverEnd)
 	}
