@@ -122,14 +122,7 @@ func TestCleanLeaveRefusesLateRenewal(t *testing.T) {
 func TestLeftIncarnationStaysOut(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
-	newManager := func() *lease.Manager {
-		m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
-			TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	newManager := func() *lease.Manager { return idxA(t, db) }
 	old := newManager()
 	if err := old.Register(ctx); err != nil {
 		t.Fatal(err)
@@ -284,14 +277,7 @@ func TestStopDuringRegistrationLeaves(t *testing.T) {
 func TestReplacedIncarnationStaysOutAfterItsReplacementLeaves(t *testing.T) {
 	db := newDB(t)
 	ctx := context.Background()
-	newManager := func() *lease.Manager {
-		m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
-			TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	newManager := func() *lease.Manager { return idxA(t, db) }
 	paused := newManager()
 	if err := paused.Register(ctx); err != nil {
 		t.Fatal(err)
@@ -322,4 +308,15 @@ func TestReplacedIncarnationStaysOutAfterItsReplacementLeaves(t *testing.T) {
 	if err := fresh.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// idxA is a Manager of node idx-a that the test drives itself (Register, Round, Leave).
+func idxA(t *testing.T, db lease.DB) *lease.Manager {
+	t.Helper()
+	m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
+		TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
