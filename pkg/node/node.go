@@ -132,17 +132,15 @@ func (n *Node) Run(ctx context.Context) error {
 	defer mp.Shutdown(context.WithoutCancel(ctx))
 	// Spans are made and propagated (a forwarded request is one trace across two nodes),
 	// and exported over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT names a collector.
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	var texp sdktrace.SpanExporter
 	if otlpConfigured() {
 		// The standard OTEL_EXPORTER_OTLP_* variables say where and how; the exporter
 		// connects lazily, so a collector that is down costs nothing but dropped spans.
-		texp, err := otlptracegrpc.New(ctx)
-		if err != nil {
+		if texp, err = otlptracegrpc.New(ctx); err != nil {
 			return fmt.Errorf("node: OTLP trace exporter (OTEL_EXPORTER_OTLP_*): %w", err)
 		}
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(texp))
 	}
-	tp := sdktrace.NewTracerProvider(tpOpts...)
+	tp := newTracerProvider(res, texp)
 	defer func() {
 		// Flush what is batched, but never let a dead collector hold up the exit.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -371,6 +369,16 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // otlpConfigured reports whether the environment names an OTLP collector for traces.
+// newTracerProvider exports spans to exp. Without an exporter no span is recorded (what
+// nothing reads costs a few percent of every request's CPU), but every span still has
+// its trace: a request's trace id goes on to the nodes it calls, and a caller's comes in.
+func newTracerProvider(res *resource.Resource, exp sdktrace.SpanExporter) *sdktrace.TracerProvider {
+	if exp == nil {
+		return sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.NeverSample()))
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp))
+}
+
 func otlpConfigured() bool {
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
