@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // MemConfig sizes item 13: the resident memory of an indexer holding many partition
@@ -32,13 +36,23 @@ type MemConfig struct {
 	FSRangeBytes int64         // its range size: how many data files there are
 	Clients      int           // concurrent clients (half load the table, half GET files)
 	Burst        time.Duration // how long they run
+	// The file servers' --build-concurrency and --build-memory, passed explicitly so that
+	// README's bound on their build memory can be computed from them.
+	FSBuildConcurrency int
+	FSBuildMemory      int64
+	// FSReturnWithin is how far above its RSS before the burst a file server may settle
+	// after it (0.2: within 20%) to count as having returned.
+	FSReturnWithin float64
 }
 
 // DefaultMemConfig is what make bench runs.
 func DefaultMemConfig() MemConfig {
 	return MemConfig{Tables: 10, TablePartitions: 100, Busy: 20, BusyRate: 256 << 10, BusyFor: 20 * time.Second,
 		TargetBytes:  []int64{1 << 20, 128 << 20},
-		FSPartitions: 4, FSRecords: 30_000, FSRangeBytes: 1 << 20, Clients: 64, Burst: 20 * time.Second}
+		FSPartitions: 4, FSRecords: 30_000, FSRangeBytes: 1 << 20, Clients: 64, Burst: 20 * time.Second,
+		// A file server's default --build-concurrency is its GOMAXPROCS: the same as
+		// this process's on the same machine.
+		FSBuildConcurrency: runtime.GOMAXPROCS(0), FSBuildMemory: 128 << 20, FSReturnWithin: 0.2}
 }
 
 // memBudget is README's budget for an indexer ("Memory"): per idle partition, and per
@@ -47,6 +61,38 @@ const (
 	memIdleBudget = 2 << 20
 	memBusyBudget = 32 << 20
 )
+
+// fsFetchBytes is the Kafka fetch a file server's build holds at most (pkg/kafkasrc's
+// default fetch size), as README's bound counts it.
+const fsFetchBytes = 4 << 20
+
+// fsBuildBound is README's bound on a file server's build memory ("Memory", File server):
+// the shared pool of finished pages plus, per build running, a page being filled per
+// leaf column and a Kafka fetch. Go's collector may let the heap reach twice it.
+func fsBuildBound(concurrency int, memory int64, leafColumns int) int64 {
+	perBuild := int64(leafColumns)*int64(parquetbuild.DefaultSettings().PageBufferBytes) + fsFetchBytes
+	return memory + int64(concurrency)*perBuild
+}
+
+// leafColumns is how many Parquet leaf columns (primitive fields, nested ones included)
+// a table of spec has.
+func leafColumns(spec tableschema.Spec) (int, error) {
+	schema, err := spec.IcebergSchema()
+	if err != nil {
+		return 0, err
+	}
+	byID, err := iceberg.IndexByID(schema)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range byID {
+		if _, ok := f.Type.(iceberg.PrimitiveType); ok {
+			n++
+		}
+	}
+	return n, nil
+}
 
 // rssOf is a process's resident set (VmRSS) in bytes; 0 when it cannot be read.
 func rssOf(pid int) int64 {
@@ -257,6 +303,7 @@ func fmtBudget(v, budget int64) string {
 // file builds it from Kafka; half of them are forwarded to the other node).
 func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	m := c.Mem
+	loadStart := loadAvg()
 	topic := "mem-fs-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := e.CreateTopic(ctx, topic, int32(m.FSPartitions)); err != nil {
 		return err
@@ -273,7 +320,8 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	}
 	defer run.Close()
 	idx := &indexingResult{topic: topic, sizes: sizes, run: run}
-	f, err := startFS(ctx, e, c, idx)
+	f, err := startFS(ctx, e, c, idx, "--build-concurrency", strconv.Itoa(m.FSBuildConcurrency),
+		"--build-memory", strconv.FormatInt(m.FSBuildMemory, 10))
 	if f != nil {
 		defer f.stop()
 	}
@@ -349,6 +397,13 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	for _, s := range fileSizes {
 		total += s
 	}
+	leaves, err := leafColumns(EventSpec)
+	if err != nil {
+		return err
+	}
+	build := fsBuildBound(m.FSBuildConcurrency, m.FSBuildMemory, leaves)
+	// The process's bound: what it held before the burst, plus its builds' heap at
+	// worst (README: twice the build bound with Go's collector).
 	for _, n := range f.nodes {
 		pid := n.p.Pid()
 		after15 := rssAfter(ctx, pid, 15*time.Second)
@@ -356,14 +411,26 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 		if err != nil {
 			return err
 		}
+		bound := before[pid] + 2*build
+		back := "no"
+		if float64(after) <= (1+m.FSReturnWithin)*float64(before[pid]) {
+			back = "yes"
+		}
 		it.Rows = append(it.Rows,
-			Info(fmt.Sprintf("file server %s RSS before / peak / 15 s after / settled after the burst", n.p.ID),
-				fmt.Sprintf("%s / %s / %s / %s", fmtMiB(before[pid]), fmtMiB(peak[pid]), fmtMiB(after15), fmtMiB(after))))
+			Row{What: fmt.Sprintf("file server %s peak RSS during the burst (bound: %s before + 2 x %s of builds)", n.p.ID, fmtMiB(before[pid]), fmtMiB(build)),
+				Mink: fmtMiB(peak[pid]), Baseline: fmtMiB(bound) + " (bound)", Ratio: fmt.Sprintf("%.2f of bound", float64(peak[pid])/float64(bound))},
+			Row{What: fmt.Sprintf("file server %s RSS 15 s after / settled after the burst (beside before it)", n.p.ID),
+				Mink: fmtMiB(after15) + " / " + fmtMiB(after), Baseline: fmtMiB(before[pid]) + " (before)",
+				Ratio: fmt.Sprintf("%.2f× settled; within %.0f%%: %s", float64(after)/float64(before[pid]), 100*m.FSReturnWithin, back)})
 	}
+	it.Rows = append(it.Rows, Info("load average (1, 5, 15 min)", "at start "+loadStart+"; at end "+loadAvg()))
 	it.Notes = append(it.Notes, fmt.Sprintf("File servers: %d clients for %v against two mink-fileserver processes: half load the table (%d data files, %s), "+
 		"half GET random data files from either node (built from Kafka on first read, forwarded when the other node owns them): %d loads, %d GETs (%s). "+
-		"RSS sampled every 100 ms; \"settled\" is when it has stopped moving.",
-		m.Clients, m.Burst, len(keys), fmtMiB(total), loads.Load(), gets.Load(), fmtMiB(getBytes.Load())))
+		"RSS sampled every 100 ms; \"settled\" is when it has stopped moving. "+
+		"Each node runs with --build-concurrency %d and --build-memory %s; the table has %d leaf columns, so README's bound on a node's build memory "+
+		"(--build-memory + --build-concurrency x (leaf columns x %s page + %s fetch)) is %s, and its bound on RSS is the RSS before the burst plus twice that (Go's collector).",
+		m.Clients, m.Burst, len(keys), fmtMiB(total), loads.Load(), gets.Load(), fmtMiB(getBytes.Load()),
+		m.FSBuildConcurrency, fmtMiB(m.FSBuildMemory), leaves, fmtMiB(int64(parquetbuild.DefaultSettings().PageBufferBytes)), fmtMiB(fsFetchBytes), fmtMiB(build)))
 	return nil
 }
 
