@@ -15,10 +15,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -27,6 +29,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/schemafmt"
+	"github.com/minkhq/mink/pkg/tlsfiles"
 )
 
 // Type is a schema's format, as the registry names it.
@@ -71,9 +74,10 @@ const (
 type Client struct {
 	sr     *sr.Client
 	http   *http.Client
-	url    string // redacted
-	auth   string // how messages name the credentials
-	caFile bool   // --schema-registry-ca-file given, for hints
+	url    string             // redacted
+	auth   string             // how messages name the credentials
+	caFile bool               // --schema-registry-ca-file given, for hints
+	cas    *tlsfiles.CABundle // --schema-registry-ca-file; nil without it
 
 	ids      *lru.Cache[int, Schema]
 	versions *lru.Cache[subjectVersion, Schema]
@@ -85,10 +89,22 @@ type subjectVersion struct {
 	version int
 }
 
+// Option is an option of New.
+type Option func(*options)
+
+type options struct{ log *slog.Logger }
+
+// WithLogger is where the Client logs the reloads of its CA file (default: nowhere).
+func WithLogger(log *slog.Logger) Option { return func(o *options) { o.log = log } }
+
 // New returns a client of the registry cfg names, or (nil, nil) when cfg.URL is empty:
 // no registry configured. It validates cfg (see Config.Validate) and does not contact
 // the registry.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config, opts ...Option) (*Client, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -99,15 +115,15 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err // Validate saw it already
 	}
-	opts := []sr.ClientOpt{sr.UserAgent("mink")}
+	srOpts := []sr.ClientOpt{sr.UserAgent("mink")}
 	switch {
 	case u.User != nil:
 		pass, _ := u.User.Password()
-		opts = append(opts, sr.BasicAuth(u.User.Username(), pass))
+		srOpts = append(srOpts, sr.BasicAuth(u.User.Username(), pass))
 	case cfg.Username != "":
-		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password.Reveal()))
+		srOpts = append(srOpts, sr.BasicAuth(cfg.Username, cfg.Password.Reveal()))
 	case cfg.BearerToken != "":
-		opts = append(opts, sr.BearerToken(cfg.BearerToken.Reveal()))
+		srOpts = append(srOpts, sr.BearerToken(cfg.BearerToken.Reveal()))
 	}
 	auth := authName(u.User != nil, cfg.Username != "", cfg.BearerToken != "")
 	// Credentials travel only in headers: the sr client quotes its request URLs in its
@@ -116,26 +132,39 @@ func New(cfg Config) (*Client, error) {
 	base.User = nil
 
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	var rt http.RoundTripper = tr
+	var cas *tlsfiles.CABundle
 	if cfg.CAFile != "" {
-		pool, err := loadCA(cfg.CAFile)
-		if err != nil {
+		if cas, err = tlsfiles.LoadCABundle(cfg.CAFile, o.log); err != nil {
 			return nil, flagenv.Errorf(flagCAFile, "%v", err)
 		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		rt = cas.Transport(tr) // new connections verify against the bundle in force
 	}
 	timeout := cfg.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	hc := &http.Client{Transport: tr, Timeout: timeout}
-	opts = append(opts, sr.URLs(base.String()), sr.HTTPClient(hc))
-	cl, err := sr.NewClient(opts...)
+	hc := &http.Client{Transport: rt, Timeout: timeout}
+	srOpts = append(srOpts, sr.URLs(base.String()), sr.HTTPClient(hc))
+	cl, err := sr.NewClient(srOpts...)
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Internal, err, "schema registry %s", redactURL(u))
 	}
 	ids, _ := lru.New[int, Schema](cacheSize)
 	versions, _ := lru.New[subjectVersion, Schema](cacheSize)
-	return &Client{sr: cl, http: hc, url: redactURL(u), auth: auth, caFile: cfg.CAFile != "", ids: ids, versions: versions}, nil
+	return &Client{sr: cl, http: hc, url: redactURL(u), auth: auth, caFile: cfg.CAFile != "", cas: cas, ids: ids, versions: versions}, nil
+}
+
+// WatchCA re-reads --schema-registry-ca-file every interval and on SIGHUP until ctx
+// ends, as a node does its --tls-client-ca-file: connections made after a new bundle is
+// in force verify against it, and a file that is not a valid bundle keeps the one in
+// force. It returns at once without a CA file (or a registry).
+func (c *Client) WatchCA(ctx context.Context, interval time.Duration) {
+	if c == nil || c.cas == nil {
+		return
+	}
+	c.cas.Watch(ctx, interval)
 }
 
 // SR is the franz-go registry client underneath, configured with the credentials, CA
