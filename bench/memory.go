@@ -66,6 +66,11 @@ const (
 // default fetch size), as README's bound counts it.
 const fsFetchBytes = 4 << 20
 
+// fsRequestBytes is what README counts per request in flight on a file server: a
+// forwarded read holds at most a 2 MiB stream window and a 1 MiB chunk (a GET from the
+// cache and a table load hold less; a GET that builds is counted by fsBuildBound).
+const fsRequestBytes = 3 << 20
+
 // fsBuildBound is README's bound on a file server's build memory ("Memory", File server):
 // the shared pool of finished pages plus, per build running, a page being filled per
 // leaf column and a Kafka fetch. Go's collector may let the heap reach twice it.
@@ -144,24 +149,37 @@ func (s *rssSampler) Stop() map[int]int64 {
 // samples (3 s) once they are within 2% of each other, or after 30 s (a loaded machine
 // keeps RSS moving) the median of the last 12 anyway.
 func steadyRSS(ctx context.Context, pid int) (int64, error) {
+	return settledRSS(ctx, pid, 12, 30*time.Second)
+}
+
+// idleRSS is a node's RSS idle: settled over two of the node's checks for the end of a
+// burst (pkg/node releases memory after one, every 5 s), so that what a burst before it
+// (a file server warming its cache) left has been returned first.
+func idleRSS(ctx context.Context, pid int) (int64, error) {
+	return settledRSS(ctx, pid, 44, time.Minute)
+}
+
+// settledRSS is the median of the last n samples, taken every 250 ms, once they are
+// within 2% of each other, or after timeout the median of the last n anyway.
+func settledRSS(ctx context.Context, pid, n int, timeout time.Duration) (int64, error) {
 	var samples []int64
-	err := waitEvery(ctx, 250*time.Millisecond, 30*time.Second, "the RSS of process "+strconv.Itoa(pid)+" to settle", func() (bool, error) {
+	err := waitEvery(ctx, 250*time.Millisecond, timeout, "the RSS of process "+strconv.Itoa(pid)+" to settle", func() (bool, error) {
 		v := rssOf(pid)
 		if v == 0 {
 			return false, fmt.Errorf("cannot read the RSS of process %d", pid)
 		}
 		samples = append(samples, v)
-		if n := len(samples); n >= 12 {
-			w := samples[n-12:]
+		if len(samples) >= n {
+			w := samples[len(samples)-n:]
 			lo, hi := slices.Min(w), slices.Max(w)
 			return float64(hi-lo) < 0.02*float64(hi), nil
 		}
 		return false, nil
 	})
-	if err != nil && (ctx.Err() != nil || len(samples) < 12) {
+	if err != nil && (ctx.Err() != nil || len(samples) < n) {
 		return 0, err
 	}
-	w := slices.Clone(samples[len(samples)-12:])
+	w := slices.Clone(samples[len(samples)-n:])
 	slices.Sort(w)
 	return w[len(w)/2], nil
 }
@@ -341,7 +359,7 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	pids := []int{}
 	before := map[int]int64{}
 	for _, n := range f.nodes {
-		if before[n.p.Pid()], err = steadyRSS(ctx, n.p.Pid()); err != nil {
+		if before[n.p.Pid()], err = idleRSS(ctx, n.p.Pid()); err != nil {
 			return err
 		}
 		pids = append(pids, n.p.Pid())
@@ -402,8 +420,7 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 		return err
 	}
 	build := fsBuildBound(m.FSBuildConcurrency, m.FSBuildMemory, leaves)
-	// The process's bound: what it held before the burst, plus its builds' heap at
-	// worst (README: twice the build bound with Go's collector).
+	requests := int64(m.Clients) * fsRequestBytes // every client's request in flight on one node, at worst
 	for _, n := range f.nodes {
 		pid := n.p.Pid()
 		after15 := rssAfter(ctx, pid, 15*time.Second)
@@ -411,26 +428,30 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 		if err != nil {
 			return err
 		}
-		bound := before[pid] + 2*build
+		// README's bound: the node idle, plus twice (Go's collector) what its builds and
+		// requests in flight may hold.
+		bound := before[pid] + 2*(build+requests)
 		back := "no"
 		if float64(after) <= (1+m.FSReturnWithin)*float64(before[pid]) {
 			back = "yes"
 		}
 		it.Rows = append(it.Rows,
-			Row{What: fmt.Sprintf("file server %s peak RSS during the burst (bound: %s before + 2 x %s of builds)", n.p.ID, fmtMiB(before[pid]), fmtMiB(build)),
+			Row{What: fmt.Sprintf("file server %s peak RSS during the burst (bound: %s idle + 2 x (%s builds + %s requests))", n.p.ID, fmtMiB(before[pid]), fmtMiB(build), fmtMiB(requests)),
 				Mink: fmtMiB(peak[pid]), Baseline: fmtMiB(bound) + " (bound)", Ratio: fmt.Sprintf("%.2f of bound", float64(peak[pid])/float64(bound))},
-			Row{What: fmt.Sprintf("file server %s RSS 15 s after / settled after the burst (beside before it)", n.p.ID),
-				Mink: fmtMiB(after15) + " / " + fmtMiB(after), Baseline: fmtMiB(before[pid]) + " (before)",
+			Row{What: fmt.Sprintf("file server %s RSS 15 s after / settled after the burst (beside idle before it)", n.p.ID),
+				Mink: fmtMiB(after15) + " / " + fmtMiB(after), Baseline: fmtMiB(before[pid]) + " (idle before)",
 				Ratio: fmt.Sprintf("%.2f× settled; within %.0f%%: %s", float64(after)/float64(before[pid]), 100*m.FSReturnWithin, back)})
 	}
 	it.Rows = append(it.Rows, Info("load average (1, 5, 15 min)", "at start "+loadStart+"; at end "+loadAvg()))
 	it.Notes = append(it.Notes, fmt.Sprintf("File servers: %d clients for %v against two mink-fileserver processes: half load the table (%d data files, %s), "+
 		"half GET random data files from either node (built from Kafka on first read, forwarded when the other node owns them): %d loads, %d GETs (%s). "+
-		"RSS sampled every 100 ms; \"settled\" is when it has stopped moving. "+
-		"Each node runs with --build-concurrency %d and --build-memory %s; the table has %d leaf columns, so README's bound on a node's build memory "+
-		"(--build-memory + --build-concurrency x (leaf columns x %s page + %s fetch)) is %s, and its bound on RSS is the RSS before the burst plus twice that (Go's collector).",
+		"RSS sampled every 100 ms; idle is RSS settled over 11 s (two of the node's checks for the end of a burst) before the burst, \"settled\" when it has stopped moving after it. "+
+		"Bound (README, Memory): each node runs with --build-concurrency %d and --build-memory %s and the table has %d leaf columns, so its builds hold at most "+
+		"--build-memory + --build-concurrency x (leaf columns x %s page + %s fetch) = %s; each request in flight at most %s (a forwarded read's stream window and chunk), "+
+		"%d of them at worst; Go's collector lets the heap reach twice what is live.",
 		m.Clients, m.Burst, len(keys), fmtMiB(total), loads.Load(), gets.Load(), fmtMiB(getBytes.Load()),
-		m.FSBuildConcurrency, fmtMiB(m.FSBuildMemory), leaves, fmtMiB(int64(parquetbuild.DefaultSettings().PageBufferBytes)), fmtMiB(fsFetchBytes), fmtMiB(build)))
+		m.FSBuildConcurrency, fmtMiB(m.FSBuildMemory), leaves, fmtMiB(int64(parquetbuild.DefaultSettings().PageBufferBytes)), fmtMiB(fsFetchBytes), fmtMiB(build),
+		fmtMiB(fsRequestBytes), m.Clients))
 	return nil
 }
 
