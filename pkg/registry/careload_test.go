@@ -2,14 +2,9 @@ package registry_test
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
-	"log"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,19 +21,9 @@ import (
 func TestCAFileReloads(t *testing.T) {
 	a, b := tlsfilestest.NewCA(t, "registry ca a"), tlsfilestest.NewCA(t, "registry ca b")
 	ofA, ofB := a.Issue(t, "registry", tlsfilestest.Loopback...), b.Issue(t, "registry", tlsfilestest.Loopback...)
-	var serving atomic.Pointer[tls.Certificate]
-	serving.Store(&ofA.TLS)
 	reg := srfake.NewRegistry()
 	seed(reg)
-	srv := httptest.NewUnstartedServer(reg.Handler())
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are meant
-	// A config per handshake: the certificate in force, whatever the client's SNI (none
-	// for 127.0.0.1, so its IP address is what the client verifies).
-	srv.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		return &tls.Config{Certificates: []tls.Certificate{*serving.Load()}, NextProtos: []string{"http/1.1"}}, nil
-	}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := tlsfilestest.NewServer(t, reg.Handler(), ofA.TLS)
 
 	caFile := writePEM(t, a.Cert)
 	logs := &messages{seen: make(chan string, 64)}
@@ -59,9 +44,7 @@ func TestCAFileReloads(t *testing.T) {
 	if err := latest(); err != nil {
 		t.Fatalf("A's certificate with the file of A: %v", err)
 	}
-	// The registry rotates first; connections already open keep their handshake.
-	serving.Store(&ofB.TLS)
-	srv.CloseClientConnections()
+	srv.Rotate(ofB.TLS) // the registry rotates first
 	err = latest()
 	wantKind(t, err, apierr.Unavailable, "is unreachable", "is --schema-registry-ca-file the CA that signed its certificate?")
 
@@ -70,15 +53,14 @@ func TestCAFileReloads(t *testing.T) {
 	if err := latest(); err != nil {
 		t.Fatalf("B's certificate once the file holds B: %v", err)
 	}
-	serving.Store(&ofA.TLS)
-	srv.CloseClientConnections()
+	srv.Rotate(ofA.TLS) // B replaced A: A's certificate no longer verifies
 	err = latest()
 	wantKind(t, err, apierr.Unavailable, "is unreachable")
-	serving.Store(&ofB.TLS)
+	srv.Rotate(ofB.TLS)
 
 	tlsfilestest.WriteFile(t, caFile, []byte("not PEM"))
 	logs.wait(t, "TLS CA bundle not reloaded; the one in force stays")
-	srv.CloseClientConnections()
+	srv.CloseClientConnections() // a new handshake, with the bundle in force
 	if err := latest(); err != nil {
 		t.Fatalf("B's certificate after a broken file: %v", err)
 	}
@@ -88,8 +70,8 @@ func TestCAFileReloads(t *testing.T) {
 type messages struct{ seen chan string }
 
 func (m *messages) Enabled(context.Context, slog.Level) bool { return true }
-func (m *messages) WithAttrs([]slog.Attr) slog.Handler        { return m }
-func (m *messages) WithGroup(string) slog.Handler             { return m }
+func (m *messages) WithAttrs([]slog.Attr) slog.Handler       { return m }
+func (m *messages) WithGroup(string) slog.Handler            { return m }
 func (m *messages) Handle(_ context.Context, r slog.Record) error {
 	select {
 	case m.seen <- r.Message:

@@ -2,13 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
-	"log"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,17 +22,9 @@ func TestRegistryCARotation(t *testing.T) {
 	t.Parallel()
 	a, b := tlsfilestest.NewCA(t, "registry ca a"), tlsfilestest.NewCA(t, "registry ca b")
 	ofA, ofB := a.Issue(t, "registry", tlsfilestest.Loopback...), b.Issue(t, "registry", tlsfilestest.Loopback...)
-	var serving atomic.Pointer[tls.Certificate]
-	serving.Store(&ofA.TLS)
 	const codeAvro = `{"type":"record","name":"Code","fields":[{"name":"id","type":"long"}]}`
 	reg := srfake.NewRegistry()
-	srv := httptest.NewUnstartedServer(reg.Handler())
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are meant
-	srv.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		return &tls.Config{Certificates: []tls.Certificate{*serving.Load()}, NextProtos: []string{"http/1.1"}}, nil
-	}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := tlsfilestest.NewServer(t, reg.Handler(), ofA.TLS)
 
 	caFile := filepath.Join(t.TempDir(), "registry-ca.pem")
 	tlsfilestest.WriteFile(t, caFile, a.PEM)
@@ -58,8 +45,7 @@ func TestRegistryCARotation(t *testing.T) {
 		t.Fatalf("the registry's certificate of A, the file of A: %v", err)
 	}
 
-	serving.Store(&ofB.TLS)
-	srv.CloseClientConnections()
+	srv.Rotate(ofB.TLS) // the registry rotates first
 	err := createTable("codes_b")
 	t.Logf("the registry's certificate of B, the file of A: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "--schema-registry-ca-file") {
@@ -78,7 +64,7 @@ func TestRegistryCARotation(t *testing.T) {
 		out := idx.Process().Output()
 		return out, strings.Contains(out, "TLS CA bundle not reloaded; the one in force stays") && strings.Contains(out, caFile)
 	})
-	srv.CloseClientConnections()
+	srv.CloseClientConnections() // a new handshake, with the bundle in force
 	if err := createTable("codes_c"); err != nil {
 		t.Fatalf("after a broken CA file (B stays): %v", err)
 	}
