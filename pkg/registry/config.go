@@ -47,7 +47,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Username, flagUsername, "", "Schema Registry basic auth user (with --"+flagPassword+")")
 	fs.Var(&c.Password, flagPassword, "Schema Registry basic auth password (with --"+flagUsername+")")
 	fs.Var(&c.BearerToken, flagToken, "Schema Registry bearer token, sent as Authorization: Bearer (instead of basic auth)")
-	fs.StringVar(&c.CAFile, flagCAFile, "", "PEM file of the CA certificates trusted for an https Schema Registry, re-read every second and on SIGHUP (a file that is not a valid bundle keeps the one in force) (default: the system's)")
+	fs.StringVar(&c.CAFile, flagCAFile, "", "PEM file of the CA certificates trusted for an https Schema Registry (default: the system's); re-read every second and on SIGHUP, and a file that is not a valid bundle keeps the one in force")
 	fs.DurationVar(&c.Timeout, flagTimeout, DefaultTimeout, "how long one Schema Registry request may take (0: 10s)")
 }
 
