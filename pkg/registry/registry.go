@@ -100,9 +100,9 @@ func WithLogger(log *slog.Logger) Option { return func(o *options) { o.log = log
 // New returns a client of the registry cfg names, or (nil, nil) when cfg.URL is empty:
 // no registry configured. It validates cfg (see Config.Validate) and does not contact
 // the registry.
-func New(cfg Config, opts ...Option) (*Client, error) {
+func New(cfg Config, with ...Option) (*Client, error) {
 	var o options
-	for _, opt := range opts {
+	for _, opt := range with {
 		opt(&o)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -115,15 +115,15 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err // Validate saw it already
 	}
-	srOpts := []sr.ClientOpt{sr.UserAgent("mink")}
+	opts := []sr.ClientOpt{sr.UserAgent("mink")}
 	switch {
 	case u.User != nil:
 		pass, _ := u.User.Password()
-		srOpts = append(srOpts, sr.BasicAuth(u.User.Username(), pass))
+		opts = append(opts, sr.BasicAuth(u.User.Username(), pass))
 	case cfg.Username != "":
-		srOpts = append(srOpts, sr.BasicAuth(cfg.Username, cfg.Password.Reveal()))
+		opts = append(opts, sr.BasicAuth(cfg.Username, cfg.Password.Reveal()))
 	case cfg.BearerToken != "":
-		srOpts = append(srOpts, sr.BearerToken(cfg.BearerToken.Reveal()))
+		opts = append(opts, sr.BearerToken(cfg.BearerToken.Reveal()))
 	}
 	auth := authName(u.User != nil, cfg.Username != "", cfg.BearerToken != "")
 	// Credentials travel only in headers: the sr client quotes its request URLs in its
@@ -146,8 +146,8 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 		timeout = DefaultTimeout
 	}
 	hc := &http.Client{Transport: rt, Timeout: timeout}
-	srOpts = append(srOpts, sr.URLs(base.String()), sr.HTTPClient(hc))
-	cl, err := sr.NewClient(srOpts...)
+	opts = append(opts, sr.URLs(base.String()), sr.HTTPClient(hc))
+	cl, err := sr.NewClient(opts...)
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Internal, err, "schema registry %s", redactURL(u))
 	}
