@@ -26,8 +26,8 @@ type Decoder struct {
 	rc    *rowcodec.Decoder // JSON and raw values, and the Kafka columns
 	value *part             // registry values; nil for JSON and raw
 	key   *part             // decoded keys; nil when keys stay bytes
-	// An upsert table's key identity, when keys decode: the canonical encoding of a
-	// decoded key, from scratch memory of its own (KeyHash).
+	// KeyHash's, when keys decode: the key's canonical encoding, and scratch for the
+	// decoded key and its encoding.
 	keyEnc *upsert.KeyEncoder
 	keyVal rowcodec.Value
 	keyBuf []byte
@@ -106,8 +106,7 @@ func (c *Codecs) Decoder(ctx context.Context, t tables.Table, s parquetbuild.Set
 }
 
 // KeyHash is the identity of a record's key in an upsert table. Without a key format it
-// is the key's bytes (upsert.KeyHash), as for every table before key formats counted.
-// With one, it is the decoded key's canonical encoding (upsert.KeyEncoder): two encodings
+// is the key's bytes (upsert.KeyHash). With one, it is the decoded key's canonical encoding (upsert.KeyEncoder): two encodings
 // of one decoded key (field order, whitespace, another schema id) are one key, at any
 // version of the table's schema. A key that does not decode is its bytes in a space of
 // their own (upsert.UndecodedKeyHash): still one key, never merged with a decoded one.
