@@ -69,7 +69,7 @@ func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Cod
 	add := b.Add
 	var latest *upsert.Latest
 	if t.Upsert() {
-		latest = upsert.NewLatest()
+		latest = upsert.NewLatest(dec.KeyHash)
 		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
 	if err := kc.ReadRange(ctx, t.Topic, partition, start, end, add); err != nil {

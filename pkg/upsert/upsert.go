@@ -42,14 +42,19 @@ func KeyHash(key []byte) Hash {
 // Latest keeps the latest record per key of records added in offset order. Superseded
 // records are let go at once, so it holds at most one record per key.
 type Latest struct {
+	hash func(key []byte) Hash
 	last map[Hash]record.Record
 }
 
-// NewLatest is an empty Latest.
-func NewLatest() *Latest { return &Latest{last: map[Hash]record.Record{}} }
+// NewLatest is an empty Latest whose keys are identified by hash: KeyHash for keys as
+// bytes, the table's decoder's (tablecodec.Decoder.KeyHash) for decoded keys. Every
+// build of the same offsets must use the same one.
+func NewLatest(hash func(key []byte) Hash) *Latest {
+	return &Latest{hash: hash, last: map[Hash]record.Record{}}
+}
 
 // Add records r, superseding the record of its key added before.
-func (l *Latest) Add(r record.Record) { l.last[KeyHash(r.Key)] = r }
+func (l *Latest) Add(r record.Record) { l.last[l.hash(r.Key)] = r }
 
 // Len is the number of keys added so far.
 func (l *Latest) Len() int { return len(l.last) }
@@ -57,20 +62,25 @@ func (l *Latest) Len() int { return len(l.last) }
 // Finish returns the rows (the latest record of each key whose latest is not a
 // tombstone) in offset order, and the keys the records touched. l is empty after.
 func (l *Latest) Finish() ([]record.Record, Keys) {
-	rows := make([]record.Record, 0, len(l.last))
+	type keyed struct {
+		h Hash
+		r record.Record
+	}
+	live := make([]keyed, 0, len(l.last))
 	var dead []Hash
 	for h, r := range l.last {
 		if r.Value == nil {
 			dead = append(dead, h)
 			continue
 		}
-		rows = append(rows, r)
+		live = append(live, keyed{h, r})
 	}
-	slices.SortFunc(rows, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	slices.SortFunc(live, func(a, b keyed) int { return cmp.Compare(a.r.Offset, b.r.Offset) })
 	slices.SortFunc(dead, func(a, b Hash) int { return cmp.Compare(string(a[:]), string(b[:])) })
-	k := Keys{Live: make([]Hash, len(rows)), Dead: dead}
-	for i, r := range rows {
-		k.Live[i] = KeyHash(r.Key)
+	rows := make([]record.Record, len(live))
+	k := Keys{Live: make([]Hash, len(live)), Dead: dead}
+	for i, e := range live {
+		rows[i], k.Live[i] = e.r, e.h
 	}
 	clear(l.last)
 	return rows, k

@@ -72,7 +72,7 @@ func TestLatestMergeDeleted(t *testing.T) {
 		var rows [][]record.Record
 		for _, run := range runs {
 			all = append(all, run...)
-			l := NewLatest()
+			l := NewLatest(KeyHash)
 			for _, r := range run {
 				l.Add(r)
 			}
@@ -101,7 +101,7 @@ func TestLatestMergeDeleted(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("rows after deletes %v, want %v", got, want)
 		}
-		l := NewLatest()
+		l := NewLatest(KeyHash)
 		for _, r := range all {
 			l.Add(r)
 		}

@@ -483,7 +483,7 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 	add := b.Add
 	var latest *upsert.Latest
 	if t.Upsert() {
-		latest = upsert.NewLatest()
+		latest = upsert.NewLatest(dec.KeyHash)
 		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
 	end, read, cutBy := req.End, int64(0), ""

@@ -542,7 +542,7 @@ func (ix *Indexer) newCut(ctx context.Context, l *lease.Lease, tbl *tables.Table
 	}
 	c := &cut{start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}
 	if tbl.Upsert() {
-		c.latest = upsert.NewLatest()
+		c.latest = upsert.NewLatest(dec.KeyHash)
 	}
 	return c, nil
 }
