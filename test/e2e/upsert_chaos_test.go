@@ -16,9 +16,10 @@ import (
 // TestUpsertUnderFaults is issue 19's end-to-end check: 10,000 keys and 100,000 updates
 // over 8 partitions, then tombstones for 1,000 keys, produced while an indexer is
 // SIGKILLed (and started again) and the writer holding the lease is SIGSTOPped (another
-// takes over; the paused one, resumed, is fenced). Every snapshot checked (a sample of
-// the history and the current one) equals the map built from Kafka for the offsets it
-// covers, before and after assembly, and after Compact on the topic.
+// takes over; the paused one, resumed, is fenced). Every committed snapshot (none is
+// expired: the whole history, then what assembly added) equals the map built from Kafka
+// for the offsets it covers, and its row count its live keys; after Compact on the
+// topic, the current one does.
 func TestUpsertUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("100,000 records through real processes")
@@ -33,7 +34,10 @@ func TestUpsertUnderFaults(t *testing.T) {
 	rc.createTable(&adminv1.CreateTableRequest{Name: "entities", Format: adminv1.RecordFormat_RECORD_FORMAT_RAW,
 		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: map[string]string{
 			"mink.live-load": "false", "mink.range.max-age": "300ms", "mink.commit.interval": "1s",
-			"mink.maintenance.interval": "500ms", "mink.assembly.target-bytes": "1048576", "mink.assembly.tier-files": "2"}})
+			"mink.maintenance.interval": "500ms", "mink.assembly.target-bytes": "1048576", "mink.assembly.tier-files": "2",
+			// Every committed snapshot is checked: none may be expired before (the default
+			// keeps 100, and those of the last hour, and the run makes about 40).
+			"mink.history.max-snapshots": "100000"}})
 
 	rng := rand.New(rand.NewPCG(19, 100))
 	var all []*kgo.Record
@@ -92,15 +96,34 @@ func TestUpsertUnderFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSampled(t, tbl, all, 8)
-
-	// After assembly: a replace snapshot, and the table as before.
-	merged := waitAssembled(ctx, t, rc.catalog, "entities", 2*time.Minute)
-	if got := upsertScan(t, merged, merged.CurrentSnapshot().SnapshotID); !mapsEqual(got, want) {
-		t.Fatalf("after assembly the table reads %d keys, want %d", len(got), len(want))
+	// Every committed snapshot: those of the history now, then those assembly (and the
+	// last commits) added since.
+	began, checked := time.Now(), map[int64]bool{}
+	ops := map[table.Operation]int{}
+	checkNew := func(tb *table.Table) {
+		t.Helper()
+		checkHistoryWhole(t, tb)
+		var snaps []table.Snapshot
+		for _, s := range tb.Metadata().Snapshots() {
+			if !checked[s.SnapshotID] {
+				checked[s.SnapshotID] = true
+				snaps = append(snaps, s)
+				ops[s.Summary.Operation]++
+			}
+		}
+		checkUpsertSnapshotList(t, tb, snaps, all)
 	}
+	checkNew(tbl)
+	merged := waitAssembled(ctx, t, rc.catalog, "entities", 2*time.Minute)
+	checkNew(merged)
+	if ops[table.OpReplace] == 0 {
+		t.Fatalf("no assembly snapshot among the %d checked: %v", len(checked), ops)
+	}
+	t.Logf("%d snapshots checked (%v) in %s", len(checked), ops, time.Since(began).Round(time.Millisecond))
 
-	// After Compact: files that changed are re-derived; the table reads the same.
+	// After Compact: files that changed are re-derived; the table reads the same. The
+	// snapshots before the repair name files Kafka can no longer rebuild: only the
+	// current one is read.
 	rc.Kafka.Compact()
 	rc.restart("fileserver", "fs-1")
 	after := waitFor(t, 3*time.Minute, "the compacted table read", func() (*table.Table, bool) {
@@ -118,19 +141,24 @@ func TestUpsertUnderFaults(t *testing.T) {
 		}
 		t.Fatalf("after compaction the table reads %d keys, want %d: %s", len(got), len(want), upsertDiff(got, want))
 	}
+	checkUpsertRowCount(t, *after.CurrentSnapshot(), len(want))
 }
 
-// checkSampled is checkUpsertSnapshots on about n snapshots spread over the history,
-// the current one always among them.
-func checkSampled(t *testing.T, tbl *table.Table, recs []*kgo.Record, n int) {
+// checkHistoryWhole fails if expiry removed a snapshot of the table's history: every
+// snapshot's parent is still in the metadata, and one snapshot only has none.
+func checkHistoryWhole(t *testing.T, tbl *table.Table) {
 	t.Helper()
-	snaps := tbl.Metadata().Snapshots()
-	step := max(1, len(snaps)/n)
-	var keep []table.Snapshot
-	for i := len(snaps) - 1; i >= 0; i -= step {
-		keep = append(keep, snaps[i])
+	md, roots := tbl.Metadata(), 0
+	for _, s := range md.Snapshots() {
+		if s.ParentSnapshotID == nil {
+			roots++
+		} else if md.SnapshotByID(*s.ParentSnapshotID) == nil {
+			t.Fatalf("snapshot %d's parent %d was expired: not every committed snapshot can be checked", s.SnapshotID, *s.ParentSnapshotID)
+		}
 	}
-	checkUpsertSnapshotList(t, tbl, keep, recs)
+	if roots != 1 {
+		t.Fatalf("%d snapshots without a parent, want the first one only", roots)
+	}
 }
 
 // upsertDiff says, per partition, how many keys a read lacks, has too many and has with

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,22 +33,66 @@ type upsertKey struct {
 // upsertModel is the table a map built from Kafka gives: per key, the last value, with
 // tombstoned keys removed, for the records below each partition's end.
 func upsertModel(recs []*kgo.Record, ends map[int32]int64) map[upsertKey]string {
-	sort.Slice(recs, func(i, j int) bool {
-		return recs[i].Partition < recs[j].Partition || recs[i].Partition == recs[j].Partition && recs[i].Offset < recs[j].Offset
-	})
+	h := newUpsertHistory(recs)
+	h.advance(ends)
 	m := map[upsertKey]string{}
-	for _, r := range recs {
-		if r.Offset >= ends[r.Partition] {
-			continue
-		}
-		k := upsertKey{r.Partition, string(r.Key)}
-		if r.Value == nil {
-			delete(m, k)
-		} else {
-			m[k] = string(r.Value)
+	for p, live := range h.live {
+		for k, v := range live {
+			m[upsertKey{p, k}] = v
 		}
 	}
 	return m
+}
+
+// upsertHistory is upsertModel at one snapshot's ends after another: the records are
+// sorted once, and each partition's map moves forward from the previous ends to the next
+// (rebuilt from the partition's first record only should an end go back), so checking
+// many snapshots costs about one pass over the records rather than one per snapshot.
+type upsertHistory struct {
+	recs map[int32][]*kgo.Record     // per partition, by offset
+	at   map[int32]int               // records of recs[p] applied to live[p]
+	live map[int32]map[string]string // key -> last value below the ends
+}
+
+func newUpsertHistory(recs []*kgo.Record) *upsertHistory {
+	h := &upsertHistory{recs: map[int32][]*kgo.Record{}, at: map[int32]int{}, live: map[int32]map[string]string{}}
+	for _, r := range recs {
+		h.recs[r.Partition] = append(h.recs[r.Partition], r)
+	}
+	for p, rs := range h.recs {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Offset < rs[j].Offset })
+		h.live[p] = map[string]string{}
+	}
+	return h
+}
+
+// advance moves every partition's map to the records below ends (none of a partition
+// ends does not name).
+func (h *upsertHistory) advance(ends map[int32]int64) {
+	for p, rs := range h.recs {
+		end := ends[p]
+		if i := h.at[p]; i > 0 && rs[i-1].Offset >= end {
+			h.at[p], h.live[p] = 0, map[string]string{}
+		}
+		live, i := h.live[p], h.at[p]
+		for ; i < len(rs) && rs[i].Offset < end; i++ {
+			if rs[i].Value == nil {
+				delete(live, string(rs[i].Key))
+			} else {
+				live[string(rs[i].Key)] = string(rs[i].Value)
+			}
+		}
+		h.at[p] = i
+	}
+}
+
+// len is the number of live keys at the current ends.
+func (h *upsertHistory) len() int {
+	n := 0
+	for _, live := range h.live {
+		n += len(live)
+	}
+	return n
 }
 
 // upsertRound is n records of round to topic's partitions at random, keyed prefix and
@@ -82,11 +127,20 @@ func upsertRawKey(cols map[string]arrow.Array, i int) string {
 // index).
 func upsertScanBy(t *testing.T, tbl *table.Table, snapshot int64, keyOf func(cols map[string]arrow.Array, i int) string) map[upsertKey]string {
 	t.Helper()
+	out, err := readUpsert(tbl, snapshot, keyOf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readUpsert is upsertScanBy for any goroutine: a key read twice is an error.
+func readUpsert(tbl *table.Table, snapshot int64, keyOf func(cols map[string]arrow.Array, i int) string) (map[upsertKey]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	at, err := tbl.Scan(table.WithSnapshotID(snapshot)).ToArrowTable(ctx)
 	if err != nil {
-		t.Fatalf("scan snapshot %d: %v", snapshot, err)
+		return nil, fmt.Errorf("scan snapshot %d: %w", snapshot, err)
 	}
 	defer at.Release()
 	out := map[upsertKey]string{}
@@ -104,26 +158,29 @@ func upsertScanBy(t *testing.T, tbl *table.Table, snapshot int64, keyOf func(col
 			val, _ := regCell(cols["value"], i).([]byte)
 			k := upsertKey{int32(p), key}
 			if _, dup := out[k]; dup {
-				t.Fatalf("snapshot %d: key %q of partition %d read twice", snapshot, key, p)
+				return nil, fmt.Errorf("snapshot %d: key %q of partition %d read twice", snapshot, key, p)
 			}
 			out[k] = string(val)
 		}
 	}
 	if err := tr.Err(); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("read snapshot %d: %w", snapshot, err)
 	}
-	return out
+	return out, nil
 }
 
 // checkUpsertSnapshots checks every snapshot of the table's metadata against the model
-// of the records it covers, and the current one's row count (total records minus
-// position deletes) against its live keys. It returns how many snapshots it checked.
+// of the records it covers, and each one's row count (total records minus position
+// deletes) against its live keys. It returns how many snapshots it checked.
 func checkUpsertSnapshots(t *testing.T, tbl *table.Table, recs []*kgo.Record) int {
 	t.Helper()
 	return checkUpsertSnapshotList(t, tbl, tbl.Metadata().Snapshots(), recs)
 }
 
-// checkUpsertSnapshotList is checkUpsertSnapshots on some of the table's snapshots.
+// checkUpsertSnapshotList is checkUpsertSnapshots on some of the table's snapshots. They
+// are checked in the order of what they cover, so that one upsertHistory advances over
+// the records once; two are scanned at a time (the file server builds one's files while
+// the other's are read), a few scans ahead of the check at most.
 func checkUpsertSnapshotList(t *testing.T, tbl *table.Table, snaps []table.Snapshot, recs []*kgo.Record) int {
 	t.Helper()
 	return checkUpsertSnapshotListBy(t, tbl, snaps, recs, upsertRawKey)
@@ -133,47 +190,109 @@ func checkUpsertSnapshotList(t *testing.T, tbl *table.Table, snaps []table.Snaps
 // (upsertScanBy), and recs keyed as keyOf reads them.
 func checkUpsertSnapshotListBy(t *testing.T, tbl *table.Table, snaps []table.Snapshot, recs []*kgo.Record, keyOf func(cols map[string]arrow.Array, i int) string) int {
 	t.Helper()
-	n := 0
+	type item struct {
+		s     table.Snapshot
+		ends  map[int32]int64
+		total int64
+	}
+	items := make([]item, 0, len(snaps))
 	for _, s := range snaps {
 		cov, err := icebergmeta.ParseCoverage(s.Summary)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ends := map[int32]int64{}
+		it := item{s: s, ends: map[int32]int64{}}
 		for p, c := range cov {
-			ends[p] = c.End
+			it.ends[p] = c.End
+			it.total += c.End
 		}
-		want := upsertModel(recs, ends)
-		got := upsertScanBy(t, tbl, s.SnapshotID, keyOf)
+		items = append(items, it)
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		return items[i].total < items[j].total || items[i].total == items[j].total && items[i].s.SequenceNumber < items[j].s.SequenceNumber
+	})
+
+	type scanned struct {
+		got map[upsertKey]string
+		err error
+	}
+	const scans, ahead = 2, 4
+	results := make([]chan scanned, len(items))
+	for i := range results {
+		results[i] = make(chan scanned, 1)
+	}
+	next, window, stop := make(chan int), make(chan struct{}, ahead), make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Go(func() {
+		defer close(next)
+		for i := range items {
+			select {
+			case window <- struct{}{}:
+			case <-stop:
+				return
+			}
+			select {
+			case next <- i:
+			case <-stop:
+				return
+			}
+		}
+	})
+	for range scans {
+		wg.Go(func() {
+			for i := range next {
+				got, err := readUpsert(tbl, items[i].s.SnapshotID, keyOf)
+				results[i] <- scanned{got, err}
+			}
+		})
+	}
+
+	h := newUpsertHistory(recs)
+	for i, it := range items {
+		r := <-results[i]
+		<-window
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		s, got := it.s, r.got
+		h.advance(it.ends)
 		bad := 0
-		for k, v := range want {
-			if g, ok := got[k]; !ok || g != v {
-				if bad++; bad < 10 {
-					t.Errorf("snapshot %d (covering %v): key %q of partition %d reads %q (present %v), want %q", s.SnapshotID, ends, k.key, k.p, g, ok, v)
+		for p, live := range h.live {
+			for k, v := range live {
+				if g, ok := got[upsertKey{p, k}]; !ok || g != v {
+					if bad++; bad < 10 {
+						t.Errorf("snapshot %d (covering %v): key %q of partition %d reads %q (present %v), want %q", s.SnapshotID, it.ends, k, p, g, ok, v)
+					}
 				}
 			}
 		}
 		for k, g := range got {
-			if _, ok := want[k]; !ok {
+			if _, ok := h.live[k.p][k.key]; !ok {
 				if bad++; bad < 10 {
-					t.Errorf("snapshot %d (covering %v): key %q of partition %d reads %q, but it is deleted or never was", s.SnapshotID, ends, k.key, k.p, g)
+					t.Errorf("snapshot %d (covering %v): key %q of partition %d reads %q, but it is deleted or never was", s.SnapshotID, it.ends, k.key, k.p, g)
 				}
 			}
 		}
 		if bad > 0 {
-			t.Fatalf("snapshot %d: %d keys differ (%d read, %d live)", s.SnapshotID, bad, len(got), len(want))
+			t.Fatalf("snapshot %d (%s): %d keys differ (%d read, %d live)", s.SnapshotID, s.Summary.Operation, bad, len(got), h.len())
 		}
-		if s.SnapshotID == tbl.CurrentSnapshot().SnapshotID {
-			props := s.Summary.Properties
-			total, _ := strconv.ParseInt(props["total-records"], 10, 64)
-			dels, _ := strconv.ParseInt(props["total-position-deletes"], 10, 64)
-			if total-dels != int64(len(want)) {
-				t.Errorf("current snapshot: total-records %d - total-position-deletes %d != %d live keys", total, dels, len(want))
-			}
-		}
-		n++
+		checkUpsertRowCount(t, s, h.len())
 	}
-	return n
+	return len(items)
+}
+
+// checkUpsertRowCount checks that a snapshot's row count, total records minus position
+// deletes, is its live keys, where its summary gives both.
+func checkUpsertRowCount(t *testing.T, s table.Snapshot, live int) {
+	t.Helper()
+	props := s.Summary.Properties
+	total, err1 := strconv.ParseInt(props["total-records"], 10, 64)
+	dels, err2 := strconv.ParseInt(props["total-position-deletes"], 10, 64)
+	if err1 == nil && err2 == nil && total-dels != int64(live) {
+		t.Errorf("snapshot %d (%s): total-records %d - total-position-deletes %d != %d live keys", s.SnapshotID, s.Summary.Operation, total, dels, live)
+	}
 }
 
 // TestUpsertTableThroughIceberg: an upsert table over a keyed topic with updates and
