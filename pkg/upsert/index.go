@@ -135,6 +135,13 @@ func (x *Index) Deleted(partition int32, start, end, cover int64, beyond func(Ha
 	return out, nil
 }
 
+// Each calls f with every run's offsets and keys, in offset order.
+func (x *Index) Each(f func(start, end int64, k Keys)) {
+	for _, r := range x.runs {
+		f(r.start, r.end, r.keys)
+	}
+}
+
 // runEnding is the index of the run that ends at off, -1 if none does.
 func (x *Index) runEnding(off int64) int {
 	i := sort.Search(len(x.runs), func(i int) bool { return x.runs[i].end >= off })
