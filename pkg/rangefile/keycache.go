@@ -115,6 +115,7 @@ type PartitionKeys struct {
 // Partition reads what the deletes of a partition's files within [from, to) up to
 // coverage to need: its ranges' keys and, for a live load, those of its tail files
 // (keys of mink_data_files rows, in offset order) in place of the ranges they overlap.
+// Through a cache it holds all of the partition's ranges up to to.
 func (c *KeyCache) Partition(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64, tail []string) (*PartitionKeys, error) {
 	var tailKeys []ranges.RangeKeys
 	if len(tail) > 0 {
@@ -130,7 +131,9 @@ func (c *KeyCache) Partition(ctx context.Context, db lease.DB, table int64, part
 	for _, f := range tailKeys {
 		limit = min(limit, f.Start)
 	}
-	ids, err := ranges.IdentsOf(ctx, db, table, partition, from, limit)
+	// The index holds the partition from its first range whatever from is: every
+	// caller (a commit, a load, each delete file built on its own) then shares one.
+	ids, err := ranges.IdentsOf(ctx, db, table, partition, -1, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +273,8 @@ func (c *KeyCache) index(ctx context.Context, db lease.DB, part keyPart, ids []r
 // update makes e.idx hold ids (under e.mu), counting c's hits and misses.
 func (e *keyEntry) update(ctx context.Context, db lease.DB, ids []ranges.RangeKeys, c *KeyCache) (*upsert.Index, error) {
 	if e.idx != nil {
-		if k := e.runOf(ids[0]); k >= 0 {
+		// Runs before ids's first were collected: kept while they are not most of it.
+		if k := e.runOf(ids[0]); k >= 0 && k <= len(e.ids)/2 {
 			same := true
 			for j := k; j < len(e.ids) && j-k < len(ids); j++ {
 				a, b := e.ids[j], ids[j-k]

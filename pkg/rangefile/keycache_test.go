@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
@@ -39,7 +40,7 @@ type keyPartition struct {
 	ends []int64 // range boundaries, from 0
 }
 
-func newKeyPartition(t *testing.T) *keyPartition {
+func newKeyPartition(t testing.TB) *keyPartition {
 	db, _ := pgtest.DB(t)
 	ctx := context.Background()
 	if err := pgschema.Migrate(ctx, db); err != nil {
@@ -68,7 +69,7 @@ func (k *keyPartition) keys(start int64, n int) upsert.Keys {
 }
 
 // add appends n ranges of 10 records each.
-func (k *keyPartition) add(t *testing.T, n int) {
+func (k *keyPartition) add(t testing.TB, n int) {
 	for range n {
 		start := k.ends[len(k.ends)-1]
 		r := ranges.Range{Table: k.tbl.ID, Partition: 0, Start: start, End: start + 10, Records: 1, Size: 1,
@@ -163,10 +164,63 @@ func TestKeyCacheDeletes(t *testing.T) {
 	k.check(t, c, end+20, tail)
 	k.check(t, c, end, []string{record(end-20, end)})
 
+	// The first 15 ranges collected (expired): the cache drops them with a read of
+	// the 10 left, as they are most of what it holds.
+	if _, err := k.db.Exec(ctx, `DELETE FROM mink_ranges WHERE table_id = $1 AND start_offset < 150`, k.tbl.ID); err != nil {
+		t.Fatal(err)
+	}
+	k.ends = k.ends[15:]
+	before := c.Stats()
+	k.check(t, c, k.ends[len(k.ends)-1], nil)
+	if s := c.Stats(); s.Misses-before.Misses != 10 || s.Bytes >= before.Bytes {
+		t.Fatalf("after collection: %+v, before %+v; want the 10 ranges left read again, fewer bytes", s, before)
+	}
+
 	small := NewKeyCache(1)
 	k.check(t, small, k.ends[len(k.ends)-1], nil)
 	k.check(t, small, k.ends[len(k.ends)-1], nil)
 	if s := small.Stats(); s.Bytes > s.Max || s.Hits != 0 {
 		t.Fatalf("a cache of 1 byte: %+v, want nothing kept", s)
 	}
+}
+
+// TestKeyCacheConcurrent: loads and commits of one partition at once, while its index
+// grows, read the same deletes as merged from Postgres (run with -race).
+func TestKeyCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	k := newKeyPartition(t)
+	ctx := context.Background()
+	k.add(t, 10)
+	c := NewKeyCache(0)
+	ends := slices.Clone(k.ends)
+	var g errgroup.Group
+	for w := range 4 {
+		g.Go(func() error {
+			for i := range 10 {
+				cover := ends[1+(w+i)%(len(ends)-1)]
+				want, err := (*KeyCache)(nil).Partition(ctx, k.db, k.tbl.ID, 0, 0, cover, nil)
+				if err != nil {
+					return err
+				}
+				got, err := c.Partition(ctx, k.db, k.tbl.ID, 0, 0, cover, nil)
+				if err != nil {
+					return err
+				}
+				for j := 0; j+1 < len(ends) && ends[j+1] <= cover; j++ {
+					d := Deletes{Table: k.tbl.ID, Start: ends[j], End: ends[j+1], CoverEnd: cover, DataKey: "f"}
+					wp, werr := want.Deletes(d)
+					gp, gerr := got.Deletes(d)
+					if werr != nil || gerr != nil || !slices.Equal(wp, gp) {
+						return fmt.Errorf("file %v cover %d: cached %v (%v), merged %v (%v)", d, cover, gp, gerr, wp, werr)
+					}
+				}
+			}
+			return nil
+		})
+	}
+	k.add(t, 10) // beyond what the readers cover: their covers hold
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	k.check(t, c, k.ends[len(k.ends)-1], nil)
 }
