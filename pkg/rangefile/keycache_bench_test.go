@@ -38,14 +38,21 @@ func benchKeysOf(rnd *rand.Rand, pool []upsert.Hash) upsert.Keys {
 	return k
 }
 
-// benchPartition stores benchRanges ranges of partition p, the same for every p.
-func benchPartition(b *testing.B, p int32) (*keyPartition, func() int64) {
-	k := newKeyPartition(b)
-	rnd := rand.New(rand.NewPCG(19, 15))
+// benchHashes are the hashes of the benchmarks' benchPool keys.
+func benchHashes() []upsert.Hash {
 	pool := make([]upsert.Hash, benchPool)
 	for i := range pool {
 		pool[i] = upsert.KeyHash(fmt.Appendf(nil, "key-%06d", i))
 	}
+	return pool
+}
+
+// benchPartition stores benchRanges ranges of an upsert partition in a database of its
+// own, the same every time, and returns how to append one more.
+func benchPartition(b *testing.B) (*keyPartition, func() int64) {
+	k := newKeyPartition(b)
+	rnd := rand.New(rand.NewPCG(19, 15))
+	pool := benchHashes()
 	next := func() int64 { // appends one range, returns its end
 		start := k.ends[len(k.ends)-1]
 		end := start + benchKeys
@@ -92,7 +99,7 @@ func deletesOfAll(b *testing.B, k *keyPartition, c *KeyCache, cover int64, tail 
 func BenchmarkUpsertCommitDeletes(b *testing.B) {
 	for _, cached := range []bool{false, true} {
 		b.Run(map[bool]string{false: "merged", true: "cached"}[cached], func(b *testing.B) {
-			k, next := benchPartition(b, 0)
+			k, next := benchPartition(b)
 			var c *KeyCache
 			if cached {
 				c = NewKeyCache(0)
@@ -116,11 +123,8 @@ func BenchmarkUpsertCommitDeletes(b *testing.B) {
 func BenchmarkUpsertLiveLoadDeletes(b *testing.B) {
 	for _, cached := range []bool{false, true} {
 		b.Run(map[bool]string{false: "merged", true: "cached"}[cached], func(b *testing.B) {
-			k, _ := benchPartition(b, 0)
-			pool := make([]upsert.Hash, benchPool)
-			for i := range pool {
-				pool[i] = upsert.KeyHash(fmt.Appendf(nil, "key-%06d", i))
-			}
+			k, _ := benchPartition(b)
+			pool := benchHashes()
 			var tail []string
 			var tailEnds []int64
 			start := k.ends[len(k.ends)-1]
