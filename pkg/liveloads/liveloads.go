@@ -29,14 +29,17 @@ func scanFile(r pgx.CollectableRow, f *icebergmeta.DataFile, key *string) error 
 }
 
 // Candidates returns what may make up spans of table: the indexed ranges within them
-// (Key empty: the caller names their files) and the unexpired tail files within them.
-func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span) (indexed, tails []icebergmeta.DataFile, err error) {
+// (Key empty: the caller names their files) and the unexpired tail files within them;
+// keyed (an upsert table's load, whose deletes read the tail files' keys): only those
+// with keys recorded (one measured by a file server from before upsert tails recorded
+// none is measured again, which records them).
+func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span, keyed bool) (indexed, tails []icebergmeta.DataFile, err error) {
 	ps, los, his := make([]int32, len(spans)), make([]int64, len(spans)), make([]int64, len(spans))
 	for i, s := range spans {
 		ps[i], los[i], his[i] = s.Partition, s.Start, s.End
 	}
-	read := func(sql string) ([]icebergmeta.DataFile, error) {
-		rows, err := db.Query(ctx, sql, table, ps, los, his)
+	read := func(sql string, args ...any) ([]icebergmeta.DataFile, error) {
+		rows, err := db.Query(ctx, sql, append([]any{table, ps, los, his}, args...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +58,7 @@ func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span) (in
 	tails, err = read(`SELECT f.key, f.partition, f.start_offset, f.end_offset, f.record_count, f.file_size, f.sha256, f.settings, f.stats
 		FROM mink_data_files f JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
 		  ON f.partition = s.p AND f.start_offset >= s.lo AND f.end_offset <= s.hi
-		WHERE f.table_id = $1 AND f.expires_at > now()`)
+		WHERE f.table_id = $1 AND f.expires_at > now() AND (NOT $5 OR f.keys IS NOT NULL)`, keyed)
 	return indexed, tails, err
 }
 

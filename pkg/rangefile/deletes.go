@@ -107,24 +107,14 @@ func DeletePositions(rs []KeyedRange, d Deletes) ([]int64, error) {
 }
 
 // BuildDeletes writes d's position delete file with settings s to w, computed from the
-// index (and d.Tail's recorded keys) alone, no Kafka read, and returns its statistics.
-func BuildDeletes(ctx context.Context, db lease.DB, d Deletes, s parquetbuild.Settings, w io.Writer) (parquetbuild.FileStats, error) {
-	rs, err := ranges.KeysOf(ctx, db, d.Table, d.Partition, d.Start, d.CoverEnd)
+// index (and d.Tail's recorded keys) alone, no Kafka read, with the keys keys holds
+// (nil: none), and returns its statistics.
+func BuildDeletes(ctx context.Context, db lease.DB, keys *KeyCache, d Deletes, s parquetbuild.Settings, w io.Writer) (parquetbuild.FileStats, error) {
+	pk, err := keys.Partition(ctx, db, d.Table, d.Partition, d.Start, d.CoverEnd, d.Tail)
 	if err != nil {
-		return parquetbuild.FileStats{}, err
+		return parquetbuild.FileStats{}, fmt.Errorf("deletes of %s: %w", d.DataKey, err)
 	}
-	if len(d.Tail) > 0 {
-		tail, err := ranges.FileKeys(ctx, db, d.Tail)
-		if err != nil {
-			return parquetbuild.FileStats{}, fmt.Errorf("deletes of %s: %w", d.DataKey, err)
-		}
-		rs = WithTail(rs, tail)
-	}
-	krs, err := DecodeKeys(rs)
-	if err != nil {
-		return parquetbuild.FileStats{}, err
-	}
-	pos, err := DeletePositions(krs, d)
+	pos, err := pk.Deletes(d)
 	if err != nil {
 		return parquetbuild.FileStats{}, err
 	}

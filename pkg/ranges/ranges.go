@@ -173,20 +173,33 @@ func List(ctx context.Context, db lease.DB, table int64, partition int32, from i
 type RangeKeys struct {
 	Start, End int64
 	Keys       []byte
+	// SHA256 is the range's file checksum: with its offsets, what changes when its row
+	// is replaced (re-derived after compaction), so its keys are the same while it is.
+	SHA256 string
 }
 
 // KeysOf returns the keys of a partition's ranges that overlap [from, to), in offset
 // order: an upsert table's deletes are computed from them alone.
 func KeysOf(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
-	rows, err := db.Query(ctx, `SELECT start_offset, end_offset, keys FROM mink_ranges
+	return rangeKeys(ctx, db, table, partition, from, to, true)
+}
+
+// IdentsOf is KeysOf without the keys: which ranges overlap [from, to) (offsets and
+// SHA256), for a cache of their keys to tell what it holds already.
+func IdentsOf(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
+	return rangeKeys(ctx, db, table, partition, from, to, false)
+}
+
+func rangeKeys(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64, withKeys bool) ([]RangeKeys, error) {
+	rows, err := db.Query(ctx, `SELECT start_offset, end_offset, sha256, CASE WHEN $5 THEN keys END FROM mink_ranges
 		WHERE table_id = $1 AND partition = $2 AND end_offset > $3 AND start_offset < $4
-		ORDER BY start_offset`, table, partition, from, to)
+		ORDER BY start_offset`, table, partition, from, to, withKeys)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (RangeKeys, error) {
 		var r RangeKeys
-		err := row.Scan(&r.Start, &r.End, &r.Keys)
+		err := row.Scan(&r.Start, &r.End, &r.SHA256, &r.Keys)
 		return r, err
 	})
 }

@@ -106,8 +106,12 @@ type Options struct {
 	WarmBusyReads  int
 	WarmBuilds     int
 	WarmCacheShare float64
-	Meter          metric.Meter // nil: no metrics
-	Logger         *slog.Logger
+	// Keys are the decoded key hashes of upsert tables' partitions that delete files
+	// are built from, shared with the live loader (nil: a cache of
+	// rangefile.DefaultKeyCacheBytes of its own).
+	Keys   *rangefile.KeyCache
+	Meter  metric.Meter // nil: no metrics
+	Logger *slog.Logger
 }
 
 // Info is what a reader needs before a file's bytes: the S3 headers and where they came
@@ -316,6 +320,9 @@ func New(o Options) (*Store, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Keys == nil {
+		o.Keys = rangefile.NewKeyCache(0)
 	}
 	log := o.Logger.With("node", o.NodeID)
 	pages, err := parquetbuild.NewPages(o.BuildMemory, "")
@@ -604,7 +611,7 @@ func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
 	}
 	d := rangefile.Deletes{Table: r.TableID, Partition: r.Partition, Start: r.Start, End: r.End, DataKey: r.DeletesOf, CoverEnd: r.CoverEnd, Tail: r.DeletesTail}
 	err := s.commit(r, r.SHA256, func(w io.Writer) (int64, error) {
-		fs, err := rangefile.BuildDeletes(ctx, s.o.DB, d, settings, w)
+		fs, err := rangefile.BuildDeletes(ctx, s.o.DB, s.o.Keys, d, settings, w)
 		if err != nil {
 			if c := apierr.Classify(err); c == apierr.Unavailable || c == apierr.DeadlineExceeded {
 				return 0, apierr.Postgres(err, "build %s", r.Key)

@@ -62,6 +62,12 @@ var noReuse = map[string]string{tables.PropLiveReuseMs: "0"}
 
 func newLiveEnv(t testing.TB, props map[string]string, persistentKafka bool) *liveEnv {
 	t.Helper()
+	return newLiveEnvMode(t, props, persistentKafka, tables.ModeAppend)
+}
+
+// newLiveEnvMode is newLiveEnv of a table of mode.
+func newLiveEnvMode(t testing.TB, props map[string]string, persistentKafka bool, mode tables.Mode) *liveEnv {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx}
@@ -87,7 +93,7 @@ func newLiveEnv(t testing.TB, props map[string]string, persistentKafka bool) *li
 	le.prod = e.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	t.Cleanup(le.prod.Close)
 
-	if e.table, err = tables.Create(ctx, e.db, tables.Table{Namespace: ns, Name: le.name, Topic: le.name, Spec: spec, Properties: props}, livePartitions); err != nil {
+	if e.table, err = tables.Create(ctx, e.db, tables.Table{Namespace: ns, Name: le.name, Topic: le.name, Spec: spec, Mode: mode, Properties: props}, livePartitions); err != nil {
 		t.Fatal(err)
 	}
 	schema, err := spec.IcebergSchema()

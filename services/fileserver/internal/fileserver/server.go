@@ -32,6 +32,7 @@ import (
 	"github.com/minkhq/mink/pkg/httplimit"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/services/fileserver/internal/catalog"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
@@ -193,7 +194,12 @@ func New(o Options) (_ *Server, err error) {
 	if dialOpts == nil {
 		dialOpts = []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...))}
 	}
-	s.store, err = files.New(files.Options{Codecs: o.Codecs,
+	// One cache of upsert key hashes for delete files and live loads alike.
+	keys := rangefile.NewKeyCache(0)
+	if err := keys.Observe(meter, "mink.fileserver"); err != nil {
+		return nil, err
+	}
+	s.store, err = files.New(files.Options{Codecs: o.Codecs, Keys: keys,
 		NodeID: o.NodeID, DB: o.DB, Kafka: o.Kafka, Cache: s.cache,
 		DialOptions:   dialOpts,
 		MemberRefresh: o.MemberRefresh, LookupTimeout: o.LookupTimeout, ProblemTTL: o.ProblemTTL,
@@ -203,7 +209,7 @@ func New(o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.live, err = live.New(live.Options{DB: o.DB, Kafka: o.Kafka, Files: s.store, Codecs: o.Codecs,
+	s.live, err = live.New(live.Options{DB: o.DB, Kafka: o.Kafka, Files: s.store, Codecs: o.Codecs, Keys: keys,
 		LookupTimeout: o.LookupTimeout, Meter: meter, Logger: s.log})
 	if err != nil {
 		return nil, err

@@ -80,7 +80,6 @@ import (
 	"github.com/minkhq/mink/pkg/liveloads"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
-	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
@@ -138,8 +137,12 @@ type Options struct {
 	// LoadTimeout bounds a load's build (default 2m). A load that waits for it gives
 	// up with its own request; the build goes on for the next load.
 	LoadTimeout time.Duration
-	Meter       metric.Meter // nil: no metrics
-	Logger      *slog.Logger
+	// Keys are the decoded key hashes of upsert tables' partitions (nil: a cache of
+	// rangefile.DefaultKeyCacheBytes of its own): a load reads from Postgres only the
+	// keys of ranges it has not seen.
+	Keys   *rangefile.KeyCache
+	Meter  metric.Meter // nil: no metrics
+	Logger *slog.Logger
 }
 
 // Base is a table's committed metadata: the current metadata file.
@@ -239,6 +242,9 @@ func New(o Options) (*Loader, error) {
 	}
 	if o.KafkaTimeout <= 0 {
 		o.KafkaTimeout = 5 * time.Second
+	}
+	if o.Keys == nil {
+		o.Keys = rangefile.NewKeyCache(0)
 	}
 	if o.Meter == nil {
 		o.Meter = noop.NewMeterProvider().Meter("")
@@ -817,24 +823,17 @@ func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata,
 		for _, f := range fs {
 			from = min(from, f.Start)
 		}
-		var rs, tailKeys []ranges.RangeKeys
+		var pk *rangefile.PartitionKeys
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			if rs, err = ranges.KeysOf(ctx, l.o.DB, t.ID, tl.p, from, tl.end); err != nil || len(tl.keyed) == 0 {
-				return err
-			}
-			tailKeys, err = ranges.FileKeys(ctx, l.o.DB, tl.keyed)
+			pk, err = l.o.Keys.Partition(ctx, l.o.DB, t.ID, tl.p, from, tl.end, tl.keyed)
 			return err
 		})
 		if err != nil {
 			return nil, nil, apierr.Postgres(err, "load table %s: read the keys of partition %d", t.FullName(), tl.p)
 		}
-		krs, err := rangefile.DecodeKeys(rangefile.WithTail(rs, tailKeys))
-		if err != nil {
-			return nil, nil, fmt.Errorf("load table %s partition %d: %w", t.FullName(), tl.p, err)
-		}
 		for _, f := range fs {
 			d := rangefile.Deletes{Table: t.ID, Partition: tl.p, Start: f.Start, End: f.End, DataKey: f.Key, CoverEnd: tl.end, Tail: tl.keyed}
-			pos, err := rangefile.DeletePositions(krs, d)
+			pos, err := pk.Deletes(d)
 			if err != nil {
 				return nil, nil, fmt.Errorf("load table %s: %w", t.FullName(), err)
 			}
@@ -912,7 +911,7 @@ func (l *Loader) candidates(ctx context.Context, t tables.Table, spans []span) (
 	}
 	var indexed, tails []icebergmeta.DataFile
 	err := l.query(ctx, func(ctx context.Context) (err error) {
-		indexed, tails, err = liveloads.Candidates(ctx, l.o.DB, t.ID, ss)
+		indexed, tails, err = liveloads.Candidates(ctx, l.o.DB, t.ID, ss, t.Upsert())
 		return err
 	})
 	if err != nil {

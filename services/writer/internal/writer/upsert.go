@@ -100,25 +100,14 @@ func (tw *tableWriter) withDeletes(ctx context.Context, ch *icebergmeta.Change, 
 		for _, f := range files {
 			from = min(from, f.Start)
 		}
-		rs, err := ranges.KeysOf(ctx, tw.w.db, tw.l.Table, p, from, cover.End)
+		pk, err := tw.partitionKeys(ctx, p, from, cover.End, rederived)
 		if err != nil {
 			return err
-		}
-		for i, r := range rs {
-			for _, x := range rederived {
-				if x.Partition == p && x.Start == r.Start && x.End == r.End {
-					rs[i].Keys = x.Keys
-				}
-			}
-		}
-		krs, err := rangefile.DecodeKeys(rs)
-		if err != nil {
-			return fmt.Errorf("partition %d: %w", p, err)
 		}
 		for _, f := range files {
 			old, had := tw.st.deletes[f.Key]
 			d := rangefile.Deletes{Table: tw.l.Table, Partition: p, Start: f.Start, End: f.End, DataKey: f.Key, CoverEnd: cover.End}
-			pos, err := rangefile.DeletePositions(krs, d)
+			pos, err := pk.Deletes(d)
 			if err != nil {
 				return err
 			}
@@ -153,6 +142,35 @@ func (tw *tableWriter) withDeletes(ctx context.Context, ch *icebergmeta.Change, 
 		}
 	}
 	return nil
+}
+
+// partitionKeys are the keys partition p's deletes up to to are computed from, its files
+// starting at from: the writer's cache's, or, with re-derived ranges (which the change
+// is to store), the index's read anew with theirs in place.
+func (tw *tableWriter) partitionKeys(ctx context.Context, p int32, from, to int64, rederived []ranges.Range) (*rangefile.PartitionKeys, error) {
+	if len(rederived) == 0 {
+		pk, err := tw.w.keys.Partition(ctx, tw.w.db, tw.l.Table, p, from, to, nil)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", p, err)
+		}
+		return pk, nil
+	}
+	rs, err := ranges.KeysOf(ctx, tw.w.db, tw.l.Table, p, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range rs {
+		for _, x := range rederived {
+			if x.Partition == p && x.Start == r.Start && x.End == r.End {
+				rs[i].Keys = x.Keys
+			}
+		}
+	}
+	krs, err := rangefile.DecodeKeys(rs)
+	if err != nil {
+		return nil, fmt.Errorf("partition %d: %w", p, err)
+	}
+	return rangefile.Exact(p, krs), nil
 }
 
 // applyPending records in the state the delete files of the change just made current.

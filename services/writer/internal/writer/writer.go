@@ -39,6 +39,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 )
 
@@ -47,6 +48,7 @@ type Writer struct {
 	db     lease.DB
 	kafka  *kafkasrc.Client
 	codecs *tablecodec.Codecs
+	keys   *rangefile.KeyCache
 	log    *slog.Logger
 	m      metrics
 	held   sync.Map // lease.Scope → *heldTable, for every table this node writes now
@@ -81,6 +83,9 @@ type Options struct {
 	// Codecs decode the records of files the writer builds (assembly, expiry, repairs);
 	// nil: over DB, without a schema registry (rebuilds never need one).
 	Codecs *tablecodec.Codecs
+	// Keys are the decoded key hashes of upsert tables' partitions that commits compute
+	// delete files from (nil: a cache of rangefile.DefaultKeyCacheBytes).
+	Keys   *rangefile.KeyCache
 	Meter  metric.Meter // nil: the global OpenTelemetry meter provider's
 	Logger *slog.Logger // nil: slog.Default()
 }
@@ -98,7 +103,10 @@ func New(o Options) (*Writer, error) {
 	if o.Codecs == nil {
 		o.Codecs = tablecodec.New(o.DB, nil)
 	}
-	w := &Writer{db: o.DB, kafka: o.Kafka, codecs: o.Codecs, log: log}
+	if o.Keys == nil {
+		o.Keys = rangefile.NewKeyCache(0)
+	}
+	w := &Writer{db: o.DB, kafka: o.Kafka, codecs: o.Codecs, keys: o.Keys, log: log}
 	var err error
 	counter := func(name, desc, unit string) metric.Int64Counter {
 		c, e := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
@@ -120,7 +128,7 @@ func New(o Options) (*Writer, error) {
 	lag, e2 := m.Int64ObservableGauge("mink.writer.snapshot_lag",
 		metric.WithDescription("Offsets indexed but not yet in the current snapshot, over all partitions of a table this node writes."),
 		metric.WithUnit("{offset}"))
-	if err = errors.Join(err, e1, e2); err != nil {
+	if err = errors.Join(err, e1, e2, o.Keys.Observe(m, "mink.writer")); err != nil {
 		return nil, err
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
