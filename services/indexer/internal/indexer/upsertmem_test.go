@@ -27,7 +27,7 @@ import (
 
 // produceKeyed produces n records of keys key(i) with values of about size bytes to
 // partition 0 of topic, every 97th a tombstone and every 5th with a header.
-func produceKeyed(t *testing.T, e *env, topic string, n, size int, key func(i int) string) {
+func produceKeyed(t testing.TB, e *env, topic string, n, size int, key func(i int) string) {
 	t.Helper()
 	pad := strings.Repeat("x", size)
 	var recs []*kgo.Record
@@ -85,7 +85,7 @@ func inMemory(t *testing.T, e *env, tbl tables.Table, r ranges.Range) parquetbui
 
 // indexedUpsert waits until partition 0 of tbl is indexed to the last stable offset
 // and returns its ranges, checked to tile it.
-func indexedUpsert(t *testing.T, e *env, tbl tables.Table) []ranges.Range {
+func indexedUpsert(t testing.TB, e *env, tbl tables.Table) []ranges.Range {
 	t.Helper()
 	ctx := context.Background()
 	_, lso := e.committed(t, tbl.Topic, 0)
@@ -222,4 +222,64 @@ func TestUpsertRangeKeysAreBounded(t *testing.T) {
 	if fmt.Sprint(got.Live) != fmt.Sprint(want.Live) || fmt.Sprint(got.Dead) != fmt.Sprint(want.Dead) {
 		t.Fatalf("the ranges' keys merged: %d live, %d dead; the partition's: %d live, %d dead", len(got.Live), len(got.Dead), len(want.Live), len(want.Dead))
 	}
+}
+
+// BenchmarkUpsertIndexing is what reading a range twice costs: a topic of distinct
+// keys with 1 KiB values, indexed as one range by an indexer that holds every latest
+// record (held), by one that holds upsert.DefaultHold of them and reads the range again
+// to store it (reread), and as an append table (append), interleaved so that load from
+// elsewhere hits all three alike. It reports each one's records per second from the
+// lease's acquisition to the range's store (database clock), best of the iterations,
+// and reread/held; run with -benchtime=5x.
+func BenchmarkUpsertIndexing(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b)
+	const n = 90_000
+	e.kafka.CreateTopic("bench", 1, nil)
+	produceKeyed(b, e, "bench", n, 1024, func(i int) string { return fmt.Sprintf("key-%d", i) })
+	// The range target is the topic's record bytes: one range, cut by size at its end.
+	var total int64
+	if err := e.kc.ReadRange(ctx, "bench", 0, 0, n, func(r record.Record) error {
+		total += int64(len(r.Key) + len(r.Value))
+		for _, h := range r.Headers {
+			total += int64(len(h.Key) + len(h.Value))
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		mode tables.Mode
+		hold int64
+	}{{"append", tables.ModeAppend, upsert.DefaultHold}, {"held", tables.ModeUpsert, 1 << 40}, {"reread", tables.ModeUpsert, upsert.DefaultHold}}
+	best := make([]time.Duration, len(cases))
+	seq := 0
+	for b.Loop() {
+		for i, c := range cases {
+			seq++
+			stop, _ := e.startIndexerOpts(b, fmt.Sprintf("idx-%s-%d", c.name, seq), indexer.Options{}, func(ix *indexer.Indexer) { ix.UpsertHold = c.hold })
+			tbl, err := tables.Create(ctx, e.db, tables.Table{Name: fmt.Sprintf("%s-%d", c.name, seq), Topic: "bench", Spec: spec, Mode: c.mode,
+				Properties: map[string]string{tables.PropRangeTargetBytes: fmt.Sprint(total), tables.PropRangeMaxAge: "1h"}}, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rs := indexedUpsert(b, e, tbl)
+			stop()
+			var acquired time.Time
+			if err := e.db.QueryRow(ctx, `SELECT acquired_at FROM mink_leases WHERE kind = 'partition' AND table_id = $1`, tbl.ID).Scan(&acquired); err != nil {
+				b.Fatal(err)
+			}
+			if len(rs) != 1 {
+				b.Fatalf("%s: %d ranges, want 1", c.name, len(rs))
+			}
+			if took := rs[0].CreatedAt.Sub(acquired); best[i] == 0 || took < best[i] {
+				best[i] = took
+			}
+		}
+	}
+	for i, c := range cases {
+		b.ReportMetric(float64(n)/best[i].Seconds(), c.name+"-rec/s")
+	}
+	b.ReportMetric(best[1].Seconds()/best[2].Seconds(), "reread/held")
 }
