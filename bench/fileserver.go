@@ -134,8 +134,8 @@ func runFileServer(ctx context.Context, e *Env, c Config, idx *indexingResult, i
 }
 
 // startFS starts the writer and two file servers; errSkipped when the file servers do
-// not serve their catalog.
-func startFS(ctx context.Context, e *Env, c Config, idx *indexingResult) (*fsCluster, error) {
+// not serve their catalog. extra are more flags for each file server.
+func startFS(ctx context.Context, e *Env, c Config, idx *indexingResult, extra ...string) (*fsCluster, error) {
 	f := &fsCluster{e: e, db: idx.run.DB, url: idx.run.URL, http: &http.Client{Timeout: 2 * time.Minute}}
 	var err error
 	if f.writer, err = e.Start("writer", "bench-writer", f.url, c.IndexTTL); err != nil {
@@ -150,7 +150,7 @@ func startFS(ctx context.Context, e *Env, c Config, idx *indexingResult) (*fsClu
 		id := fmt.Sprintf("fs-%d", i+1)
 		cache := filepath.Join(e.Work, "cache", id)
 		p, err := e.Start("fileserver", id, f.url, c.IndexTTL,
-			"--catalog-addr", cat, "--s3-addr", s3, "--cache-dir", cache, "--cache-bytes", "4GiB")
+			append([]string{"--catalog-addr", cat, "--s3-addr", s3, "--cache-dir", cache, "--cache-bytes", "4GiB"}, extra...)...)
 		if err != nil {
 			return f, err
 		}

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // MemConfig sizes item 13: the resident memory of an indexer holding many partition
@@ -37,13 +41,23 @@ type MemConfig struct {
 	FSRangeBytes int64         // its range size: how many data files there are
 	Clients      int           // concurrent clients (half load the table, half GET files)
 	Burst        time.Duration // how long they run
+	// The file servers' --build-concurrency and --build-memory, passed explicitly so that
+	// README's bound on their build memory can be computed from them.
+	FSBuildConcurrency int
+	FSBuildMemory      int64
+	// FSReturnWithin is how far above its RSS before the burst a file server may settle
+	// after it (0.2: within 20%) to count as having returned.
+	FSReturnWithin float64
 }
 
 // DefaultMemConfig is what make bench runs.
 func DefaultMemConfig() MemConfig {
 	return MemConfig{Tables: 10, TablePartitions: 100, Busy: 20, BusyRate: 256 << 10, BusyFor: 20 * time.Second,
 		TargetBytes:  []int64{1 << 20, 128 << 20}, UpsertTarget: 128 << 20, UpsertRate: 768 << 10,
-		FSPartitions: 4, FSRecords: 30_000, FSRangeBytes: 1 << 20, Clients: 64, Burst: 20 * time.Second}
+		FSPartitions: 4, FSRecords: 30_000, FSRangeBytes: 1 << 20, Clients: 64, Burst: 20 * time.Second,
+		// A file server's default --build-concurrency is its GOMAXPROCS: the same as
+		// this process's on the same machine.
+		FSBuildConcurrency: runtime.GOMAXPROCS(0), FSBuildMemory: 128 << 20, FSReturnWithin: 0.2}
 }
 
 // memBudget is README's budget for an indexer ("Memory"): per idle partition, and per
@@ -54,6 +68,43 @@ const (
 	// A busy upsert partition holds at most 12 MiB more (latest records, then offsets).
 	memBusyUpsertBudget = 56 << 20
 )
+
+// fsFetchBytes is the Kafka fetch a file server's build holds at most (pkg/kafkasrc's
+// default fetch size), as README's bound counts it.
+const fsFetchBytes = 4 << 20
+
+// fsRequestBytes is what README counts per request in flight on a file server: a
+// forwarded read holds at most a 2 MiB stream window and a 1 MiB chunk (a GET from the
+// cache and a table load hold less; a GET that builds is counted by fsBuildBound).
+const fsRequestBytes = 3 << 20
+
+// fsBuildBound is README's bound on a file server's build memory ("Memory", File server):
+// the shared pool of finished pages plus, per build running, a page being filled per
+// leaf column and a Kafka fetch. Go's collector may let the heap reach twice it.
+func fsBuildBound(concurrency int, memory int64, leafColumns int) int64 {
+	perBuild := int64(leafColumns)*int64(parquetbuild.DefaultSettings().PageBufferBytes) + fsFetchBytes
+	return memory + int64(concurrency)*perBuild
+}
+
+// leafColumns is how many Parquet leaf columns (primitive fields, nested ones included)
+// a table of spec has.
+func leafColumns(spec tableschema.Spec) (int, error) {
+	schema, err := spec.IcebergSchema()
+	if err != nil {
+		return 0, err
+	}
+	byID, err := iceberg.IndexByID(schema)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range byID {
+		if _, ok := f.Type.(iceberg.PrimitiveType); ok {
+			n++
+		}
+	}
+	return n, nil
+}
 
 // rssOf is a process's resident set (VmRSS) in bytes; 0 when it cannot be read.
 func rssOf(pid int) int64 {
@@ -105,24 +156,37 @@ func (s *rssSampler) Stop() map[int]int64 {
 // samples (3 s) once they are within 2% of each other, or after 30 s (a loaded machine
 // keeps RSS moving) the median of the last 12 anyway.
 func steadyRSS(ctx context.Context, pid int) (int64, error) {
+	return settledRSS(ctx, pid, 12, 30*time.Second)
+}
+
+// idleRSS is a node's RSS idle: settled over two of the node's checks for the end of a
+// burst (pkg/node releases memory after one, every 5 s), so that what a burst before it
+// (a file server warming its cache) left has been returned first.
+func idleRSS(ctx context.Context, pid int) (int64, error) {
+	return settledRSS(ctx, pid, 44, time.Minute)
+}
+
+// settledRSS is the median of the last n samples, taken every 250 ms, once they are
+// within 2% of each other, or after timeout the median of the last n anyway.
+func settledRSS(ctx context.Context, pid, n int, timeout time.Duration) (int64, error) {
 	var samples []int64
-	err := waitEvery(ctx, 250*time.Millisecond, 30*time.Second, "the RSS of process "+strconv.Itoa(pid)+" to settle", func() (bool, error) {
+	err := waitEvery(ctx, 250*time.Millisecond, timeout, "the RSS of process "+strconv.Itoa(pid)+" to settle", func() (bool, error) {
 		v := rssOf(pid)
 		if v == 0 {
 			return false, fmt.Errorf("cannot read the RSS of process %d", pid)
 		}
 		samples = append(samples, v)
-		if n := len(samples); n >= 12 {
-			w := samples[n-12:]
+		if len(samples) >= n {
+			w := samples[len(samples)-n:]
 			lo, hi := slices.Min(w), slices.Max(w)
 			return float64(hi-lo) < 0.02*float64(hi), nil
 		}
 		return false, nil
 	})
-	if err != nil && (ctx.Err() != nil || len(samples) < 12) {
+	if err != nil && (ctx.Err() != nil || len(samples) < n) {
 		return 0, err
 	}
-	w := slices.Clone(samples[len(samples)-12:])
+	w := slices.Clone(samples[len(samples)-n:])
 	slices.Sort(w)
 	return w[len(w)/2], nil
 }
@@ -281,6 +345,7 @@ func fmtBudget(v, budget int64) string {
 // file builds it from Kafka; half of them are forwarded to the other node).
 func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	m := c.Mem
+	loadStart := loadAvg()
 	topic := "mem-fs-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := e.CreateTopic(ctx, topic, int32(m.FSPartitions)); err != nil {
 		return err
@@ -297,7 +362,8 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	}
 	defer run.Close()
 	idx := &indexingResult{topic: topic, sizes: sizes, run: run}
-	f, err := startFS(ctx, e, c, idx)
+	f, err := startFS(ctx, e, c, idx, "--build-concurrency", strconv.Itoa(m.FSBuildConcurrency),
+		"--build-memory", strconv.FormatInt(m.FSBuildMemory, 10))
 	if f != nil {
 		defer f.stop()
 	}
@@ -317,7 +383,7 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	pids := []int{}
 	before := map[int]int64{}
 	for _, n := range f.nodes {
-		if before[n.p.Pid()], err = steadyRSS(ctx, n.p.Pid()); err != nil {
+		if before[n.p.Pid()], err = idleRSS(ctx, n.p.Pid()); err != nil {
 			return err
 		}
 		pids = append(pids, n.p.Pid())
@@ -373,6 +439,12 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 	for _, s := range fileSizes {
 		total += s
 	}
+	leaves, err := leafColumns(EventSpec)
+	if err != nil {
+		return err
+	}
+	build := fsBuildBound(m.FSBuildConcurrency, m.FSBuildMemory, leaves)
+	requests := int64(m.Clients) * fsRequestBytes // every client's request in flight on one node, at worst
 	for _, n := range f.nodes {
 		pid := n.p.Pid()
 		after15 := rssAfter(ctx, pid, 15*time.Second)
@@ -380,14 +452,30 @@ func memFileServer(ctx context.Context, e *Env, c Config, it *Item) error {
 		if err != nil {
 			return err
 		}
+		// README's bound: the node idle, plus twice (Go's collector) what its builds and
+		// requests in flight may hold.
+		bound := before[pid] + 2*(build+requests)
+		back := "no"
+		if float64(after) <= (1+m.FSReturnWithin)*float64(before[pid]) {
+			back = "yes"
+		}
 		it.Rows = append(it.Rows,
-			Info(fmt.Sprintf("file server %s RSS before / peak / 15 s after / settled after the burst", n.p.ID),
-				fmt.Sprintf("%s / %s / %s / %s", fmtMiB(before[pid]), fmtMiB(peak[pid]), fmtMiB(after15), fmtMiB(after))))
+			Row{What: fmt.Sprintf("file server %s peak RSS during the burst (bound: %s idle + 2 x (%s builds + %s requests))", n.p.ID, fmtMiB(before[pid]), fmtMiB(build), fmtMiB(requests)),
+				Mink: fmtMiB(peak[pid]), Baseline: fmtMiB(bound) + " (bound)", Ratio: fmt.Sprintf("%.2f of bound", float64(peak[pid])/float64(bound))},
+			Row{What: fmt.Sprintf("file server %s RSS 15 s after / settled after the burst (beside idle before it)", n.p.ID),
+				Mink: fmtMiB(after15) + " / " + fmtMiB(after), Baseline: fmtMiB(before[pid]) + " (idle before)",
+				Ratio: fmt.Sprintf("%.2f× settled; within %.0f%%: %s", float64(after)/float64(before[pid]), 100*m.FSReturnWithin, back)})
 	}
+	it.Rows = append(it.Rows, Info("load average (1, 5, 15 min)", "at start "+loadStart+"; at end "+loadAvg()))
 	it.Notes = append(it.Notes, fmt.Sprintf("File servers: %d clients for %v against two mink-fileserver processes: half load the table (%d data files, %s), "+
 		"half GET random data files from either node (built from Kafka on first read, forwarded when the other node owns them): %d loads, %d GETs (%s). "+
-		"RSS sampled every 100 ms; \"settled\" is when it has stopped moving.",
-		m.Clients, m.Burst, len(keys), fmtMiB(total), loads.Load(), gets.Load(), fmtMiB(getBytes.Load())))
+		"RSS sampled every 100 ms; idle is RSS settled over 11 s (two of the node's checks for the end of a burst) before the burst, \"settled\" when it has stopped moving after it. "+
+		"Bound (README, Memory): each node runs with --build-concurrency %d and --build-memory %s and the table has %d leaf columns, so its builds hold at most "+
+		"--build-memory + --build-concurrency x (leaf columns x %s page + %s fetch) = %s; each request in flight at most %s (a forwarded read's stream window and chunk), "+
+		"%d of them at worst; Go's collector lets the heap reach twice what is live.",
+		m.Clients, m.Burst, len(keys), fmtMiB(total), loads.Load(), gets.Load(), fmtMiB(getBytes.Load()),
+		m.FSBuildConcurrency, fmtMiB(m.FSBuildMemory), leaves, fmtMiB(int64(parquetbuild.DefaultSettings().PageBufferBytes)), fmtMiB(fsFetchBytes), fmtMiB(build),
+		fmtMiB(fsRequestBytes), m.Clients))
 	return nil
 }
 

@@ -176,7 +176,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return &flagenv.FlagError{Flag: "kafka-brokers", Err: err}
 	}
 	defer kc.Close()
-	schemaReg, err := registry.New(cfg.Registry)
+	schemaReg, err := registry.New(cfg.Registry, registry.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -298,6 +298,7 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error { authority.Watch(actorCtx, 2*time.Second); return nil })
 	}
 	transport.watch(actorCtx, g)
+	g.Go(func() error { schemaReg.WatchCA(actorCtx, certReloadInterval); return nil })
 	g.Go(func() error { releaseMemoryAfterBursts(actorCtx, memCheckEvery); return nil })
 	g.Go(func() error {
 		if err := gs.Serve(transport.listener(n.grpcLis)); err != nil {

@@ -12,7 +12,7 @@ import (
 
 func keysOf(t *testing.T, start int64, keys ...string) KeyedRange {
 	t.Helper()
-	l := upsert.NewLatest()
+	l := upsert.NewLatest(upsert.KeyHash)
 	for i, k := range keys {
 		r := record.Record{Offset: start + int64(i), Key: []byte(strings.TrimPrefix(k, "-")), Value: []byte("v")}
 		if strings.HasPrefix(k, "-") {

@@ -71,7 +71,7 @@ func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Cod
 	add := b.Add
 	var latest *upsert.Latest
 	if t.Upsert() {
-		latest = upsert.NewBounded(upsert.DefaultHold)
+		latest = upsert.NewBounded(dec.KeyHash, upsert.DefaultHold)
 		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
 	if err := kc.ReadRange(ctx, t.Topic, partition, start, end, add); err != nil {

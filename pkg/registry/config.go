@@ -1,17 +1,16 @@
 package registry
 
 import (
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/tlsfiles"
 )
 
 // Flag names, for errors that name them.
@@ -38,7 +37,7 @@ type Config struct {
 	Username    string         // basic auth, with Password
 	Password    flagenv.Secret // basic auth, with Username
 	BearerToken flagenv.Secret // Authorization: Bearer; exclusive with basic auth
-	CAFile      string         // PEM CA bundle trusted for an https URL instead of the system's
+	CAFile      string         // PEM CA bundle trusted for an https URL instead of the system's; re-read when it changes (Client.WatchCA)
 	Timeout     time.Duration  // per request; 0: DefaultTimeout
 }
 
@@ -48,7 +47,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Username, flagUsername, "", "Schema Registry basic auth user (with --"+flagPassword+")")
 	fs.Var(&c.Password, flagPassword, "Schema Registry basic auth password (with --"+flagUsername+")")
 	fs.Var(&c.BearerToken, flagToken, "Schema Registry bearer token, sent as Authorization: Bearer (instead of basic auth)")
-	fs.StringVar(&c.CAFile, flagCAFile, "", "PEM file of the CA certificates trusted for an https Schema Registry (default: the system's)")
+	fs.StringVar(&c.CAFile, flagCAFile, "", "PEM file of the CA certificates trusted for an https Schema Registry (default: the system's); re-read every second and on SIGHUP, and a file that is not a valid bundle keeps the one in force")
 	fs.DurationVar(&c.Timeout, flagTimeout, DefaultTimeout, "how long one Schema Registry request may take (0: 10s)")
 }
 
@@ -116,7 +115,7 @@ func (c *Config) Validate() error {
 		if u.Scheme != "https" {
 			bad(flagCAFile, "is set but --%s %s is not https", flagURL, redactURL(u))
 		}
-		if _, err := loadCA(c.CAFile); err != nil {
+		if _, err := tlsfiles.LoadCAs(c.CAFile); err != nil {
 			bad(flagCAFile, "%v", err)
 		}
 	}
@@ -189,19 +188,6 @@ func authName(urlBasic, flagBasic, token bool) string {
 		return "bearer token from --" + flagToken
 	}
 	return "no credentials"
-}
-
-// loadCA reads a PEM CA bundle.
-func loadCA(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificates", path)
-	}
-	return pool, nil
 }
 
 // hasControl reports a control character (and, if space, a space) in s: never part of a

@@ -125,8 +125,8 @@ func TestValidate(t *testing.T) {
 		{"token with newline", registry.Config{URL: "http://registry:8081", BearerToken: "tok\n"}, []string{"--schema-registry-bearer-token: contains a space or control character"}},
 		{"password with newline", registry.Config{URL: "http://registry:8081", Username: "u", Password: "p\n"}, []string{"--schema-registry-password: contains a control character"}},
 		{"missing ca file", registry.Config{URL: "https://registry:8081", CAFile: filepath.Join(dir, "nope.pem")}, []string{"--schema-registry-ca-file:", "no such file"}},
-		{"empty ca file", registry.Config{URL: "https://registry:8081", CAFile: empty}, []string{"--schema-registry-ca-file: " + empty + " holds no PEM certificates"}},
-		{"ca file without certificates", registry.Config{URL: "https://registry:8081", CAFile: junk}, []string{"--schema-registry-ca-file:", "holds no PEM certificates"}},
+		{"empty ca file", registry.Config{URL: "https://registry:8081", CAFile: empty}, []string{"--schema-registry-ca-file: " + empty + ": no PEM certificate in it"}},
+		{"ca file without certificates", registry.Config{URL: "https://registry:8081", CAFile: junk}, []string{"--schema-registry-ca-file:", "no PEM certificate in it"}},
 		{"ca file for http", registry.Config{URL: "http://registry:8081", CAFile: ca}, []string{"--schema-registry-ca-file: is set but --schema-registry-url http://registry:8081 is not https"}},
 		{"negative timeout", registry.Config{URL: "http://registry:8081", Timeout: -time.Second}, []string{"--schema-registry-timeout: -1s is negative"}},
 	} {

@@ -15,10 +15,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -27,6 +29,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/schemafmt"
+	"github.com/minkhq/mink/pkg/tlsfiles"
 )
 
 // Type is a schema's format, as the registry names it.
@@ -71,9 +74,10 @@ const (
 type Client struct {
 	sr     *sr.Client
 	http   *http.Client
-	url    string // redacted
-	auth   string // how messages name the credentials
-	caFile bool   // --schema-registry-ca-file given, for hints
+	url    string             // redacted
+	auth   string             // how messages name the credentials
+	caFile bool               // --schema-registry-ca-file given, for hints
+	cas    *tlsfiles.CABundle // --schema-registry-ca-file; nil without it
 
 	ids      *lru.Cache[int, Schema]
 	versions *lru.Cache[subjectVersion, Schema]
@@ -85,10 +89,22 @@ type subjectVersion struct {
 	version int
 }
 
+// Option is an option of New.
+type Option func(*options)
+
+type options struct{ log *slog.Logger }
+
+// WithLogger is where the Client logs the reloads of its CA file (default: nowhere).
+func WithLogger(log *slog.Logger) Option { return func(o *options) { o.log = log } }
+
 // New returns a client of the registry cfg names, or (nil, nil) when cfg.URL is empty:
 // no registry configured. It validates cfg (see Config.Validate) and does not contact
 // the registry.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config, with ...Option) (*Client, error) {
+	var o options
+	for _, opt := range with {
+		opt(&o)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -116,18 +132,20 @@ func New(cfg Config) (*Client, error) {
 	base.User = nil
 
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	var rt http.RoundTripper = tr
+	var cas *tlsfiles.CABundle
 	if cfg.CAFile != "" {
-		pool, err := loadCA(cfg.CAFile)
-		if err != nil {
+		if cas, err = tlsfiles.LoadCABundle(cfg.CAFile, o.log); err != nil {
 			return nil, flagenv.Errorf(flagCAFile, "%v", err)
 		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		rt = cas.Transport(tr) // new connections verify against the bundle in force
 	}
 	timeout := cfg.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	hc := &http.Client{Transport: tr, Timeout: timeout}
+	hc := &http.Client{Transport: rt, Timeout: timeout}
 	opts = append(opts, sr.URLs(base.String()), sr.HTTPClient(hc))
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
@@ -135,7 +153,18 @@ func New(cfg Config) (*Client, error) {
 	}
 	ids, _ := lru.New[int, Schema](cacheSize)
 	versions, _ := lru.New[subjectVersion, Schema](cacheSize)
-	return &Client{sr: cl, http: hc, url: redactURL(u), auth: auth, caFile: cfg.CAFile != "", ids: ids, versions: versions}, nil
+	return &Client{sr: cl, http: hc, url: redactURL(u), auth: auth, caFile: cfg.CAFile != "", cas: cas, ids: ids, versions: versions}, nil
+}
+
+// WatchCA re-reads --schema-registry-ca-file every interval and on SIGHUP until ctx
+// ends, as a node does its --tls-client-ca-file: connections made after a new bundle is
+// in force verify against it, and a file that is not a valid bundle keeps the one in
+// force. It returns at once without a CA file (or a registry).
+func (c *Client) WatchCA(ctx context.Context, interval time.Duration) {
+	if c == nil || c.cas == nil {
+		return
+	}
+	c.cas.Watch(ctx, interval)
 }
 
 // SR is the franz-go registry client underneath, configured with the credentials, CA

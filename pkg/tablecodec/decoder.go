@@ -14,6 +14,7 @@ import (
 	"github.com/minkhq/mink/pkg/schemafmt"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
+	"github.com/minkhq/mink/pkg/upsert"
 )
 
 // Decoder decodes the records of one table as one file recipe says. It implements
@@ -25,6 +26,11 @@ type Decoder struct {
 	rc    *rowcodec.Decoder // JSON and raw values, and the Kafka columns
 	value *part             // registry values; nil for JSON and raw
 	key   *part             // decoded keys; nil when keys stay bytes
+	// KeyHash's, when keys decode: the key's canonical encoding, and scratch for the
+	// decoded key and its encoding.
+	keyEnc *upsert.KeyEncoder
+	keyVal rowcodec.Value
+	keyBuf []byte
 }
 
 var _ rowcodec.RowDecoder = (*Decoder)(nil)
@@ -91,7 +97,33 @@ func (c *Codecs) Decoder(ctx context.Context, t tables.Table, s parquetbuild.Set
 		}
 		*p.out = pt
 	}
+	if kt, _, ok := v.KeyTarget(); ok && d.key != nil {
+		if d.keyEnc, err = upsert.NewKeyEncoder(kt); err != nil {
+			return nil, fmt.Errorf("table %s version %d: %w", t.FullName(), v.ID, err)
+		}
+	}
 	return d, nil
+}
+
+// KeyHash is the identity of a record's key in an upsert table. Without a key format it
+// is the key's bytes (upsert.KeyHash). With one, it is the decoded key's canonical encoding (upsert.KeyEncoder): two encodings
+// of one decoded key (field order, whitespace, another schema id) are one key, at any
+// version of the table's schema. A key that does not decode is its bytes in a space of
+// their own (upsert.UndecodedKeyHash): still one key, never merged with a decoded one.
+// It depends on the key alone (a record whose value does not decode keeps its key). Like
+// Decode, it may reuse the memory of the row the last Decode wrote.
+func (d *Decoder) KeyHash(key []byte) upsert.Hash {
+	if d.key == nil || key == nil {
+		return upsert.KeyHash(key)
+	}
+	if d.keyEnc == nil {
+		return upsert.UndecodedKeyHash(key) // the version has no decoded key column
+	}
+	if _, reason := d.key.decodeInto(key, &d.keyVal); reason != "" {
+		return upsert.UndecodedKeyHash(key)
+	}
+	d.keyBuf = d.keyEnc.Append(d.keyBuf[:0], d.keyVal)
+	return upsert.DecodedKeyHash(d.keyBuf)
 }
 
 // preload binds every registry schema the table has stored, so that a rebuild decodes
@@ -174,15 +206,32 @@ func rawColumns(s tableschema.Spec) int {
 
 // decode decodes one value (or key) into its fields of row; "" or why not.
 func (p *part) decode(data []byte, row *rowcodec.Row) string {
-	what := "value"
-	if p.isKey {
-		what = "key"
-	}
 	if data == nil {
 		if p.isKey {
 			return "" // no key: nothing to decode, its column stays null
 		}
 		return "null value (tombstone)"
+	}
+	b, reason := p.decodeInto(data, &p.root)
+	if reason != "" {
+		return reason
+	}
+	if b.record {
+		for i, c := range b.cols {
+			row.Values[c] = p.root.Elems[i]
+		}
+	} else {
+		row.Values[b.cols[0]] = p.root
+	}
+	return ""
+}
+
+// decodeInto decodes non-nil data into v in the shape of the part's target, returning
+// the schema it decoded with, or why not.
+func (p *part) decodeInto(data []byte, v *rowcodec.Value) (*bound, string) {
+	what := "value"
+	if p.isKey {
+		what = "key"
 	}
 	b := p.fixed
 	payload := data
@@ -193,32 +242,25 @@ func (p *part) decode(data []byte, row *rowcodec.Row) string {
 		id, indexes, payload, reason = splitPrefix(p.dec.Format, data, p.indexes)
 		p.keep(indexes)
 		if reason != "" {
-			return what + ": " + reason
+			return nil, what + ": " + reason
 		}
 		b = p.byID[id]
 		if b == nil {
 			// Indexing learns every id before adding its record (Check); a rebuild has
 			// every id its file used.
-			return fmt.Sprintf("%s: schema id %d is not known", what, id)
+			return nil, fmt.Sprintf("%s: schema id %d is not known", what, id)
 		}
 	}
 	if b.reason != "" {
-		return what + ": " + b.reason
+		return nil, what + ": " + b.reason
 	}
 	if p.dec.Format == tableschema.FormatProtobuf && p.fixed == nil && !slices.Equal(indexes, b.w.indexes) {
-		return fmt.Sprintf("%s: message index %v of schema id %d is not message %s", what, indexes, id, p.dec.Message)
+		return nil, fmt.Sprintf("%s: message index %v of schema id %d is not message %s", what, indexes, id, p.dec.Message)
 	}
-	if r := b.dec.Decode(payload, &p.root); r != "" {
-		return fmt.Sprintf("%s: schema id %d: %s", what, b.w.id, r)
+	if r := b.dec.Decode(payload, v); r != "" {
+		return nil, fmt.Sprintf("%s: schema id %d: %s", what, b.w.id, r)
 	}
-	if b.record {
-		for i, c := range b.cols {
-			row.Values[c] = p.root.Elems[i]
-		}
-	} else {
-		row.Values[b.cols[0]] = p.root
-	}
-	return ""
+	return b, ""
 }
 
 // keep keeps the memory of a record's message indexes for the next record, unless a

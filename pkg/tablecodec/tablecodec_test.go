@@ -52,7 +52,7 @@ const (
 )
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	db     *pgxpool.Pool
 	reg    *srfake.Registry
@@ -60,7 +60,7 @@ type fixture struct {
 	codecs *tablecodec.Codecs
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	db, _ := pgtest.DB(t)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -285,4 +286,59 @@ func (c *CABundle) VerifyClientCertificate(cs tls.ConnectionState) error {
 		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
 	}
 	return nil
+}
+
+// Transport is base (cloned) verifying servers against the bundle in force: an HTTP
+// client's RootCAs are fixed once its transport has them, so a reload that brings a new
+// bundle makes a new transport for the requests after it (and closes the old one's idle
+// connections). Verification stays crypto/tls's own, host names and IP addresses
+// included. A connection made before a reload keeps the bundle it was verified with.
+func (c *CABundle) Transport(base *http.Transport) *Transport {
+	return &Transport{cas: c, base: base.Clone()}
+}
+
+// Transport is an http.RoundTripper of CABundle.Transport.
+type Transport struct {
+	cas  *CABundle
+	base *http.Transport
+
+	mu   sync.Mutex
+	pool *x509.CertPool // the bundle tr verifies with
+	tr   *http.Transport
+}
+
+// current is the transport of the bundle in force, made anew after a reload.
+func (t *Transport) current() *http.Transport {
+	pool := t.cas.Pool()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tr != nil && t.pool == pool {
+		return t.tr
+	}
+	tr := t.base.Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	tr.TLSClientConfig.RootCAs = pool
+	if t.tr != nil {
+		t.tr.CloseIdleConnections()
+	}
+	t.tr, t.pool = tr, pool
+	return tr
+}
+
+// RoundTrip is http.RoundTripper's.
+func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.current().RoundTrip(r)
+}
+
+// CloseIdleConnections closes the idle connections of the transport in force
+// (http.Client.CloseIdleConnections calls it).
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	tr := t.tr
+	t.mu.Unlock()
+	if tr != nil {
+		tr.CloseIdleConnections()
+	}
 }

@@ -46,6 +46,7 @@ func KeyHash(key []byte) Hash {
 // (NewBounded) holds records only while they stay within its budget, and past it keeps
 // of each key only the offset of its latest record (Emit then reads the run again).
 type Latest struct {
+	hash func(key []byte) Hash
 	last map[Hash]record.Record // while records are held
 	// offs replaces last once its records passed the budget: each key's latest offset,
 	// ^offset (negative) when that record is a tombstone.
@@ -70,13 +71,18 @@ const (
 	heldOverhead = 160
 )
 
-// NewLatest is an empty Latest that holds every latest record, whatever their size.
-func NewLatest() *Latest { return &Latest{last: map[Hash]record.Record{}, hold: math.MaxInt64} }
+// NewLatest is an empty Latest whose keys are identified by hash: KeyHash for keys as
+// bytes, the table's decoder's (tablecodec.Decoder.KeyHash) for decoded keys. Every
+// build of the same offsets must use the same one. It holds every latest record,
+// whatever their size.
+func NewLatest(hash func(key []byte) Hash) *Latest {
+	return &Latest{hash: hash, last: map[Hash]record.Record{}, hold: math.MaxInt64}
+}
 
-// NewBounded is an empty Latest that holds latest records while their HeldBytes stay
-// within hold bytes, and past that only their offsets.
-func NewBounded(hold int64) *Latest {
-	return &Latest{last: map[Hash]record.Record{}, hold: hold, copy: true}
+// NewBounded is NewLatest that holds latest records while their HeldBytes stay within
+// hold bytes, and past that only their offsets.
+func NewBounded(hash func(key []byte) Hash, hold int64) *Latest {
+	return &Latest{hash: hash, last: map[Hash]record.Record{}, hold: hold, copy: true}
 }
 
 // HeldBytes is what holding r costs a Latest: its key, value and headers, and a fixed
@@ -91,7 +97,7 @@ func HeldBytes(r record.Record) int64 {
 
 // Add records r, superseding the record of its key added before.
 func (l *Latest) Add(r record.Record) {
-	h := KeyHash(r.Key)
+	h := l.hash(r.Key)
 	if l.offs != nil {
 		l.offs[h] = lastOffset(r)
 		return
@@ -236,20 +242,25 @@ func (l *Latest) Finish() ([]record.Record, Keys) {
 	if l.offs != nil {
 		panic("upsert: Finish of a Latest that let its records go (use Emit)")
 	}
-	rows := make([]record.Record, 0, len(l.last))
+	type keyed struct {
+		h Hash
+		r record.Record
+	}
+	live := make([]keyed, 0, len(l.last))
 	var dead []Hash
 	for h, r := range l.last {
 		if r.Value == nil {
 			dead = append(dead, h)
 			continue
 		}
-		rows = append(rows, r)
+		live = append(live, keyed{h, r})
 	}
-	slices.SortFunc(rows, func(a, b record.Record) int { return cmp.Compare(a.Offset, b.Offset) })
+	slices.SortFunc(live, func(a, b keyed) int { return cmp.Compare(a.r.Offset, b.r.Offset) })
 	slices.SortFunc(dead, func(a, b Hash) int { return cmp.Compare(string(a[:]), string(b[:])) })
-	k := Keys{Live: make([]Hash, len(rows)), Dead: dead}
-	for i, r := range rows {
-		k.Live[i] = KeyHash(r.Key)
+	rows := make([]record.Record, len(live))
+	k := Keys{Live: make([]Hash, len(live)), Dead: dead}
+	for i, e := range live {
+		rows[i], k.Live[i] = e.r, e.h
 	}
 	clear(l.last)
 	l.held = 0

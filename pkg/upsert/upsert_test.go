@@ -73,7 +73,7 @@ func TestLatestMergeDeleted(t *testing.T) {
 		var rows [][]record.Record
 		for _, run := range runs {
 			all = append(all, run...)
-			l := NewLatest()
+			l := NewLatest(KeyHash)
 			for _, r := range run {
 				l.Add(r)
 			}
@@ -102,7 +102,7 @@ func TestLatestMergeDeleted(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("rows after deletes %v, want %v", got, want)
 		}
-		l := NewLatest()
+		l := NewLatest(KeyHash)
 		for _, r := range all {
 			l.Add(r)
 		}
@@ -164,8 +164,8 @@ func TestBoundedEmit(t *testing.T) {
 			}
 		}
 		hold := rapid.Int64Range(0, 3000).Draw(t, "hold")
-		all := NewLatest()
-		b := NewBounded(hold)
+		all := NewLatest(KeyHash)
+		b := NewBounded(KeyHash, hold)
 		var biggest int64
 		for _, r := range run {
 			all.Add(r)
@@ -209,7 +209,7 @@ func TestBoundedEmitChanged(t *testing.T) {
 	for i := range 50 {
 		run = append(run, record.Record{Offset: int64(i), Key: fmt.Appendf(nil, "k%d", i), Value: make([]byte, 100)})
 	}
-	b := NewBounded(1000)
+	b := NewBounded(KeyHash, 1000)
 	for _, r := range run {
 		b.Add(r)
 	}
@@ -227,7 +227,7 @@ func TestBoundedEmitChanged(t *testing.T) {
 // A bounded Latest holds copies: the caller's buffer may change after Add.
 func TestBoundedCopies(t *testing.T) {
 	buf := []byte("key-value")
-	b := NewBounded(1 << 20)
+	b := NewBounded(KeyHash, 1<<20)
 	b.Add(record.Record{Offset: 7, Key: buf[:3], Value: buf[4:], Headers: []record.Header{{Key: "h", Value: buf[:1]}}})
 	copy(buf, "XXXXXXXXX")
 	var got record.Record

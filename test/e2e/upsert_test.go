@@ -2,17 +2,21 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/icebergmeta"
@@ -65,6 +69,19 @@ func upsertRound(rng *rand.Rand, topic, prefix string, parts, keys, tombstones, 
 // position deletes), failing on a key read twice.
 func upsertScan(t *testing.T, tbl *table.Table, snapshot int64) map[upsertKey]string {
 	t.Helper()
+	return upsertScanBy(t, tbl, snapshot, upsertRawKey)
+}
+
+// upsertRawKey is a row's key as bytes, _kafka_key.
+func upsertRawKey(cols map[string]arrow.Array, i int) string {
+	key, _ := regCell(cols[tableschema.ColumnKafkaKey], i).([]byte)
+	return string(key)
+}
+
+// upsertScanBy is upsertScan with a row's key given by keyOf (its columns by name, its
+// index).
+func upsertScanBy(t *testing.T, tbl *table.Table, snapshot int64, keyOf func(cols map[string]arrow.Array, i int) string) map[upsertKey]string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	at, err := tbl.Scan(table.WithSnapshotID(snapshot)).ToArrowTable(ctx)
@@ -77,15 +94,15 @@ func upsertScan(t *testing.T, tbl *table.Table, snapshot int64) map[upsertKey]st
 	defer tr.Release()
 	for tr.Next() {
 		rec := tr.RecordBatch()
-		cols := map[string]int{}
+		cols := map[string]arrow.Array{}
 		for c := range int(rec.NumCols()) {
-			cols[rec.ColumnName(c)] = c
+			cols[rec.ColumnName(c)] = rec.Column(c)
 		}
 		for i := range int(rec.NumRows()) {
-			p := regCell(rec.Column(cols[tableschema.ColumnKafkaPartition]), i).(int64)
-			key, _ := regCell(rec.Column(cols[tableschema.ColumnKafkaKey]), i).([]byte)
-			val, _ := regCell(rec.Column(cols["value"]), i).([]byte)
-			k := upsertKey{int32(p), string(key)}
+			p := regCell(cols[tableschema.ColumnKafkaPartition], i).(int64)
+			key := keyOf(cols, i)
+			val, _ := regCell(cols["value"], i).([]byte)
+			k := upsertKey{int32(p), key}
 			if _, dup := out[k]; dup {
 				t.Fatalf("snapshot %d: key %q of partition %d read twice", snapshot, key, p)
 			}
@@ -109,6 +126,13 @@ func checkUpsertSnapshots(t *testing.T, tbl *table.Table, recs []*kgo.Record) in
 // checkUpsertSnapshotList is checkUpsertSnapshots on some of the table's snapshots.
 func checkUpsertSnapshotList(t *testing.T, tbl *table.Table, snaps []table.Snapshot, recs []*kgo.Record) int {
 	t.Helper()
+	return checkUpsertSnapshotListBy(t, tbl, snaps, recs, upsertRawKey)
+}
+
+// checkUpsertSnapshotListBy is checkUpsertSnapshotList with a row's key given by keyOf
+// (upsertScanBy), and recs keyed as keyOf reads them.
+func checkUpsertSnapshotListBy(t *testing.T, tbl *table.Table, snaps []table.Snapshot, recs []*kgo.Record, keyOf func(cols map[string]arrow.Array, i int) string) int {
+	t.Helper()
 	n := 0
 	for _, s := range snaps {
 		cov, err := icebergmeta.ParseCoverage(s.Summary)
@@ -120,7 +144,7 @@ func checkUpsertSnapshotList(t *testing.T, tbl *table.Table, snaps []table.Snaps
 			ends[p] = c.End
 		}
 		want := upsertModel(recs, ends)
-		got := upsertScan(t, tbl, s.SnapshotID)
+		got := upsertScanBy(t, tbl, s.SnapshotID, keyOf)
 		bad := 0
 		for k, v := range want {
 			if g, ok := got[k]; !ok || g != v {
@@ -471,4 +495,137 @@ func TestUpsertLiveLoadTail(t *testing.T) {
 		t.Fatalf("committed %v (%v), want %v", got, err, ends)
 	}
 	checkUpsertSnapshots(t, tbl, all)
+}
+
+// upsertJSONKey is a key {id, region} in JSON, in one of several encodings: schema id
+// ids[0] or ids[1] (the second only once registered), fields in either order, other
+// whitespace, a null field of the second schema.
+func upsertJSONKey(rng *rand.Rand, ids []int, id int, region string) []byte {
+	texts := []string{`{"id":%d,"region":%q}`, " { \"id\" :\n%d ,\t\"region\": %q } "}
+	text := texts[rng.IntN(len(texts))]
+	if rng.IntN(2) == 0 {
+		text = `{"region":%[2]q,"id":%[1]d}`
+	}
+	schema := ids[rng.IntN(len(ids))]
+	if schema == ids[len(ids)-1] && len(ids) > 1 && rng.IntN(2) == 0 {
+		text = `{"note":null,"region":%[2]q,"id":%[1]d}`
+	}
+	b := binary.BigEndian.AppendUint32([]byte{0}, uint32(schema))
+	return fmt.Appendf(b, text, id, region)
+}
+
+// TestUpsertDecodedKeys: an upsert table whose keys are JSON Schema (key_format): the
+// key is the decoded key, so one key produced in several encodings (two schema ids,
+// fields in either order, other whitespace, a null field) is one row with its latest
+// value, through an evolution of the key schema mid-stream, in committed snapshots,
+// live loads with a tail, and assembled files. A key that does not decode (no schema id
+// prefix) is a key of its own, its bytes.
+func TestUpsertDecodedKeys(t *testing.T) {
+	rc := newRegCluster(t, true)
+	const parts = 2
+	rc.Kafka.CreateTopic("profiles", parts, nil)
+	const (
+		keyV1 = `{"type":"object","properties":{"id":{"type":"integer"},"region":{"type":"string"}}}`
+		keyV2 = `{"type":"object","properties":{"region":{"type":"string"},"id":{"type":"integer"},"note":{"type":"string"}}}`
+	)
+	ids := []int{rc.reg.register("profiles-key", sr.Schema{Schema: keyV1, Type: sr.TypeJSON})}
+	jsonKeys := adminv1.RecordFormat_RECORD_FORMAT_JSON_SCHEMA
+	raw := adminv1.RecordFormat_RECORD_FORMAT_RAW
+	rc.createTable(&adminv1.CreateTableRequest{Name: "profiles", Format: raw, KeyFormat: jsonKeys,
+		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps("mink.live.reuse-ms", "0")})
+	rc.createTable(&adminv1.CreateTableRequest{Name: "profiles_merged", Topic: "profiles", Format: raw, KeyFormat: jsonKeys,
+		Mode: adminv1.TableMode_TABLE_MODE_UPSERT, Properties: regProps("mink.live-load", "false",
+			"mink.assembly.target-bytes", "65536", "mink.assembly.tier-files", "2", "mink.maintenance.interval", "100ms")})
+
+	// logical keeps each record with its key as the test means it: the decoded fields,
+	// or the bytes of a key that does not decode.
+	var logical []*kgo.Record
+	rng := rand.New(rand.NewPCG(19, 21))
+	ends := map[int32]int64{}
+	produce := func(round, n int) {
+		var recs, keys []*kgo.Record
+		for i := range n {
+			id, region := rng.IntN(12), []string{"eu", "us"}[rng.IntN(2)]
+			r := &kgo.Record{Topic: "profiles", Partition: int32(rng.IntN(parts)),
+				Key: upsertJSONKey(rng, ids, id, region), Value: fmt.Appendf(nil, "v%d.%d", round, i)}
+			k := fmt.Sprintf("%d/%s", id, region)
+			undecoded := rng.IntN(15) == 0
+			if undecoded {
+				r.Key = fmt.Appendf(nil, "legacy-%d", rng.IntN(3)) // no schema id prefix
+				k = "raw:" + string(r.Key)
+			}
+			if rng.IntN(8) == 0 {
+				r.Value = nil
+			}
+			l := &kgo.Record{Key: []byte(k), Value: r.Value}
+			if undecoded && r.Value != nil {
+				l.Value = []byte{} // an error row: its value column is null
+			}
+			recs = append(recs, r)
+			keys = append(keys, l)
+		}
+		recs = rc.produce(recs...)
+		for i, r := range recs {
+			keys[i].Partition, keys[i].Offset = r.Partition, r.Offset
+			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
+		}
+		logical = append(logical, keys...)
+	}
+	keyOf := func(cols map[string]arrow.Array, i int) string {
+		if k, ok := regCell(cols[tableschema.ColumnKafkaKeyDecoded], i).(map[string]any); ok {
+			return fmt.Sprintf("%v/%v", k["id"], k["region"])
+		}
+		key, _ := regCell(cols[tableschema.ColumnKafkaKey], i).([]byte)
+		return "raw:" + string(key)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// check reads every snapshot of tbl as the map from Kafka of what it covers.
+	check := func(tbl *table.Table) {
+		t.Helper()
+		checkUpsertSnapshotListBy(t, tbl, tbl.Metadata().Snapshots(), logical, keyOf)
+	}
+
+	produce(0, 80)
+	rc.waitCommitted("profiles", ends)
+	// The key's second schema: records from here on use either id, and the table
+	// evolves (a key field "note") when the first of them is indexed.
+	ids = append(ids, rc.reg.register("profiles-key", sr.Schema{Schema: keyV2, Type: sr.TypeJSON}))
+	for round := 1; round < 4; round++ {
+		produce(round, 80)
+		for _, name := range []string{"profiles", "profiles_merged"} {
+			rc.waitCommitted(name, ends)
+		}
+	}
+	tbl, err := regLoad(ctx, rc.catalog, "profiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(tbl)
+	if typ := regColumnType(tbl, tableschema.ColumnKafkaKeyDecoded); !strings.Contains(typ, "note") {
+		t.Errorf("%s is %s after the key's second schema", tableschema.ColumnKafkaKeyDecoded, typ)
+	}
+
+	// A tail of updates and tombstones in other encodings, beyond what is committed: a
+	// live load reads it with the same keys (ranges stay open meanwhile).
+	if _, err := rc.Member("idx-1").Admin().AlterTable(ctx, &adminv1.AlterTableRequest{Name: "profiles",
+		SetProperties: map[string]string{"mink.range.max-age": "1h"}}); err != nil {
+		t.Fatalf("AlterTable: %v", err)
+	}
+	produce(4, 20) // closes the open ranges as before, with a round of their own
+	rc.waitCommitted("profiles", ends)
+	committed := maps.Clone(ends)
+	produce(5, 40)
+	live, err := regLoad(ctx, rc.catalog, "profiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := live.CurrentSnapshot()
+	if base, err := regCommitted(live); err != nil || cur.Summary.Properties["mink.live"] != "true" || !maps.Equal(base, committed) {
+		t.Fatalf("the load is not live with a tail beyond %v: base %v (%v), %v", committed, base, err, cur.Summary.Properties)
+	}
+	check(live)
+
+	merged := waitAssembled(ctx, t, rc.catalog, "profiles_merged", 30*time.Second)
+	check(merged)
 }

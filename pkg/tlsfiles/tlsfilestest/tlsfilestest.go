@@ -12,8 +12,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
+	"log"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -157,4 +161,34 @@ func WriteFile(tb testing.TB, path string, b []byte) {
 	if err := os.Rename(tmp, path); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// Server is an HTTPS server of a test whose certificate rotates: each handshake gets
+// the certificate in force, whatever the client's SNI (none for 127.0.0.1, so a client
+// verifies the IP address).
+type Server struct {
+	*httptest.Server
+	cert atomic.Pointer[tls.Certificate]
+}
+
+// NewServer serves h over TLS on 127.0.0.1 with cert until the test ends. Failed
+// handshakes are not logged: the tests that rotate mean them.
+func NewServer(tb testing.TB, h http.Handler, cert tls.Certificate) *Server {
+	tb.Helper()
+	s := &Server{Server: httptest.NewUnstartedServer(h)}
+	s.cert.Store(&cert)
+	s.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return &tls.Config{Certificates: []tls.Certificate{*s.cert.Load()}, NextProtos: []string{"http/1.1"}}, nil
+	}}
+	s.StartTLS()
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Rotate serves cert from now on and closes the connections open, which would keep the
+// certificate of their handshake.
+func (s *Server) Rotate(cert tls.Certificate) {
+	s.cert.Store(&cert)
+	s.CloseClientConnections()
 }

@@ -214,6 +214,7 @@ const (
 	// Every Kafka record is a row.
 	TableMode_TABLE_MODE_APPEND TableMode = 1
 	// The latest record per key and partition is a row: the key is the Kafka key bytes,
+	// or the decoded key when the table has a key_format (one key whatever its encoding);
 	// a record with a null value (tombstone) deletes its key. Read with Iceberg v2
 	// position deletes (see the README, "Upsert tables").
 	TableMode_TABLE_MODE_UPSERT TableMode = 2

@@ -485,7 +485,7 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 	add := b.Add
 	var latest *upsert.Latest
 	if t.Upsert() {
-		latest = upsert.NewBounded(upsert.DefaultHold)
+		latest = upsert.NewBounded(dec.KeyHash, upsert.DefaultHold)
 		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
 	end, read, cutBy := req.End, int64(0), ""

@@ -561,7 +561,7 @@ func (ix *Indexer) newCut(ctx context.Context, l *lease.Lease, tbl *tables.Table
 	}
 	c := &cut{topic: tbl.Topic, start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}
 	if tbl.Upsert() {
-		c.latest = upsert.NewBounded(ix.UpsertHold)
+		c.latest = upsert.NewBounded(dec.KeyHash, ix.UpsertHold)
 	}
 	return c, nil
 }

@@ -67,7 +67,7 @@ func inMemory(t *testing.T, e *env, tbl tables.Table, r ranges.Range) parquetbui
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := upsert.NewLatest()
+	l := upsert.NewLatest(dec.KeyHash)
 	if err := e.kc.ReadRange(ctx, tbl.Topic, r.Partition, r.Start, r.End, func(rec record.Record) error { l.Add(rec); return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestUpsertRangeKeysAreBounded(t *testing.T) {
 		all = append(all, k)
 	}
 	// The model: the partition's latest record per key, from Kafka.
-	whole := upsert.NewLatest()
+	whole := upsert.NewLatest(upsert.KeyHash) // the table has no key format: keys are bytes
 	if err := e.kc.ReadRange(ctx, "many", 0, rs[0].Start, rs[len(rs)-1].End, func(r record.Record) error { whole.Add(r); return nil }); err != nil {
 		t.Fatal(err)
 	}
