@@ -53,7 +53,7 @@ type MemConfig struct {
 // DefaultMemConfig is what make bench runs.
 func DefaultMemConfig() MemConfig {
 	return MemConfig{Tables: 10, TablePartitions: 100, Busy: 20, BusyRate: 256 << 10, BusyFor: 20 * time.Second,
-		TargetBytes:  []int64{1 << 20, 128 << 20}, UpsertTarget: 128 << 20, UpsertRate: 768 << 10,
+		TargetBytes: []int64{1 << 20, 128 << 20}, UpsertTarget: 128 << 20, UpsertRate: 768 << 10,
 		FSPartitions: 4, FSRecords: 30_000, FSRangeBytes: 1 << 20, Clients: 64, Burst: 20 * time.Second,
 		// A file server's default --build-concurrency is its GOMAXPROCS: the same as
 		// this process's on the same machine.
