@@ -64,7 +64,7 @@ const (
 	DefaultHold = 4 << 20
 	// DefaultMaxKeys is how many distinct keys an indexer's upsert range has at most: it
 	// is closed at that many, so the offsets a range keeps past DefaultHold are bounded
-	// too (about 40 bytes a key). Assembly merges such ranges later.
+	// too (about 44 bytes a key). Assembly merges such ranges later.
 	DefaultMaxKeys = 100_000
 	// heldOverhead is what a held record costs beyond its bytes: its map slot (hash and
 	// record.Record, with the map's spare room) and its copy's allocation.
