@@ -30,6 +30,11 @@ type MemConfig struct {
 	BusyRate        int           // bytes of records per second to each busy partition
 	BusyFor         time.Duration // how long they receive them
 	TargetBytes     []int64       // mink.range.target-bytes values, one indexer run each
+	// UpsertTarget is the mink.range.target-bytes of one more run whose tables are upsert
+	// tables (0: none), its busy partitions receiving UpsertRate bytes per second of
+	// records of distinct keys.
+	UpsertTarget int64
+	UpsertRate   int
 
 	FSPartitions int           // partitions of the file servers' table
 	FSRecords    int           // records per partition of it
@@ -48,7 +53,7 @@ type MemConfig struct {
 // DefaultMemConfig is what make bench runs.
 func DefaultMemConfig() MemConfig {
 	return MemConfig{Tables: 10, TablePartitions: 100, Busy: 20, BusyRate: 256 << 10, BusyFor: 20 * time.Second,
-		TargetBytes:  []int64{1 << 20, 128 << 20},
+		TargetBytes: []int64{1 << 20, 128 << 20}, UpsertTarget: 128 << 20, UpsertRate: 768 << 10,
 		FSPartitions: 4, FSRecords: 30_000, FSRangeBytes: 1 << 20, Clients: 64, Burst: 20 * time.Second,
 		// A file server's default --build-concurrency is its GOMAXPROCS: the same as
 		// this process's on the same machine.
@@ -60,6 +65,8 @@ func DefaultMemConfig() MemConfig {
 const (
 	memIdleBudget = 2 << 20
 	memBusyBudget = 32 << 20
+	// A busy upsert partition holds at most 12 MiB more (latest records, then offsets).
+	memBusyUpsertBudget = 56 << 20
 )
 
 // fsFetchBytes is the Kafka fetch a file server's build holds at most (pkg/kafkasrc's
@@ -191,8 +198,13 @@ func runMemory(ctx context.Context, e *Env, c Config, it *Item) error {
 	m := c.Mem
 	var errs []error
 	for _, target := range m.TargetBytes {
-		if err := memIndexer(ctx, e, c, target, it); err != nil {
+		if err := memIndexer(ctx, e, c, target, tables.ModeAppend, m.BusyRate, it); err != nil {
 			errs = append(errs, fmt.Errorf("indexer, target %s: %w", fmtMiB(target), err))
+		}
+	}
+	if m.UpsertTarget > 0 {
+		if err := memIndexer(ctx, e, c, m.UpsertTarget, tables.ModeUpsert, m.UpsertRate, it); err != nil {
+			errs = append(errs, fmt.Errorf("indexer, upsert tables, target %s: %w", fmtMiB(m.UpsertTarget), err))
 		}
 	}
 	if err := memFileServer(ctx, e, c, it); err != nil {
@@ -204,10 +216,16 @@ func runMemory(ctx context.Context, e *Env, c Config, it *Item) error {
 		"Budget (README, Memory): %s per idle partition, %s per busy one at any target size.",
 		m.Tables*m.TablePartitions, m.Tables, m.TablePartitions, m.Busy, fmtMiB(int64(m.BusyRate)), m.BusyFor,
 		m.Tables*m.TablePartitions, m.Busy, fmtMiB(memIdleBudget), fmtMiB(memBusyBudget)))
+	if m.UpsertTarget > 0 {
+		it.Notes = append(it.Notes, fmt.Sprintf("Upsert: the same run over upsert tables at target %s, the busy partitions receiving %s/s each of the same events, "+
+			"whose keys are nearly all distinct (one of a million per record), so an open range's latest records grow with the range until the hold bound (4 MiB) "+
+			"and then its keys' offsets do. Budget (README, Memory): %s per busy upsert partition for this 12-column table.",
+			fmtMiB(m.UpsertTarget), fmtMiB(int64(m.UpsertRate)), fmtMiB(memBusyUpsertBudget)))
+	}
 	return errors.Join(errs...)
 }
 
-func memIndexer(ctx context.Context, e *Env, c Config, target int64, it *Item) error {
+func memIndexer(ctx context.Context, e *Env, c Config, target int64, mode tables.Mode, rate int, it *Item) error {
 	m := c.Mem
 	db, url, err := e.NewDB(ctx)
 	if err != nil {
@@ -234,7 +252,7 @@ func memIndexer(ctx context.Context, e *Env, c Config, target int64, it *Item) e
 			return err
 		}
 		props := map[string]string{tables.PropRangeTargetBytes: strconv.FormatInt(target, 10), tables.PropRangeMaxAge: "10m"}
-		if _, err := createTable(ctx, db, tables.Table{Name: topic, Topic: topic, Spec: EventSpec, Properties: props}, int32(m.TablePartitions), ""); err != nil {
+		if _, err := createTable(ctx, db, tables.Table{Name: topic, Topic: topic, Spec: EventSpec, Properties: props, Mode: mode}, int32(m.TablePartitions), ""); err != nil {
 			return err
 		}
 		topics = append(topics, topic)
@@ -270,7 +288,7 @@ func memIndexer(ctx context.Context, e *Env, c Config, target int64, it *Item) e
 	rng := rand.New(rand.NewPCG(13, uint64(target)))
 	tick := time.NewTicker(100 * time.Millisecond)
 	end := time.Now().Add(m.BusyFor)
-	perTick := m.BusyRate / 10
+	perTick := rate / 10
 	seq := 0
 	for time.Now().Before(end) && ctx.Err() == nil {
 		<-tick.C
@@ -302,6 +320,12 @@ func memIndexer(ctx context.Context, e *Env, c Config, target int64, it *Item) e
 	}
 	perBusy := max(0, peak-idle) / int64(m.Busy)
 	label := "target " + fmtMiB(target)
+	if mode == tables.ModeUpsert {
+		it.Rows = append(it.Rows,
+			Row{What: fmt.Sprintf("indexer RSS per busy partition of an upsert table, distinct keys (%s; %d busy, %s produced; peak %s)", label, m.Busy, fmtMiB(produced.Load()), fmtMiB(peak)),
+				Mink: fmtMiB(perBusy), Baseline: fmtMiB(memBusyUpsertBudget) + " (budget)", Ratio: fmtBudget(perBusy, memBusyUpsertBudget)})
+		return nil
+	}
 	it.Rows = append(it.Rows,
 		Row{What: fmt.Sprintf("indexer RSS per idle partition (%s; %d leases: %s → %s)", label, all, fmtMiB(base), fmtMiB(idle)),
 			Mink: fmtKiB(perIdle), Baseline: fmtMiB(memIdleBudget) + " (budget)", Ratio: fmtBudget(perIdle, memIdleBudget)},

@@ -56,7 +56,9 @@ func BuildOffsets(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.C
 }
 
 // BuildKeyed is BuildOffsets that also returns, for an upsert table, the keys the
-// offsets touch (the file's rows' keys in order and the tombstoned ones).
+// offsets touch (the file's rows' keys in order and the tombstoned ones). It holds at
+// most upsert.DefaultHold bytes of latest records: past that, only each key's latest
+// offset, and it reads the offsets from Kafka a second time to build the file.
 func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, s parquetbuild.Settings, partition int32, start, end int64, w io.Writer, opts ...parquetbuild.Option) (parquetbuild.FileStats, upsert.Keys, error) {
 	dec, err := codecs.Decoder(ctx, t, s)
 	if err != nil {
@@ -69,7 +71,7 @@ func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Cod
 	add := b.Add
 	var latest *upsert.Latest
 	if t.Upsert() {
-		latest = upsert.NewLatest(dec.KeyHash)
+		latest = upsert.NewBounded(dec.KeyHash, upsert.DefaultHold)
 		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
 	if err := kc.ReadRange(ctx, t.Topic, partition, start, end, add); err != nil {
@@ -78,15 +80,20 @@ func BuildKeyed(ctx context.Context, kc *kafkasrc.Client, codecs *tablecodec.Cod
 	}
 	var keys upsert.Keys
 	if latest != nil {
-		var rows []record.Record
-		rows, keys = latest.Finish()
-		for _, r := range rows {
-			if err := b.Add(r); err != nil {
-				b.Abort()
-				return parquetbuild.FileStats{}, upsert.Keys{}, err
-			}
+		keys, err = latest.Emit(Reread(ctx, kc, t.Topic, partition), b.Add)
+		if err != nil {
+			b.Abort()
+			return parquetbuild.FileStats{}, upsert.Keys{}, err
 		}
 	}
 	fs, err := b.Close()
 	return fs, keys, err
+}
+
+// Reread is the upsert.Reread of a partition's records from Kafka: the second read of
+// an upsert file's run whose latest records were too many to hold.
+func Reread(ctx context.Context, kc *kafkasrc.Client, topic string, partition int32) upsert.Reread {
+	return func(from, to int64, fn func(record.Record) error) error {
+		return kc.ReadRange(ctx, topic, partition, from, to, fn)
+	}
 }

@@ -1,6 +1,7 @@
 package upsert
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -128,5 +129,112 @@ func TestDecodeKeysMalformed(t *testing.T) {
 	}
 	if KeyHash(nil) == KeyHash([]byte{}) {
 		t.Error("no key and the empty key hash alike")
+	}
+}
+
+// reread is the Reread of a run held in memory, counting the records it yields.
+func reread(run []record.Record, read *int) Reread {
+	return func(from, to int64, fn func(record.Record) error) error {
+		for _, r := range run {
+			if r.Offset >= from && r.Offset < to {
+				*read++
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// TestBoundedEmit: a bounded Latest gives the rows and keys of one that holds every
+// record, whatever its budget, never holds more than the budget plus one record, and
+// reads the run again only when it let its records go.
+func TestBoundedEmit(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var run []record.Record
+		for _, rs := range genRuns(t) {
+			run = append(run, rs...)
+		}
+		for i := range run {
+			// Values of varied sizes, so the budget is crossed at varied records.
+			if run[i].Value != nil && rapid.Bool().Draw(t, "big") {
+				run[i].Value = append(run[i].Value, make([]byte, 200)...)
+				run[i].Headers = []record.Header{{Key: "h", Value: []byte("x")}}
+			}
+		}
+		hold := rapid.Int64Range(0, 3000).Draw(t, "hold")
+		all := NewLatest(KeyHash)
+		b := NewBounded(KeyHash, hold)
+		var biggest int64
+		for _, r := range run {
+			all.Add(r)
+			b.Add(r)
+			biggest = max(biggest, HeldBytes(r))
+		}
+		if b.Peak() > hold+biggest {
+			t.Fatalf("held %d bytes at most, budget %d (+%d, one record)", b.Peak(), hold, biggest)
+		}
+		wantRows, wantKeys := all.Finish()
+		var got []record.Record
+		read := 0
+		keys, err := b.Emit(reread(run, &read), func(r record.Record) error {
+			got = append(got, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(wantRows) {
+			t.Fatalf("%d rows, want %d", len(got), len(wantRows))
+		}
+		for i := range got {
+			if got[i].Offset != wantRows[i].Offset || string(got[i].Value) != string(wantRows[i].Value) || (got[i].Key == nil) != (wantRows[i].Key == nil) || len(got[i].Headers) != len(wantRows[i].Headers) {
+				t.Fatalf("row %d: offset %d, want %d", i, got[i].Offset, wantRows[i].Offset)
+			}
+		}
+		if !slices.Equal(keys.Live, wantKeys.Live) || !slices.Equal(keys.Dead, wantKeys.Dead) {
+			t.Fatalf("keys %d live %d dead, want %d and %d", len(keys.Live), len(keys.Dead), len(wantKeys.Live), len(wantKeys.Dead))
+		}
+		if let := b.Peak() > hold; !let && read > 0 {
+			t.Fatalf("read the run again (%d records) though it held its records (peak %d, budget %d)", read, b.Peak(), hold)
+		}
+	})
+}
+
+// TestBoundedEmitChanged: a second read that lacks a row's record is an error, not a
+// file without that row.
+func TestBoundedEmitChanged(t *testing.T) {
+	var run []record.Record
+	for i := range 50 {
+		run = append(run, record.Record{Offset: int64(i), Key: fmt.Appendf(nil, "k%d", i), Value: make([]byte, 100)})
+	}
+	b := NewBounded(KeyHash, 1000)
+	for _, r := range run {
+		b.Add(r)
+	}
+	if b.Held() != 0 {
+		t.Fatalf("held %d bytes of 50 records past a budget of 1000", b.Held())
+	}
+	read := 0
+	compacted := slices.Delete(slices.Clone(run), 20, 21)
+	_, err := b.Emit(reread(compacted, &read), func(record.Record) error { return nil })
+	if !errors.Is(err, ErrChanged) {
+		t.Fatalf("Emit over a second read without offset 20: %v, want ErrChanged", err)
+	}
+}
+
+// A bounded Latest holds copies: the caller's buffer may change after Add.
+func TestBoundedCopies(t *testing.T) {
+	buf := []byte("key-value")
+	b := NewBounded(KeyHash, 1<<20)
+	b.Add(record.Record{Offset: 7, Key: buf[:3], Value: buf[4:], Headers: []record.Header{{Key: "h", Value: buf[:1]}}})
+	copy(buf, "XXXXXXXXX")
+	var got record.Record
+	if _, err := b.Emit(nil, func(r record.Record) error { got = r; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Key) != "key" || string(got.Value) != "value" || string(got.Headers[0].Value) != "k" {
+		t.Fatalf("held %q=%q (%q), want copies of what was added", got.Key, got.Value, got.Headers[0].Value)
 	}
 }

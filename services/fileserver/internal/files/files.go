@@ -46,6 +46,7 @@ import (
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/pkg/upsert"
 )
 
 // errStopping: the store is closing. An owner that is stopping answers a forwarded read
@@ -732,6 +733,10 @@ func (s *Store) buildErr(ctx context.Context, t tables.Table, r objects.Record, 
 		return e
 	case errors.Is(err, kafkasrc.ErrUnavailable), errors.Is(err, kafkasrc.ErrUnknownTopic), errors.Is(err, kafkasrc.ErrNotStable):
 		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s from %s: kafka is unavailable", r.Key, where)
+	case errors.Is(err, upsert.ErrChanged):
+		// An upsert file read twice (too many latest records to hold) and compacted in
+		// between: the next build reads what Kafka has now, and its check decides.
+		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s from %s: kafka changed while it was read; try again", r.Key, where)
 	case errors.Is(err, kafkasrc.ErrClosed), s.base.Err() != nil:
 		return apierr.Wrap(apierr.Unavailable, errors.Join(errStopping, err), "cannot build %s: file server %s", r.Key, s.o.NodeID)
 	case ctx.Err() != nil:

@@ -40,6 +40,7 @@ import (
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -479,11 +480,12 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 	}
 	defer b.Abort() // a no-op once closed; else its pages go back to the pool
 	// An upsert table's tail file has the latest record per key, as BuildKeyed builds
-	// it (a rebuild gives the same bytes), and records the keys it touches.
+	// it (a rebuild gives the same bytes, within the same bound of held records), and
+	// records the keys it touches.
 	add := b.Add
 	var latest *upsert.Latest
 	if t.Upsert() {
-		latest = upsert.NewLatest(dec.KeyHash)
+		latest = upsert.NewBounded(dec.KeyHash, upsert.DefaultHold)
 		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
 	end, read, cutBy := req.End, int64(0), ""
@@ -511,11 +513,9 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 	}
 	var keys []byte
 	if latest != nil {
-		rows, k := latest.Finish()
-		for _, r := range rows {
-			if err := b.Add(r); err != nil {
-				return fail(fmt.Errorf("build the tail of %s partition %d [%d, %d): %w", t.FullName(), req.Partition, req.Start, end, err))
-			}
+		k, err := latest.Emit(rangefile.Reread(ctx, s.o.Kafka, t.Topic, req.Partition), b.Add)
+		if err != nil {
+			return fail(s.tailErr(ctx, t, req, err))
 		}
 		keys = k.Encode()
 	}
@@ -579,7 +579,7 @@ func (s *Store) tailErr(ctx context.Context, t tables.Table, req MeasureRequest,
 	switch {
 	case errors.Is(err, kafkasrc.ErrUnavailable), errors.Is(err, kafkasrc.ErrUnknownTopic):
 		return apierr.Wrap(apierr.Unavailable, err, "cannot build the tail of %s from %s: kafka is unavailable", t.FullName(), where)
-	case errors.Is(err, kafkasrc.ErrNotStable), errors.Is(err, kafkasrc.ErrOffsetsGone):
+	case errors.Is(err, kafkasrc.ErrNotStable), errors.Is(err, kafkasrc.ErrOffsetsGone), errors.Is(err, upsert.ErrChanged):
 		// Kafka moved since the load read its offsets (retention, a truncated log);
 		// the next load reads them again.
 		return apierr.Wrap(apierr.Unavailable, err, "cannot build the tail of %s from %s: kafka's offsets moved since the load read them", t.FullName(), where)

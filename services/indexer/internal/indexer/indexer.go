@@ -23,6 +23,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -47,6 +48,14 @@ type Indexer struct {
 	// Pages hold the finished pages of every open range's build, within the node's
 	// --build-memory; the rest wait in temporary files.
 	Pages *parquetbuild.Pages
+	// UpsertHold bounds the bytes of latest records an open upsert range holds (past it,
+	// each key's latest offset; the range is read from Kafka again when stored), and
+	// UpsertMaxKeys its distinct keys (the range is closed at that many), so what a busy
+	// upsert partition holds does not grow with mink.range.target-bytes.
+	UpsertHold    int64
+	UpsertMaxKeys int
+
+	upsertPeak atomic.Int64 // the most bytes of records any upsert range held
 
 	metrics metrics
 	paused  sync.Map // "ns.table/partition" → why its indexing is paused
@@ -75,13 +84,14 @@ type Options struct {
 }
 
 type metrics struct {
-	records, bytes, ranges, decodeErrors metric.Int64Counter
+	records, bytes, ranges, decodeErrors, rereads metric.Int64Counter
 }
 
 // New prepares an indexer that reports its metrics to o.Meter.
 func New(o Options) (*Indexer, error) {
 	m := o.Meter
-	ix := &Indexer{DB: o.DB, Kafka: o.Kafka, Codecs: o.Codecs, Log: o.Logger, Settings: parquetbuild.DefaultSettings(), GrowthCheck: 30 * time.Second}
+	ix := &Indexer{DB: o.DB, Kafka: o.Kafka, Codecs: o.Codecs, Log: o.Logger, Settings: parquetbuild.DefaultSettings(), GrowthCheck: 30 * time.Second,
+		UpsertHold: upsert.DefaultHold, UpsertMaxKeys: upsert.DefaultMaxKeys}
 	if ix.Codecs == nil {
 		ix.Codecs = tablecodec.New(o.DB, nil)
 	}
@@ -97,6 +107,7 @@ func New(o Options) (*Indexer, error) {
 	ix.metrics.records = counter("mink.indexer.records", "Kafka records indexed", "{record}")
 	ix.metrics.bytes = counter("mink.indexer.bytes", "bytes of Kafka record keys and values indexed", "By")
 	ix.metrics.ranges = counter("mink.indexer.ranges", "ranges cut and stored", "{range}")
+	ix.metrics.rereads = counter("mink.indexer.upsert_rereads", "upsert ranges whose latest records passed the hold bound and were read from Kafka a second time to be stored", "{range}")
 	ix.metrics.decodeErrors = counter("mink.indexer.decode_errors", "records that did not fit the table schema (stored with _mink_error)", "{record}")
 	lag, e1 := m.Int64ObservableGauge("mink.indexer.lag",
 		metric.WithDescription("Records between the indexed position and the last stable offset, per partition this node indexes."),
@@ -223,8 +234,9 @@ func pauseReason(err error) string {
 	return "indexing failed and is retried; the indexer's log says why"
 }
 
-// cut is the range being built: [start, next) with its records measured so far.
+// cut is the range being built: [start, next) of topic with its records measured so far.
 type cut struct {
+	topic       string
 	start, next int64
 	opened      time.Time // when the range first had something in it
 	bytes       int64
@@ -233,7 +245,8 @@ type cut struct {
 	settings    parquetbuild.Settings
 	latestAt    time.Time // when latest-mode ids were last compared with the registry's
 	// latest holds an upsert table's range until it is stored: only the latest record
-	// of each key is built, and the keys are stored with the range.
+	// of each key is built, and the keys are stored with the range. It holds at most
+	// UpsertHold bytes of records (then offsets) and the range at most UpsertMaxKeys keys.
 	latest *upsert.Latest
 }
 
@@ -397,6 +410,12 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 					return err
 				}
 			}
+			if c.latest != nil && c.latest.Len() >= ix.UpsertMaxKeys {
+				// The range's keys are at their bound: r starts the next range.
+				if err := cutAt(r.Offset); err != nil {
+					return err
+				}
+			}
 			if err := c.add(r); err != nil {
 				return fmt.Errorf("build range at offset %d: %w", r.Offset, err)
 			}
@@ -540,9 +559,9 @@ func (ix *Indexer) newCut(ctx context.Context, l *lease.Lease, tbl *tables.Table
 	if err != nil {
 		return nil, err
 	}
-	c := &cut{start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}
+	c := &cut{topic: tbl.Topic, start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}
 	if tbl.Upsert() {
-		c.latest = upsert.NewLatest(dec.KeyHash)
+		c.latest = upsert.NewBounded(dec.KeyHash, ix.UpsertHold)
 	}
 	return c, nil
 }
@@ -576,12 +595,17 @@ const latestCheck = 2 * time.Second
 // store finishes the range's measuring build and stores it under the lease.
 func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metric.MeasurementOption, log *slog.Logger) error {
 	var keys []byte
+	reread := false
 	if c.latest != nil {
-		rows, k := c.latest.Finish()
-		for _, r := range rows {
-			if err := c.b.Add(r); err != nil {
-				return fmt.Errorf("build range at offset %d: %w", r.Offset, err)
+		reread = !c.latest.Holding()
+		for peak := c.latest.Peak(); ; {
+			if had := ix.upsertPeak.Load(); peak <= had || ix.upsertPeak.CompareAndSwap(had, peak) {
+				break
 			}
+		}
+		k, err := c.latest.Emit(rangefile.Reread(ctx, ix.Kafka, c.topic, l.Partition), c.b.Add)
+		if err != nil {
+			return fmt.Errorf("build range [%d, %d): %w", c.start, c.next, err)
 		}
 		keys = k.Encode()
 	}
@@ -604,6 +628,9 @@ func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metri
 		return err
 	}
 	ix.metrics.ranges.Add(ctx, 1, attrs)
+	if reread {
+		ix.metrics.rereads.Add(ctx, 1, attrs)
+	}
 	ix.metrics.bytes.Add(ctx, c.bytes, attrs)
 	if fs.DecodeErrors > 0 {
 		ix.metrics.decodeErrors.Add(ctx, fs.DecodeErrors, attrs)
@@ -611,6 +638,10 @@ func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metri
 	log.Debug("range stored", "start", c.start, "end", c.next, "records", fs.RowCount, "size", fs.Size)
 	return nil
 }
+
+// UpsertPeak is the most bytes of records an upsert range of this node held (within
+// UpsertHold and one record).
+func (ix *Indexer) UpsertPeak() int64 { return ix.upsertPeak.Load() }
 
 func recordBytes(r record.Record) int64 {
 	n := int64(len(r.Key) + len(r.Value))

@@ -59,7 +59,7 @@ type env struct {
 	prod  *kgo.Client
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	db, url := pgtest.DB(t)
 	if err := pgschema.Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func (e *env) startIndexerWith(t *testing.T, id string, meter metric.Meter) (sto
 
 // startIndexerOpts is startIndexer with o (its DB, Kafka and Logger set here) and tune
 // applied to the indexer before it runs; it returns the indexer too.
-func (e *env) startIndexerOpts(t *testing.T, id string, o indexer.Options, tune func(*indexer.Indexer)) (stop func(), ix *indexer.Indexer) {
+func (e *env) startIndexerOpts(t testing.TB, id string, o indexer.Options, tune func(*indexer.Indexer)) (stop func(), ix *indexer.Indexer) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	o.DB, o.Kafka, o.Logger = e.db, e.kc, log
 	if o.Meter == nil {
@@ -146,7 +146,7 @@ func (e *env) produce(t *testing.T, topic string, p int32, values ...string) {
 
 // committed returns the offsets of every committed data record of a partition, read
 // straight from Kafka: what the index must cover exactly once.
-func (e *env) committed(t *testing.T, topic string, p int32) (offs []int64, hwm int64) {
+func (e *env) committed(t testing.TB, topic string, p int32) (offs []int64, hwm int64) {
 	o, err := e.kc.Offsets(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
