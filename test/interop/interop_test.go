@@ -319,13 +319,9 @@ func waitCommitted(t *testing.T, catalogURL string, a *cluster.Auth, n int) []da
 	cluster.WaitFor(t, 60*time.Second, fmt.Sprintf("%s to hold %d rows", tableName, n), func() (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		cat, err := rest.NewCatalog(ctx, "mink", catalogURL, rest.WithCredential(a.Reader.ID+":"+a.Reader.Secret))
+		tbl, err := loadTable(ctx, catalogURL, a, ns, name)
 		if err != nil {
-			return "catalog: " + err.Error(), false
-		}
-		tbl, err := cat.LoadTable(ctx, table.Identifier{ns, name})
-		if err != nil {
-			return "load: " + err.Error(), false
+			return err.Error(), false
 		}
 		tasks, err := tbl.Scan().PlanFiles(ctx)
 		if err != nil {
@@ -341,6 +337,19 @@ func waitCommitted(t *testing.T, catalogURL string, a *cluster.Auth, n int) []da
 		return fmt.Sprintf("%d rows in %d files", rows, len(files)), rows == int64(n)
 	})
 	return files
+}
+
+// loadTable loads ns.name through the catalog as the reader, as engines do.
+func loadTable(ctx context.Context, catalogURL string, a *cluster.Auth, ns, name string) (*table.Table, error) {
+	cat, err := rest.NewCatalog(ctx, "mink", catalogURL, rest.WithCredential(a.Reader.ID+":"+a.Reader.Secret))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	tbl, err := cat.LoadTable(ctx, table.Identifier{ns, name})
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	return tbl, nil
 }
 
 // input is what js/read.mjs reads (INTEROP_INPUT).

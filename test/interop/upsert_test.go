@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/iceberg-go/catalog/rest"
-	"github.com/apache/iceberg-go/table"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
@@ -98,13 +96,9 @@ func waitUpsert(t *testing.T, catalogURL string, a *cluster.Auth, ends map[int32
 	cluster.WaitFor(t, 60*time.Second, fmt.Sprintf("default.%s to be committed up to %v", upsertTable, ends), func() (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		cat, err := rest.NewCatalog(ctx, "mink", catalogURL, rest.WithCredential(a.Reader.ID+":"+a.Reader.Secret))
+		tbl, err := loadTable(ctx, catalogURL, a, "default", upsertTable)
 		if err != nil {
-			return "catalog: " + err.Error(), false
-		}
-		tbl, err := cat.LoadTable(ctx, table.Identifier{"default", upsertTable})
-		if err != nil {
-			return "load: " + err.Error(), false
+			return err.Error(), false
 		}
 		snap := tbl.CurrentSnapshot()
 		if snap == nil {
