@@ -1,6 +1,7 @@
 // Package interop reads a real Mink cluster with clients nobody here wrote, as a user
 // would with auth on: kafkajs produces JSON records; iceberg-js and plain fetch talk to
-// the REST catalog (OAuth2 client credentials); icebird reads the whole table; hyparquet
+// the REST catalog (OAuth2 client credentials); icebird reads the whole table, and an
+// upsert table through its position delete files (upsert_test.go); hyparquet
 // reads every data file with ranged S3 GETs; @aws-sdk/client-s3 GETs, HEADs, ranges,
 // conditionals and listings; DuckDB read_parquet reads the data files fetched through
 // S3; and github.com/aws/aws-sdk-go-v2's S3 client does the same from Go. Every row each
@@ -76,15 +77,18 @@ func TestInterop(t *testing.T) {
 		Format: adminv1.RecordFormat_RECORD_FORMAT_RAW}); err != nil {
 		t.Fatalf("create default.other: %v", err)
 	}
+	createUpsert(t, c, fs)
 
 	// kafkajs produces; Kafka, read back with franz-go, is the truth every reader meets.
 	produced := produce(t, js, c)
 	want := truth(t, c, produced)
+	// The upsert table's rounds commit while the append table does.
+	upsertWant := produceUpsert(t, c, catalogURL)
 
 	// iceberg-go (the reference reader here) waits for the commits and names the files.
 	files := waitCommitted(t, catalogURL, c.Auth, len(want))
 
-	in := input{Table: tableName, Tables: []string{"events", "other"}, CatalogURL: catalogURL, S3URL: s3URL,
+	in := input{Table: tableName, Tables: []string{"events", "keyed", "other"}, UpsertTable: upsertTable, CatalogURL: catalogURL, S3URL: s3URL,
 		ReaderID: c.Auth.Reader.ID, ReaderSecret: c.Auth.Reader.Secret, DataFiles: files}
 	res := runReader(t, js, in)
 
@@ -93,6 +97,7 @@ func TestInterop(t *testing.T) {
 	for _, name := range []string{"icebird", "hyparquet", "duckdb"} {
 		t.Run(name, func(t *testing.T) { compareRows(t, res.section(t, name).Rows, want) })
 	}
+	t.Run("icebird-upsert", func(t *testing.T) { checkUpsertRead(t, res.section(t, "icebirdUpsert").upsert(t), upsertWant) })
 	t.Run("aws-sdk-js-s3", func(t *testing.T) { res.section(t, "s3").checks(t) })
 	t.Run("aws-sdk-go-v2-s3", func(t *testing.T) { checkGoS3(t, s3URL, c.Auth, files) })
 }
@@ -314,13 +319,9 @@ func waitCommitted(t *testing.T, catalogURL string, a *cluster.Auth, n int) []da
 	cluster.WaitFor(t, 60*time.Second, fmt.Sprintf("%s to hold %d rows", tableName, n), func() (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		cat, err := rest.NewCatalog(ctx, "mink", catalogURL, rest.WithCredential(a.Reader.ID+":"+a.Reader.Secret))
+		tbl, err := loadTable(ctx, catalogURL, a, ns, name)
 		if err != nil {
-			return "catalog: " + err.Error(), false
-		}
-		tbl, err := cat.LoadTable(ctx, table.Identifier{ns, name})
-		if err != nil {
-			return "load: " + err.Error(), false
+			return err.Error(), false
 		}
 		tasks, err := tbl.Scan().PlanFiles(ctx)
 		if err != nil {
@@ -338,10 +339,24 @@ func waitCommitted(t *testing.T, catalogURL string, a *cluster.Auth, n int) []da
 	return files
 }
 
+// loadTable loads ns.name through the catalog as the reader, as engines do.
+func loadTable(ctx context.Context, catalogURL string, a *cluster.Auth, ns, name string) (*table.Table, error) {
+	cat, err := rest.NewCatalog(ctx, "mink", catalogURL, rest.WithCredential(a.Reader.ID+":"+a.Reader.Secret))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	tbl, err := cat.LoadTable(ctx, table.Identifier{ns, name})
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	return tbl, nil
+}
+
 // input is what js/read.mjs reads (INTEROP_INPUT).
 type input struct {
 	Table        string     `json:"table"`
 	Tables       []string   `json:"tables"` // every table of the namespace
+	UpsertTable  string     `json:"upsertTable"`
 	CatalogURL   string     `json:"catalogURL"`
 	S3URL        string     `json:"s3URL"`
 	ReaderID     string     `json:"readerID"`
@@ -440,7 +455,7 @@ func checkIcebergJS(t *testing.T, s section, files []dataFile) {
 	if !slices.ContainsFunc(v.Namespaces, func(ns []string) bool { return slices.Equal(ns, []string{"default"}) }) {
 		t.Errorf("listNamespaces: %v, want default among them", v.Namespaces)
 	}
-	if !slices.Equal(sorted(v.Tables), []string{"default.events", "default.other"}) {
+	if !slices.Equal(sorted(v.Tables), []string{"default.events", "default.keyed", "default.other"}) {
 		t.Errorf("listTables(default): %v", v.Tables)
 	}
 	if !v.NSExists || v.NSMissing || !v.Exists || v.Missing {

@@ -10,6 +10,7 @@
 //   - icebird: the whole table from the metadata the catalog loaded, its manifests and
 //     data files read over Mink's S3 (icebird has no REST catalog or S3 endpoint setting:
 //     its s3:// reads are routed to Mink's endpoint, signed by @aws-sdk/client-s3);
+//   - icebirdUpsert: an upsert table with icebird, which applies its position deletes;
 //   - hyparquet: every data file read with ranged S3 GETs;
 //   - s3: @aws-sdk/client-s3 GET, HEAD, ranges, conditionals, errors, listing;
 //   - duckdb: read_parquet over the data files fetched through S3 to local disk.
@@ -251,6 +252,23 @@ await section('icebird', async () => {
   if (!metadata) throw new Error('no table metadata: the iceberg-js load failed')
   const rows = await icebergRead({ tableUrl: metadata.location, metadata })
   return { rows: rows.map(canonical) }
+})
+
+// The upsert table: icebird applies the current snapshot's position delete files (from
+// its delete manifests) to the data files it reads. Keys and values are bytes (a raw
+// table), reported in base64.
+await section('icebirdUpsert', async () => {
+  const catalog = new IcebergRestCatalog({ baseUrl: input.catalogURL, auth: { type: 'bearer', token } })
+  const md = await catalog.loadTable({ namespace: [namespace], name: input.upsertTable })
+  const snap = (md.snapshots || []).find((s) => s['snapshot-id'] === md['current-snapshot-id'])
+  if (!snap) throw new Error(`${input.upsertTable}: no current snapshot`)
+  const b64 = (v) => (v === null || v === undefined ? null : Buffer.from(v).toString('base64'))
+  const rows = await icebergRead({ tableUrl: md.location, metadata: md })
+  return {
+    snapshotId: String(snap['snapshot-id']),
+    summary: Object.fromEntries(Object.entries(snap.summary || {}).map(([k, v]) => [k, String(v)])),
+    rows: rows.map((r) => ({ p: Number(r._kafka_partition), o: String(r._kafka_offset), key: b64(r._kafka_key), value: b64(r.value) })),
+  }
 })
 
 await section('hyparquet', async () => {
