@@ -99,10 +99,18 @@ func TestStartTogetherEvenWithinThreeRounds(t *testing.T) {
 		return c["idx-a"] == 32 && c["idx-b"] == 32 && c["idx-c"] == 32
 	}
 	leasetest.Eventually(t, 20*time.Second, "shared 32/32/32", func() bool {
-		for _, x := range nodes {
-			if r := x.m.Stats().Rounds; r > 3 && !even() {
-				t.Fatalf("%s has run %d rounds and the shares are still %v, want 32/32/32 within 3", x.id, r, countHeld(t, db, tbl))
+		// Within 3 rounds of the last to start (a node started up to a round after
+		// another is in its third round while the first is in its fourth), and one more:
+		// two nodes whose rounds run at the same moment can pick the same free rows, and
+		// the one whose acquisition skips them (SKIP LOCKED) takes them a round later.
+		last := nodes[0]
+		for _, x := range nodes[1:] {
+			if x.m.Stats().Rounds < last.m.Stats().Rounds {
+				last = x
 			}
+		}
+		if r := last.m.Stats().Rounds; r > 4 && !even() {
+			t.Fatalf("every node has run %d rounds or more and the shares are still %v, want 32/32/32 within 3 (4 with a collision)", r, countHeld(t, db, tbl))
 		}
 		return even()
 	}, rounds(t)...)
