@@ -246,7 +246,7 @@ func runLiveLoads(ctx context.Context, e *Env, c Config, it *Item) error {
 		return err
 	}
 
-	bound := tables.DefaultProps.LiveReuse
+	bound := tables.DefaultProps.LiveSnapshotSpacing()
 	most := int64(math.Ceil(float64(took)/float64(bound))) + 1
 	perSec := func(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 	it.Rows = append(it.Rows,
@@ -263,8 +263,9 @@ func runLiveLoads(ctx context.Context, e *Env, c Config, it *Item) error {
 	it.Notes = append(it.Notes, fmt.Sprintf("One mink-fileserver (of two), a real indexer (mink.range.max-age 1s) and writer (mink.commit.interval 500ms) over a one-partition topic produced at %d records/s throughout, "+
 		"so the tail moves with every record and the committed snapshot every commit. %d clients load the table back to back for %s (one keep-alive connection each); "+
 		"the one-client figures are %s of loads just before, and the bare handler (item 4's: one Postgres query for the metadata, one Kafka offsets lookup) is loaded by the same %d clients for %s. "+
-		"mink.live.reuse-ms is its default %s: a load answers with the newest load snapshot of the same commit whose offsets were read less than that before it arrived.",
-		lc.Rate, lc.Clients, fmtDur(took), fmtDur(phase), lc.Clients, fmtDur(phase), fmtDur(bound)),
+		"mink.live.reuse-ms is its default %s: a load answers with the newest load snapshot of the same commit whose offsets were read less than that before it arrived, "+
+		"and one that finds it in the last quarter of that begins the next one without waiting for it (refresh ahead), so snapshots are at least %s apart.",
+		lc.Rate, lc.Clients, fmtDur(took), fmtDur(phase), lc.Clients, fmtDur(phase), fmtDur(tables.DefaultProps.LiveReuse), fmtDur(bound)),
 		fmt.Sprintf("Beside one client, %d clients on %d cores queue: at %s req/s each load waits on average %d / throughput = %s (Little's law); the bare handler under the same clients has p50 %s. "+
 			"Compare the p99 with the bare handler's under the same clients.",
 			lc.Clients, runtime.NumCPU(), fmtNum(perSec(len(burst), took)), lc.Clients, fmtDur(time.Duration(float64(lc.Clients)/perSec(len(burst), took)*float64(time.Second))), fmtDur(Percentile(bareDs, 50))))

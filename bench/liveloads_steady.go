@@ -120,7 +120,7 @@ func steadyLoads(ctx context.Context, db *pgxpool.Pool, f *fsCluster, table int6
 		ds[i] = l.took
 	}
 	first, last := tookIn(all, 0, window), tookIn(all, lc.Steady-window, lc.Steady)
-	bound := tables.DefaultProps.LiveReuse
+	bound := tables.DefaultProps.LiveSnapshotSpacing()
 	most := int64(math.Ceil(float64(took)/float64(bound))) + 1 + int64(commits)
 	offered := float64(lc.Clients) / lc.Every.Seconds()
 	name := fmt.Sprintf("%d clients, each every %s for %s", lc.Clients, fmtDur(lc.Every), fmtDur(lc.Steady))

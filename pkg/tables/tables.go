@@ -94,8 +94,9 @@ type Props struct {
 	LiveMaxBytes int64
 	// LiveReuse is how stale a load's tail may be: a load answers with the newest load
 	// snapshot of the same committed metadata whose Kafka offsets were read less than
-	// this long before the load arrived, so a table writes at most about one load
-	// snapshot per LiveReuse however many clients load it. Zero: every load reads Kafka
+	// this long before the load arrived. A load in its last LiveRefreshAhead begins the
+	// next one, so a table writes at most about one load snapshot per LiveReuse -
+	// LiveRefreshAhead however many clients load it. Zero: every load reads Kafka
 	// (loads of an unchanged tail still share one snapshot).
 	LiveReuse time.Duration
 
@@ -103,6 +104,16 @@ type Props struct {
 	// table committing often loads in bounded metadata (pkg/icebergmeta.Retention).
 	HistoryMaxSnapshots int
 }
+
+// LiveRefreshAhead is how long before the newest load snapshot of a table stops
+// standing for new loads (after LiveReuse) a load begins reading the next one without
+// waiting for it: a quarter of LiveReuse, so that loads arriving without pause find a
+// snapshot made rather than each wait for a build.
+func (p Props) LiveRefreshAhead() time.Duration { return p.LiveReuse / 4 }
+
+// LiveSnapshotSpacing is the least time between the Kafka offsets of two load snapshots
+// of one committed snapshot: at most one per this long, however many clients load.
+func (p Props) LiveSnapshotSpacing() time.Duration { return p.LiveReuse - p.LiveRefreshAhead() }
 
 // Property keys Mink reads; other keys are kept and served as Iceberg table properties.
 const (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
 )
@@ -155,7 +156,8 @@ func TestLiveLoadIdenticalLoadsWriteOnce(t *testing.T) {
 }
 
 // While producers keep the tail moving, loads reuse the newest load snapshot for
-// mink.live.reuse-ms: a burst of D writes at most ceil(D / bound) + 1 load snapshots,
+// mink.live.reuse-ms: a burst of D writes at most ceil(D / spacing) + 1 load snapshots
+// (spacing: 3/4 of the bound, as loads refresh ahead),
 // each with at most one new tail file per partition. Every load is exact (its tail
 // files hold every record up to its tail end, no more), and fresh: a load that began at
 // T has every record whose produce Kafka acknowledged before T - bound.
@@ -243,7 +245,9 @@ func TestLiveLoadReuseBound(t *testing.T) {
 
 	snaps := le.loadSnapshots() - snaps0
 	_, data := le.liveRows()
-	most := int(math.Ceil(float64(took)/float64(bound))) + 1
+	props := tables.DefaultProps
+	props.LiveReuse = bound
+	most := int(math.Ceil(float64(took)/float64(props.LiveSnapshotSpacing()))) + 1 // loads refresh ahead
 	t.Logf("%d loads in %v: %d load snapshots (at most %d), %d tail file rows", len(loads), took.Round(time.Millisecond), snaps, most, data-data0)
 	if snaps > most || snaps < 2 {
 		t.Errorf("%d loads over %v with a %v bound wrote %d load snapshots, want 2 to %d", len(loads), took, bound, snaps, most)
@@ -273,4 +277,70 @@ func TestLiveLoadReuseBound(t *testing.T) {
 	// Once the bound has passed, a load has every record.
 	<-time.After(bound)
 	sameRows(t, "after the producer stopped", le.mustScan(n).rows, le.rows)
+}
+
+// A load that finds the newest load snapshot in the last quarter of the reuse bound
+// answers with it and begins the next one without waiting for it (refresh ahead); a
+// load after the newest has expired finds that one made, with every record Kafka
+// acknowledged before it began, and builds nothing itself.
+func TestLiveLoadRefreshAhead(t *testing.T) {
+	t.Parallel()
+	const bound = 8 * time.Second // long, so that a slow machine still lands each load in its part of it
+	props := tables.DefaultProps
+	props.LiveReuse = bound
+	ahead := props.LiveRefreshAhead()
+	le := newLiveEnv(t, map[string]string{tables.PropLiveReuseMs: strconv.FormatInt(bound.Milliseconds(), 10)}, false)
+	n := le.startNodes(1)[0]
+	le.produce(20)
+	load := func() rawLoad {
+		t.Helper()
+		r, err := loadRaw(le.ctx, http.DefaultClient, le.loadURL(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	t0 := time.Now()
+	first := load() // its offsets were read between t0 and now
+	t1 := time.Now()
+	le.produce(5) // acknowledged after the first snapshot's offsets: not in it
+	if r := load(); r.location != first.location || n.srv.LiveStats().Ahead != 0 {
+		t.Fatalf("a load early in the bound: %s, %+v; want the first snapshot %s and nothing begun", r.location, n.srv.LiveStats(), first.location)
+	}
+
+	// In the last quarter: the first snapshot's age is at least bound - ahead after
+	// t1 + bound - ahead, and below the bound until t0 + bound.
+	<-time.After(time.Until(t1.Add(bound - ahead + 50*time.Millisecond)))
+	r := load()
+	if time.Since(t0) >= bound {
+		t.Fatalf("the machine is too slow for this test: %v from the first load to the end of the second", time.Since(t0))
+	}
+	if r.location != first.location {
+		t.Fatalf("a load in the last quarter of the bound answered %s, want the newest %s", r.location, first.location)
+	}
+	if st := n.srv.LiveStats(); st.Ahead != 1 {
+		t.Fatalf("a load in the last quarter of the bound: %+v, want one refresh begun ahead", st)
+	}
+	await.True(t, 30*time.Second, "the refresh begun ahead to make a load snapshot", func() bool { return n.srv.LiveStats().Loads == 2 })
+	if got := le.loadSnapshots(); got != 2 {
+		t.Fatalf("%d load snapshots recorded, want 2", got)
+	}
+
+	// After the first expired: the one made ahead, with the 5 records more, nothing built.
+	<-time.After(time.Until(t1.Add(bound + 50*time.Millisecond)))
+	before := n.srv.LiveStats()
+	last := load()
+	after := n.srv.LiveStats()
+	if last.location == first.location || after.Loads != before.Loads || after.Reused != before.Reused+1 {
+		t.Fatalf("a load after the first snapshot expired: %s (first %s), stats %+v then %+v; want the snapshot made ahead, reused", last.location, first.location, before, after)
+	}
+	for p := range int32(livePartitions) {
+		if first.offset(p, live.SuffixTailEnd) != 20 || last.offset(p, live.SuffixTailEnd) != 25 {
+			t.Fatalf("partition %d: tail ends %d then %d, want 20 then 25", p, first.offset(p, live.SuffixTailEnd), last.offset(p, live.SuffixTailEnd))
+		}
+	}
+	if got := le.loadSnapshots(); got != 2 {
+		t.Fatalf("%d load snapshots recorded, want 2", got)
+	}
+	sameRows(t, "the snapshot made ahead", le.mustScan(n).rows, le.rows)
 }

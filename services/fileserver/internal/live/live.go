@@ -35,11 +35,14 @@
 //   - Loads of the same committed metadata form a stream. A load answers with the
 //     stream's newest snapshot (this node's, else one any node recorded) whose Kafka
 //     offsets were read less than mink.live.reuse-ms before it arrived, or waits for a
-//     refresh begun within that bound; otherwise it reads Kafka's offsets itself. So a
-//     moving tail costs at most about one load snapshot per bound and commit however
-//     many clients load, and a load that arrives at T has every record Kafka
-//     acknowledged before T - bound. The bound is compared on one clock only: this
-//     node's, or the database's for the snapshots of other nodes.
+//     refresh begun within that bound; otherwise it reads Kafka's offsets itself. A
+//     load that finds the newest in the last quarter of the bound
+//     (Props.LiveRefreshAhead) begins the next refresh without waiting for it, so that
+//     while loads keep coming they find a snapshot made rather than wait for one. So a
+//     moving tail costs at most about one load snapshot per 3/4 of the bound
+//     (Props.LiveSnapshotSpacing) and one per commit however many clients load, and a load that arrives at T has every record Kafka acknowledged
+//     before T - bound. The bound is compared on one clock only: this node's, or the
+//     database's for the snapshots of other nodes.
 //
 // An upsert table's tail files keep the latest record per key and record the keys they
 // touch; its load snapshot also replaces the position delete files of the data files
@@ -169,6 +172,7 @@ type Stats struct {
 	Failed    int64
 	Measures  int64 // tail spans measured (here or by their owners)
 	Cut       int64 // partition tails cut at a limit
+	Ahead     int64 // refreshes begun by a load before the newest load snapshot expired
 }
 
 // loadBuckets are the load duration histogram's bounds in seconds (OpenTelemetry's
@@ -193,12 +197,13 @@ type Loader struct {
 
 	loads    metric.Int64Counter
 	duration metric.Float64Histogram
-	n        struct{ loads, reused, found, committed, disabled, failed, measures, cut atomic.Int64 }
+	n        struct{ loads, reused, found, committed, disabled, failed, measures, cut, ahead atomic.Int64 }
 }
 
 // flight is one read of what loads answer, which concurrent loads share.
 type flight struct {
 	started time.Time // before it read anything
+	ahead   bool      // begun before the stream's newest expired: no load waits for it
 	done    chan struct{}
 	res     Result
 	err     error
@@ -286,7 +291,7 @@ func (l *Loader) Close() {
 // Stats returns the Loader's counters.
 func (l *Loader) Stats() Stats {
 	return Stats{Loads: l.n.loads.Load(), Reused: l.n.reused.Load(), Found: l.n.found.Load(), Committed: l.n.committed.Load(),
-		Disabled: l.n.disabled.Load(), Failed: l.n.failed.Load(), Measures: l.n.measures.Load(), Cut: l.n.cut.Load()}
+		Disabled: l.n.disabled.Load(), Failed: l.n.failed.Load(), Measures: l.n.measures.Load(), Cut: l.n.cut.Load(), Ahead: l.n.ahead.Load()}
 }
 
 func (l *Loader) count(ctx context.Context, result string, c *atomic.Int64) {
@@ -340,6 +345,14 @@ func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, b
 	}
 	if st.newest != nil && arrived.Sub(st.newest.readAt) < bound {
 		res := st.newest.res
+		if st.flight == nil && !l.closed && arrived.Sub(st.newest.readAt) >= bound-props.LiveRefreshAhead() {
+			// Refresh ahead: the newest expires soon and loads keep coming, so the next
+			// one is read now, while this load and the next ones answer with the newest;
+			// a load after the expiry finds it made (or joins it), rather than every load
+			// of that moment waiting for a build.
+			l.n.ahead.Add(1)
+			l.startRefresh(t, props, base, cov, ttl, sk, st, true)
+		}
 		l.mu.Unlock()
 		return l.answer(ctx, res, true), nil
 	}
@@ -352,10 +365,7 @@ func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, b
 		}
 		// A refresh older than the bound may end with offsets read too early for this
 		// load: start one of its own beside it.
-		f = &flight{started: time.Now(), done: make(chan struct{})}
-		st.flight = f
-		l.builds.Add(1)
-		go l.refresh(t, props, base, cov, ttl, sk, st, f)
+		f = l.startRefresh(t, props, base, cov, ttl, sk, st, false)
 	}
 	l.mu.Unlock()
 	select {
@@ -383,6 +393,15 @@ func (l *Loader) answer(ctx context.Context, res Result, reused bool) Result {
 	return res
 }
 
+// startRefresh begins stream st's next read (l.mu held) and returns its flight.
+func (l *Loader) startRefresh(t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, st *stream, ahead bool) *flight {
+	f := &flight{started: time.Now(), ahead: ahead, done: make(chan struct{})}
+	st.flight = f
+	l.builds.Add(1)
+	go l.refresh(t, props, base, cov, ttl, sk, st, f)
+	return f
+}
+
 // refresh reads what a load of stream sk answers now, into f: the newest load snapshot
 // another file server recorded within the reuse bound, or one for the tail Kafka holds
 // now (shared by content key, built when new). It runs apart from the loads waiting for
@@ -391,7 +410,10 @@ func (l *Loader) refresh(t tables.Table, props tables.Props, base Base, cov map[
 	defer l.builds.Done()
 	ctx, cancel := context.WithTimeout(l.base, l.o.LoadTimeout)
 	defer cancel()
-	res, readAt, err := l.read(ctx, t, props, base, cov, ttl, sk, f.started)
+	res, readAt, err := l.read(ctx, t, props, base, cov, ttl, sk, f.started, f.ahead)
+	if f.ahead && err == nil && res.Live && !res.Reused {
+		l.n.loads.Add(1) // no load answers as its maker: the ones after it reuse it
+	}
 	l.mu.Lock()
 	if st.flight == f {
 		st.flight = nil
@@ -415,10 +437,14 @@ func (l *Loader) prune() {
 }
 
 // read is refresh's work. readAt is when (on this node's clock) the answer's Kafka
-// offsets were read at the earliest.
-func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, started time.Time) (Result, time.Time, error) {
+// offsets were read at the earliest. A refresh ahead takes another node's snapshot only
+// if it is younger than the one it is to replace.
+func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, started time.Time, ahead bool) (Result, time.Time, error) {
 	var dbReadAt *time.Time
 	if bound := props.LiveReuse; bound > 0 {
+		if ahead {
+			bound = props.LiveSnapshotSpacing()
+		}
 		var s liveloads.Stored
 		var age time.Duration
 		var now time.Time
