@@ -349,24 +349,44 @@ func (f *fsCluster) forwardedVsOwner(ctx context.Context, c Config, t tables.Tab
 			owner, other = other, owner
 		}
 		reads := max(3, c.FS.Reads*int(1<<20)/int(sz)) // a 20 MB file: fewer GETs
-		var dOwner, dOther time.Duration
+		relay, closeRelay, err := tcpRelay(strings.TrimPrefix(owner.s3, "http://"))
+		if err != nil {
+			return err
+		}
+		var dOwner, dOther, dRelay time.Duration
 		for range c.Reps {
 			d, err := f.timedGets(ctx, owner.s3, key, reads, sz)
 			if err != nil {
+				closeRelay()
 				return err
 			}
 			dOwner = minPos(dOwner, d)
 			if d, err = f.timedGets(ctx, other.s3, key, reads, sz); err != nil {
+				closeRelay()
 				return err
 			}
 			dOther = minPos(dOther, d)
+			if d, err = f.timedGets(ctx, "http://"+relay, key, reads, sz); err != nil {
+				closeRelay()
+				return err
+			}
+			dRelay = minPos(dRelay, d)
 		}
+		closeRelay()
 		total := sz * int64(reads)
-		it.Rows = append(it.Rows, Speed(fmt.Sprintf("forwarded GET of a cached %d MB file beside the owner's own GET", sz>>20),
-			MBps(total, dOther), MBps(total, dOwner), "MB/s"))
+		it.Rows = append(it.Rows,
+			Speed(fmt.Sprintf("forwarded GET of a cached %d MB file beside the owner's own GET", sz>>20),
+				MBps(total, dOther), MBps(total, dOwner), "MB/s"),
+			Speed(fmt.Sprintf("the owner's GET of that %d MB file through a bare TCP relay (a second loopback hop and nothing else), beside the owner's own GET", sz>>20),
+				MBps(total, dRelay), MBps(total, dOwner), "MB/s"),
+			Speed(fmt.Sprintf("forwarded GET of that %d MB file beside the bare TCP relay's", sz>>20),
+				MBps(total, dOther), MBps(total, dRelay), "MB/s"),
+		)
 	}
 	it.Notes = append(it.Notes, "Forwarded beside the owner: metadata files of random bytes (1 MiB and 20 MiB) recorded for the bench, "+
-		"whole-file GETs through the non-owner (relayed over gRPC) against the same GETs through the owner (its cache); best of the reps.")
+		"whole-file GETs through the non-owner (relayed over gRPC) against the same GETs through the owner (its cache); best of the reps. "+
+		"The bare TCP relay (in the harness: io.Copy between two loopback connections, which Linux splices) is the least any forwarding node adds: "+
+		"its ratio to the owner's GET is the most a forwarded GET can reach on this machine, whatever the protocol between the nodes.")
 	return nil
 }
 
@@ -520,6 +540,7 @@ type scanResult struct {
 	files          int
 	fileBytes      int64
 	warmed, nFiles int                               // in the owners' caches when the first scan began
+	ceil           scanCeilings                      // the same scan with no Mink in the way
 	scan           func() (scanTiming, int64, error) // one more scan (profiles)
 }
 
@@ -575,6 +596,13 @@ func (f *fsCluster) scanVsLocal(ctx context.Context, c Config, name string, tabl
 		if r.second.total == 0 || t.total < r.second.total {
 			r.second = t
 		}
+	}
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return r, err
+	}
+	if r.ceil, err = f.ceilings(ctx, c, tbl, name, r.rows); err != nil {
+		return r, err
 	}
 	// The same files, fetched once and read from local disk.
 	keys, _, err := f.dataFiles(ctx, tableID)
@@ -643,6 +671,7 @@ func (f *fsCluster) scans(ctx context.Context, c Config, idx *indexingResult, it
 		Info("second scan: table load / planning (manifests over S3) / reading the data files",
 			fmtDur(second.load)+" / "+fmtDur(second.plan)+" / "+fmtDur(max(0, second.total-second.load-second.plan))),
 	)
+	it.Rows = append(it.Rows, r.ceilingRows("")...)
 	if idx.buildMBps > 0 {
 		_, recBytes := idx.sizes.Total()
 		it.Rows = append(it.Rows, Info("first scan's floor: building the files at item 2's build rate",

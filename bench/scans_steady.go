@@ -84,6 +84,7 @@ func (f *fsCluster) steadyScan(ctx context.Context, c Config, it *Item) error {
 		Info("data files of that table in their owners' caches when its first scan began (warmed, without a read)", fmt.Sprintf("%d of %d", r.warmed, r.nFiles)),
 		Latency("second scan of "+what+" (cached)", r.second.total, r.local),
 	)
+	it.Rows = append(it.Rows, r.ceilingRows(" of "+what)...)
 	it.Notes = append(it.Notes, fmt.Sprintf("Steady arrival (issue 17's goal): %d records produced at %s records/s for %s while an indexer (mink.range.max-age 1s) and the writer (mink.commit.interval %s) ran, "+
 		"so each commit brought the owners one interval's ranges to warm; the first scan began one commit interval after the last commit. %s rows in %d files (%.1f MB of Parquet), the same baseline.",
 		produced, fmtNum(steadyScanRate), fmtDur(steadyScanFor), fmtDur(benchCommitInterval), fmtNum(float64(r.rows)), r.files, float64(r.fileBytes)/1e6))
