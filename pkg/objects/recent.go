@@ -15,21 +15,29 @@ type RecentFile struct {
 	Key       string
 	Size      int64
 	Committed time.Time // when it became part of its table (a tail file: its commit, not its measure)
+	Meta      bool      // a manifest list or manifest, which a scan reads before the data files
 }
 
-// Recent reads the data files committed at since or later, newest first, at most limit
-// of them, and the database's clock now: the since of the next call, less the longest a
-// commit's transaction may run (committed_at is its start). A live load's tail files are
-// left out until a commit names them (they are built where they are measured, but the
-// owner may have evicted them by then).
+// Recent reads the data files committed at since or later, and the manifest lists and
+// manifests (the .avro metadata files) committed with them, newest first, at most limit
+// of each, and the database's clock now: the since of the next call, less the longest a
+// commit's transaction may run (committed_at and created_at are its start). A live
+// load's tail files are left out until a commit names them (they are built where they
+// are measured, but the owner may have evicted them by then), and so are the metadata
+// files of load snapshots (they expire).
 func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]RecentFile, time.Time, error) {
 	rows, err := db.Query(ctx, `
-		SELECT n.now, f.key, f.file_size, f.committed_at
+		SELECT n.now, f.key, f.size, f.committed, f.meta
 		  FROM (SELECT clock_timestamp() AS now) n
 		  LEFT JOIN LATERAL (
-			SELECT key, file_size, committed_at FROM mink_data_files
+			(SELECT key, file_size AS size, committed_at AS committed, false AS meta FROM mink_data_files
 			 WHERE NOT live AND committed_at >= $1
-			 ORDER BY committed_at DESC LIMIT $2) f ON true`, since, limit)
+			 ORDER BY committed_at DESC LIMIT $2)
+			UNION ALL
+			(SELECT key, octet_length(content)::bigint, created_at, true FROM mink_meta_files
+			 WHERE expires_at IS NULL AND created_at >= $1 AND key LIKE '%.avro'
+			 ORDER BY created_at DESC LIMIT $2)) f ON true
+		 ORDER BY f.committed DESC, f.meta DESC`, since, limit)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -39,12 +47,13 @@ func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]Rec
 		var key *string
 		var size *int64
 		var committed *time.Time
-		if err := rows.Scan(&now, &key, &size, &committed); err != nil {
+		var meta *bool
+		if err := rows.Scan(&now, &key, &size, &committed, &meta); err != nil {
 			rows.Close()
 			return nil, time.Time{}, err
 		}
 		if key != nil { // the left join's one row when nothing is recent
-			out = append(out, RecentFile{Key: *key, Size: *size, Committed: *committed})
+			out = append(out, RecentFile{Key: *key, Size: *size, Committed: *committed, Meta: *meta})
 		}
 	}
 	return out, now, rows.Err()

@@ -15,11 +15,12 @@ import (
 // Warming: the owner of a newly committed data file builds it into its cache before
 // anyone asks, so that a scan of recent data is a cache hit. Every WarmInterval, at each
 // commit (LISTEN), and whenever a warm build ends, the store reads the data files
-// committed since its last look (objects.Recent: an index scan of the newest commits; a
-// live load's tail file counts from its commit, not its creation) and queues the ones it
-// owns, newest first: the data a scan is likeliest to read next. It builds up to
-// WarmBuilds of them at once (a share of the build slots, so readers always find some),
-// sharing each build with any reader who asks meanwhile, and only while the node is idle
+// committed since its last look, with the commits' manifest lists and manifests
+// (objects.Recent: index scans of the newest commits; a live load's tail file counts
+// from its commit, not its creation) and queues the ones it owns, newest first, each
+// commit's manifests before its data files: what a scan is likeliest to read next. It
+// builds up to WarmBuilds of them at once (a share of the build slots, so readers always
+// find some), sharing each build with any reader who asks meanwhile, and only while the node is idle
 // enough (fewer than WarmBusyReads reads in flight) and its cache has room (under
 // WarmCacheShare full, so warming never evicts much of what readers use). A file skipped
 // because the node is busy waits in the queue (bounded: the oldest go first); one
@@ -166,6 +167,16 @@ func (s *Store) warmRound(ctx context.Context, w *warmer) {
 	}
 }
 
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
 // warmLook reads the files committed since the last look and queues those this node
 // owns, newest first.
 func (s *Store) warmLook(ctx context.Context, w *warmer) error {
@@ -195,7 +206,12 @@ func (s *Store) warmLook(ctx context.Context, w *warmer) error {
 	if len(keys) > 0 {
 		s.Created(keys...) // committed: whatever this node remembers as missing is not
 	}
-	slices.SortStableFunc(w.queue, func(a, b objects.RecentFile) int { return b.Committed.Compare(a.Committed) })
+	slices.SortStableFunc(w.queue, func(a, b objects.RecentFile) int {
+		if c := b.Committed.Compare(a.Committed); c != 0 {
+			return c
+		}
+		return cmpBool(b.Meta, a.Meta) // a commit's manifests first: a scan reads them first
+	})
 	if len(w.queue) > warmQueue {
 		w.queue = w.queue[:warmQueue]
 	}

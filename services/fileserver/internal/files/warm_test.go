@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -259,5 +260,63 @@ func TestWarmBuildsAtOnce(t *testing.T) {
 	// Two at a time, newest first: the next two started together, then the oldest.
 	if !(order[2] == keys[2] && order[3] == keys[1] || order[2] == keys[1] && order[3] == keys[2]) || order[4] != keys[0] {
 		t.Fatalf("warmed in the order %v, want newest first", order)
+	}
+}
+
+// TestWarmManifests: the manifest list and manifests a commit records are warmed with its
+// data files, ahead of them (a scan reads them first), and served as Postgres holds them;
+// its metadata JSON (the catalog serves it) and a load snapshot's files (they expire) are
+// not warmed.
+func TestWarmManifests(t *testing.T) {
+	t.Parallel()
+	e := newMeasureEnv(t, "fs-1")
+	own := e.stores["fs-1"]
+	data := e.commitRange(0, 5)
+	content := map[string][]byte{}
+	meta := func(name, expiry string) string { // recorded with the data file's commit
+		t.Helper()
+		key := layout.MetadataKey(e.table.Namespace, e.table.Name, name)
+		content[key] = []byte("the bytes of " + name)
+		if _, err := e.db.Exec(e.ctx, `INSERT INTO mink_meta_files (table_id, key, content, created_at, expires_at)
+			SELECT $1, $2, $3, committed_at, `+expiry+` FROM mink_data_files WHERE key = $4`,
+			e.table.ID, key, content[key], data); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	list, manifest := meta("snap-1-1-a.avro", "NULL"), meta("a-m0.avro", "NULL")
+	doc := meta("00001-a.metadata.json", "NULL")
+	loadList := meta("snap-2-1-b.avro", "now() + interval '1 hour'")
+
+	w := own.newWarmer()
+	if err := own.warmLook(e.ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	var queued []string
+	for _, f := range w.queue {
+		queued = append(queued, f.Key)
+	}
+	if len(queued) != 3 || queued[2] != data || !slices.Contains(queued[:2], list) || !slices.Contains(queued[:2], manifest) {
+		t.Fatalf("queued %v, want the manifest list %s and the manifest %s, then the data file %s", queued, list, manifest, data)
+	}
+	warmAll(e.ctx, own, w)
+	for _, k := range []string{doc, loadList} {
+		if own.o.Cache.Contains(k) {
+			t.Errorf("%s was warmed", k)
+		}
+	}
+	if w := own.WarmStats(); w.Warmed != 3 {
+		t.Fatalf("warm stats %+v, want 3 warmed", w)
+	}
+	for _, k := range []string{list, manifest} {
+		obj, err := own.Open(e.ctx, k, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(obj.Body)
+		obj.Close()
+		if err != nil || !obj.CacheHit || !bytes.Equal(got, content[k]) {
+			t.Fatalf("%s: %q (cache hit %v, %v), want %q from the cache", k, got, obj.CacheHit, err, content[k])
+		}
 	}
 }
