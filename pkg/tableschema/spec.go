@@ -124,6 +124,8 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 const (
 	maxNameLen     = 128
 	maxJSONPathLen = 1024
+	// MaxColumns bounds a JSON table's declared columns (README, "The admin API").
+	MaxColumns = 1000
 )
 
 // Reserved column name prefixes: Mink's own columns use them.
@@ -170,6 +172,9 @@ func (s Spec) Validate() error {
 		}
 	}
 
+	if len(s.Columns) > MaxColumns {
+		return &FieldError{"columns", fmt.Sprintf("%d columns: a table declares at most %d", len(s.Columns), MaxColumns)}
+	}
 	byLowerName := make(map[string]int, len(s.Columns))
 	byPath := make(map[string]int, len(s.Columns))
 	for i, c := range s.Columns {

@@ -221,7 +221,7 @@ func signToken(t *testing.T, secret, subject string, exp time.Time) string {
 	return s
 }
 
-func names(t *testing.T, body []byte, field string) []string {
+func listedNames(t *testing.T, body []byte, field string) []string {
 	t.Helper()
 	var v map[string]json.RawMessage
 	if err := json.Unmarshal(body, &v); err != nil {
@@ -267,7 +267,7 @@ func TestAuthOff(t *testing.T) {
 	if err := json.Unmarshal(a.body, &load); a.status != 200 || err != nil || !maps.Equal(load.Config, S3Config(fileIOURL, "us-east-1")) || load.Creds != nil {
 		t.Fatalf("load: %d %s", a.status, a.body)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces", nil).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces", nil).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
 		t.Errorf("namespaces %v", got)
 	}
 	if a := f.do("GET", "/v1/namespaces/sales/tables/refunds/credentials", nil); a.status != 200 || string(a.body) != `{"storage-credentials":[]}` {
@@ -480,19 +480,19 @@ func TestReaderSees(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, true)
 	etl, ops := bearer(f.token("etl", etlSecret)), bearer(opsSecret)
-	if got := names(t, f.do("GET", "/v1/namespaces", nil, etl...).body, "namespaces"); !slices.Equal(got, []string{"default", "sales"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces", nil, etl...).body, "namespaces"); !slices.Equal(got, []string{"default", "sales"}) {
 		t.Errorf("etl's namespaces: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces", nil, ops...).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces", nil, ops...).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
 		t.Errorf("ops's namespaces: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces/sales/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces/sales/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders"}) {
 		t.Errorf("etl's sales tables: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces/sales/tables", nil, ops...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders", "sales.refunds"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces/sales/tables", nil, ops...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders", "sales.refunds"}) {
 		t.Errorf("ops's sales tables: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces/default/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"default.events", "default.orders"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces/default/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"default.events", "default.orders"}) {
 		t.Errorf("etl's default tables: %v", got)
 	}
 	for _, c := range []struct {
@@ -869,10 +869,15 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 	db := &failingDB{err: pgErr}
 	f := &fixture{t: t, logs: &logBuffer{}}
 	f.h = f.handler(db)
+	long := strings.Repeat("n", 129) // names.Namespace and names.Table: 128 bytes at most
 	for _, p := range []string{"/v1/namespaces/a%00b", "/v1/namespaces/a%ffb/tables", "/v1/namespaces/default/tables/x%00y",
-		"/v1/namespaces/default/tables/x%c3/credentials", "/v1/namespaces?parent=a%00"} {
+		"/v1/namespaces/default/tables/x%c3/credentials", "/v1/namespaces?parent=a%00", "/v1/namespaces/a%0ab/tables",
+		"/v1/namespaces/default/tables/x%0dy", "/v1/namespaces/default/views/v%00", "/v1/namespaces/" + long + "/tables",
+		"/v1/namespaces/default/tables/" + long, "/v1/namespaces/default/views/" + long} {
 		a := f.do("GET", p, nil)
-		if a.status != 400 || a.envelope(t).Type != "BadRequestException" || strings.Contains(string(a.body), "SQLSTATE") {
+		msg := a.envelope(t).Message
+		if a.status != 400 || a.envelope(t).Type != "BadRequestException" || strings.Contains(string(a.body), "SQLSTATE") ||
+			!(strings.HasPrefix(msg, "namespace: ") || strings.HasPrefix(msg, "table: ") || strings.HasPrefix(msg, "view: ")) {
 			t.Errorf("%s: %d %s", p, a.status, a.body)
 		}
 	}
