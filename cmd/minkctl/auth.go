@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/minkhq/mink/pkg/auth"
@@ -18,7 +22,10 @@ import (
 // (role admin) and reader (role reader, tables default.* or --reader-tables), each with a
 // random secret. It prints no secret: they are in the file, readable by its owner only.
 // An existing valid FILE is kept as it is, so a one-shot (docker-compose.yaml's
-// mink-auth) may run it on every start; --force writes new secrets over it.
+// mink-auth) may run it on every start; --force writes new secrets over it. With
+// --metrics-token-out TOKENFILE it also writes a random token for the nodes'
+// --metrics-token-file and Prometheus's credentials_file (kept the same way; mode 0644,
+// for Prometheus runs as another user: it guards metrics, not data).
 //
 // `minkctl auth secret [--principal ID]` prints one principal's secret from the file
 // (--auth-config, MINK_AUTH_CONFIG: where a node has it), by default the first admin's:
@@ -30,6 +37,7 @@ type authOpts struct {
 	force        bool
 	readerTables string
 	principal    string
+	metricsToken string
 }
 
 func authFlags(fs *flag.FlagSet) any {
@@ -39,6 +47,7 @@ func authFlags(fs *flag.FlagSet) any {
 	fs.BoolVar(&o.force, "force", false, "auth init: write new secrets over an existing file (every client then needs the new ones, and tokens signed with the old cluster secret stop verifying)")
 	fs.StringVar(&o.readerTables, "reader-tables", "default.*", "auth init: the reader's table patterns, comma-separated namespace.table globs")
 	fs.StringVar(&o.principal, "principal", "", "auth secret: the principal whose secret to print (default: the first admin)")
+	fs.StringVar(&o.metricsToken, "metrics-token-out", "", "auth init: also write a random metrics token to this file (the nodes' --metrics-token-file), unless one is there")
 	return o
 }
 
@@ -56,6 +65,11 @@ func (c *cli) auth(_ context.Context, args []string, f any) error {
 	}
 	if o.out == "" {
 		return usageError{"auth init: --out FILE (or --auth-config, MINK_AUTH_CONFIG) is required"}
+	}
+	if o.metricsToken != "" {
+		if err := c.writeMetricsToken(o.metricsToken, o.force); err != nil {
+			return err
+		}
 	}
 	if !o.force {
 		existing, err := auth.LoadFile(o.out)
@@ -104,4 +118,35 @@ func (c *cli) authSecret(o *authOpts) error {
 		return fmt.Errorf("%s has no principal with role admin", o.config)
 	}
 	return fmt.Errorf("%s has no principal %q", o.config, o.principal)
+}
+
+// writeMetricsToken writes a random token to path, unless a long enough one is there
+// (and not force).
+func (c *cli) writeMetricsToken(path string, force bool) error {
+	if b, err := os.ReadFile(path); err == nil && !force && len(strings.TrimSpace(string(b))) >= auth.MinStaticToken {
+		fmt.Fprintf(c.stdout, "%s exists: kept as it is\n", path)
+		return nil
+	}
+	tok := make([]byte, 32)
+	rand.Read(tok) // never fails (crypto/rand)
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".metrics-token-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename: nothing left to remove
+	_, err = tmp.WriteString(hex.EncodeToString(tok) + "\n")
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("metrics token %s: %w", path, err)
+	}
+	fmt.Fprintf(c.stdout, "wrote %s: a new metrics token\n", path)
+	return nil
 }

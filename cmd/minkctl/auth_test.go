@@ -95,3 +95,31 @@ func TestAuthInit(t *testing.T) {
 		}
 	}
 }
+
+// auth init --metrics-token-out writes a token the nodes' --metrics-token-file takes,
+// readable by Prometheus (another user), prints it nowhere, and keeps it on later runs.
+func TestAuthInitMetricsToken(t *testing.T) {
+	dir := t.TempDir()
+	path, tokPath := filepath.Join(dir, "auth.json"), filepath.Join(dir, "token")
+	var out, errOut bytes.Buffer
+	for run1 := range 2 {
+		out.Reset()
+		if code := run([]string{"auth", "init", "--out", path, "--metrics-token-out", tokPath}, &out, &errOut, noEnv); code != exitOK {
+			t.Fatalf("run %d: exit %d: %s", run1, code, errOut.String())
+		}
+	}
+	raw, _ := os.ReadFile(tokPath)
+	tok := strings.TrimSpace(string(raw))
+	if len(tok) < auth.MinStaticToken || strings.Contains(out.String(), tok) || !strings.Contains(out.String(), "kept") {
+		t.Errorf("token of %d bytes; output %q", len(tok), out.String())
+	}
+	if st, _ := os.Stat(tokPath); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", st.Mode().Perm())
+	}
+	if code := run([]string{"auth", "init", "--out", path, "--metrics-token-out", tokPath, "--force"}, &out, &errOut, noEnv); code != exitOK {
+		t.Fatal(errOut.String())
+	}
+	if again, _ := os.ReadFile(tokPath); bytes.Equal(again, raw) {
+		t.Error("--force kept the old metrics token")
+	}
+}

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -290,6 +291,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	authFile := checkComposeAuth(t, root, f)
+	metricsFile := checkComposeMetricsToken(t, f)
 
 	published := map[string]string{} // host ip|port -> service
 	nodeIDs := map[string]string{}
@@ -352,6 +354,7 @@ func TestCompose(t *testing.T) {
 			continue
 		}
 		files := authFile.in(s)
+		maps.Copy(files, metricsFile.in(s))
 		cfg, envOK := checkEnv(t, root, where+".environment", p, s.Environment, files)
 		if p.role == "" {
 			if hasTableCreate(s) {
@@ -381,6 +384,12 @@ func TestCompose(t *testing.T) {
 			if m.Source == authFile.volume && authFile.volume != "" && !m.ReadOnly {
 				t.Errorf("%s.volumes: %s:%s is writable; a node only reads the auth config (mount it :ro)", where, m.Source, m.Target)
 			}
+			if m.Source == metricsFile.volume && metricsFile.volume != "" && !m.ReadOnly {
+				t.Errorf("%s.volumes: %s:%s is writable; a node only reads the metrics token (mount it :ro)", where, m.Source, m.Target)
+			}
+		}
+		if metricsFile.service != "" && s.Environment["MINK_METRICS_TOKEN_FILE"] != "" && s.DependsOn[metricsFile.service] != "service_completed_successfully" {
+			t.Errorf("%s.depends_on.%s: want condition service_completed_successfully: the node reads the metrics token it writes", where, metricsFile.service)
 		}
 		if s.oneShot() {
 			t.Errorf("%s.restart: %q; a node should be restarted (unless-stopped)", where, s.Restart)
@@ -478,8 +487,9 @@ func TestCompose(t *testing.T) {
 	}
 }
 
-// composeAuthFile is where the compose file's auth config comes from: the one-shot that
-// writes it (minkctl auth init), into a named volume, at a path inside it.
+// composeAuthFile is where a file the nodes read comes from (the auth config, the metrics
+// token): the one-shot that writes it (minkctl auth init), into a named volume, at a path
+// inside it.
 type composeAuthFile struct {
 	service string
 	volume  string
@@ -500,6 +510,48 @@ func (a composeAuthFile) in(s *composeService) map[string]string {
 }
 
 var outFlag = regexp.MustCompile(`--out[= ](\S+)`)
+
+var metricsOutFlag = regexp.MustCompile(`--metrics-token-out[= ](\S+)`)
+
+// checkComposeMetricsToken checks the one-shot that writes the token /metrics asks for
+// (minkctl auth init --metrics-token-out): run once per start, writing into a named
+// volume; it returns where the token is, with a sample of what is written there.
+func checkComposeMetricsToken(t *testing.T, f *composeFile) composeAuthFile {
+	t.Helper()
+	var a composeAuthFile
+	for _, name := range sortedKeys(f.Services) {
+		s := f.Services[name]
+		p, ok := s.program()
+		m := metricsOutFlag.FindStringSubmatch(strings.Join(append(append([]string{}, s.Entrypoint...), s.Command...), " "))
+		if !ok || p.target != "minkctl" || m == nil {
+			continue
+		}
+		where := fmt.Sprintf("%s: services.%s", composePath, name)
+		a.service = name
+		if !s.oneShot() {
+			t.Errorf("%s.restart: %q; the metrics token's writer runs once per start (restart: \"no\")", where, s.Restart)
+		}
+		for _, v := range s.Volumes {
+			if v.Type == "volume" && v.Source != "" && under(m[1], v.Target) {
+				if v.ReadOnly {
+					t.Errorf("%s.volumes: %s is read-only; auth init writes %s there", where, v.Target, m[1])
+				}
+				a.volume, a.rel = v.Source, strings.TrimPrefix(strings.TrimPrefix(m[1], v.Target), "/")
+			}
+		}
+		if a.volume == "" {
+			t.Errorf("%s: the metrics token %s is on no named volume: the nodes and Prometheus would never see it", where, m[1])
+		}
+	}
+	if a.service == "" {
+		t.Errorf("%s: services: no one-shot runs `minkctl auth init --metrics-token-out`, so nothing makes the token /metrics asks for", composePath)
+	}
+	a.sample = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(a.sample, []byte(strings.Repeat("0123456789abcdef", 4)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
 
 // checkComposeAuth checks the one-shot that generates the auth config: minkctl auth init,
 // run once per start (it keeps an existing file), writing into a named volume the nodes

@@ -380,6 +380,7 @@ func TestKubernetes(t *testing.T) {
 
 	checkServices(t, byKind, workloads)
 	checkAuthSecret(t, root, byKind)
+	checkMetricsSecret(t, root, byKind)
 	checkTLSDoc(t, root)
 
 	// A PodDisruptionBudget for every workload.
@@ -702,8 +703,11 @@ func secretFiles(t *testing.T, where string, byKind map[string]map[string]*k8sDo
 				b, _ := base64.StdEncoding.DecodeString(d.Data[k])
 				content = string(b)
 			}
-			if strings.HasSuffix(k, ".json") && strings.Contains(content, "cluster_secret") {
+			switch {
+			case strings.HasSuffix(k, ".json") && strings.Contains(content, "cluster_secret"):
 				content = withSecrets(content)
+			case strings.HasPrefix(content, "CHANGE-ME"): // a bare token, the metrics one
+				content = strings.Trim(withSecrets(`"`+content+`"`), `"`)
 			}
 			local := filepath.Join(t.TempDir(), filepath.Base(rel))
 			if err := os.WriteFile(local, []byte(content), 0o600); err != nil {
@@ -725,6 +729,27 @@ func withSecrets(config string) string {
 		rand.Read(b)
 		return `"` + hex.EncodeToString(b) + `"`
 	})
+}
+
+// checkMetricsSecret checks the Secret mink-metrics: its token is a placeholder the nodes
+// refuse, and its comment says how to make a real one and give Prometheus it.
+func checkMetricsSecret(t *testing.T, root string, byKind map[string]map[string]*k8sDoc) {
+	t.Helper()
+	d := byKind["Secret"]["mink-metrics"]
+	if d == nil {
+		t.Errorf("%s: no Secret mink-metrics (the token /metrics asks for, key token)", k8sDir)
+		return
+	}
+	tok, ok := d.StringData["token"]
+	if !ok || !strings.HasPrefix(tok, "CHANGE-ME") || len(tok) >= auth.MinStaticToken {
+		t.Errorf("%s: stringData.token %q: want a CHANGE-ME placeholder shorter than any token a node takes", d.where(), tok)
+	}
+	b, _ := os.ReadFile(filepath.Join(root, d.file))
+	for _, want := range []string{"kubectl -n mink create secret generic mink-metrics --from-file=token", "credentials_file", "PodMonitor"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: the comment does not say %q", d.where(), want)
+		}
+	}
 }
 
 // checkAuthSecret checks the Secret mink-auth: its auth.json is the auth config's format,

@@ -266,7 +266,11 @@ func TestMonitoringCompose(t *testing.T) {
 	var cfg struct {
 		RuleFiles     []string `yaml:"rule_files"`
 		ScrapeConfigs []struct {
-			JobName      string `yaml:"job_name"`
+			JobName       string `yaml:"job_name"`
+			Authorization *struct {
+				Type            string `yaml:"type"`
+				CredentialsFile string `yaml:"credentials_file"`
+			} `yaml:"authorization"`
 			DNSSDConfigs []struct {
 				Names []string `yaml:"names"`
 				Type  string   `yaml:"type"`
@@ -293,6 +297,10 @@ func TestMonitoringCompose(t *testing.T) {
 	if !rulesLoaded {
 		t.Errorf("%s: rule_files does not load %s", rel, monitoring.RulesFile)
 	}
+	token := checkComposeMetricsToken(t, f)
+	if token.service != "" && prom.DependsOn[token.service] != "service_completed_successfully" {
+		t.Errorf("%s.depends_on.%s: want condition service_completed_successfully: Prometheus scrapes with the metrics token it writes", svc("prometheus"), token.service)
+	}
 	scraped := map[string]bool{}
 	for _, sc := range cfg.ScrapeConfigs {
 		for _, sd := range sc.DNSSDConfigs {
@@ -303,6 +311,17 @@ func TestMonitoringCompose(t *testing.T) {
 					continue
 				}
 				scraped[name] = true
+				// A node whose /metrics asks for a token is scraped with the same one.
+				if want := s.Environment["MINK_METRICS_TOKEN_FILE"]; want != "" {
+					switch {
+					case token.in(s)[want] == "":
+						t.Errorf("%s: %s reads its metrics token from %s, which is not the token file %s writes", rel, name, want, token.service)
+					case sc.Authorization == nil || sc.Authorization.CredentialsFile == "" || (sc.Authorization.Type != "" && sc.Authorization.Type != "Bearer"):
+						t.Errorf("%s: job %s: no authorization.credentials_file (type Bearer), but %s's /metrics asks for a token", rel, sc.JobName, name)
+					case token.in(prom)[sc.Authorization.CredentialsFile] == "":
+						t.Errorf("%s: job %s: credentials_file %s is not the metrics token %s writes, mounted into Prometheus", rel, sc.JobName, sc.Authorization.CredentialsFile, token.service)
+					}
+				}
 				_, port, err := net.SplitHostPort(s.Environment["MINK_METRICS_ADDR"])
 				if err != nil || port != fmt.Sprint(sd.Port) {
 					t.Errorf("%s: job %s scrapes %s on port %d; it serves metrics on %q (MINK_METRICS_ADDR)", rel, sc.JobName, name, sd.Port, s.Environment["MINK_METRICS_ADDR"])

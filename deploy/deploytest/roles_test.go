@@ -182,7 +182,7 @@ func flagNamesInDir(dir string) ([]string, error) {
 
 // fileFlags are the flags that name a file the node reads at start: a deployment must
 // mount each one it sets into the container.
-var fileFlags = []string{"auth-config", "tls-cert-file", "tls-key-file", "tls-client-ca-file", "schema-registry-ca-file"}
+var fileFlags = []string{"auth-config", "tls-cert-file", "tls-key-file", "tls-client-ca-file", "schema-registry-ca-file", "metrics-token-file"}
 
 // checkEnv checks one program's environment as a deployment file sets it: every MINK_*
 // variable is a flag's twin, and for a role, auth is on (MINK_AUTH_CONFIG), every file a
@@ -218,6 +218,11 @@ func checkEnv(t *testing.T, root, where string, p program, env map[string]string
 	if env[flagenv.EnvName("auth-config")] == "" {
 		t.Errorf("%s: environment: %s is not set, so the node runs with auth off (anyone may do anything); auth is on in every deployment file",
 			where, flagenv.EnvName("auth-config"))
+		ok = false
+	}
+	if env[flagenv.EnvName("metrics-addr")] != "" && env[flagenv.EnvName("metrics-token")] == "" && env[flagenv.EnvName("metrics-token-file")] == "" {
+		t.Errorf("%s: environment: %s is set without %s or %s, so /metrics, which names every table, is open to anyone who reaches it",
+			where, flagenv.EnvName("metrics-addr"), flagenv.EnvName("metrics-token-file"), flagenv.EnvName("metrics-token"))
 		ok = false
 	}
 	local := map[string]string{}

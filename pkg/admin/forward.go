@@ -18,6 +18,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/names"
 )
 
 const (
@@ -42,6 +43,9 @@ func serve[Req nodeRequest, Resp proto.Message](s *Server, ctx context.Context, 
 	local func(context.Context, Req) (Resp, error)) (Resp, error) {
 	var zero Resp
 	target := req.GetNode()
+	if err := names.Check("node", names.Node, target); err != nil {
+		return zero, apierr.GRPC(err)
+	}
 	if target == "" || target == s.self {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(mdServedBy, s.self))
 		resp, err := local(ctx, req)

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"syscall"
 
@@ -265,11 +266,26 @@ func GRPC(err error) error {
 	if err == nil {
 		return nil
 	}
+	var cut *cutStatus
+	if errors.As(err, &cut) {
+		return cut
+	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return st.Err()
 	}
 	k := Classify(err)
-	st := status.New(toCode[k], Truncate(err.Error()))
+	// An internal error's whole text stays in the status: the interceptors log it and
+	// tell the client only a request id (redactInternal).
+	msg, wasCut := err.Error(), false
+	if k != Internal {
+		msg, wasCut = public(err)
+	}
+	var id string
+	if wasCut {
+		id = RequestID()
+		msg += " (request id " + id + ": the node's log has the cause)"
+	}
+	st := status.New(toCode[k], Truncate(msg))
 	var e *Error
 	if k == OutOfRange && errors.As(err, &e) && e.Size >= 0 {
 		st = withRangeSize(st, e.Size)
@@ -282,7 +298,97 @@ func GRPC(err error) error {
 			st = d
 		}
 	}
+	if wasCut {
+		return &cutStatus{st: st, cause: err, id: id}
+	}
 	return st.Err()
+}
+
+// cutStatus is a status whose message leaves out the words of its cause's driver,
+// network or OS errors; the interceptors log the cause under the request id the message
+// names. It is a status error as gRPC sees it.
+type cutStatus struct {
+	st    *status.Status
+	cause error
+	id    string
+}
+
+func (e *cutStatus) Error() string              { return e.st.Err().Error() }
+func (e *cutStatus) GRPCStatus() *status.Status { return e.st }
+
+// public is what a client may be told of err: its text (a status from another node: that
+// node's message), cut where the first error of a driver, the network or the OS begins
+// (SQL, SQLSTATEs, addresses, paths; Mink's messages wrap them as "what Mink was doing:
+// their text"), and whether anything was cut. Nothing cut away leaves the kind's name.
+func public(err error) (string, bool) {
+	var e *Error
+	msg := err.Error()
+	if !errors.As(err, &e) {
+		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+			msg = st.Message()
+		}
+	}
+	wasCut := false
+	for _, fe := range foreignErrors(err) {
+		if text := fe.Error(); text != "" {
+			if i := strings.Index(msg, text); i >= 0 {
+				msg, wasCut = msg[:i], true
+			}
+		}
+	}
+	if !wasCut {
+		return msg, false
+	}
+	if msg = strings.TrimRight(msg, " :;,"); msg == "" {
+		msg = Classify(err).String()
+	}
+	return msg, true
+}
+
+// foreignPkgs are the packages whose errors' words stay in the log: the Postgres and
+// Kafka drivers, the network, the OS, crypto.
+var foreignPkgs = []string{"github.com/jackc/", "github.com/twmb/", "net", "os", "io/fs", "syscall", "crypto/"}
+
+// foreignErrors are the errors in err's chain that come from a driver, the network or
+// the OS rather than from Mink: the outermost of each branch.
+func foreignErrors(err error) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		for e != nil {
+			if foreign(e) {
+				out = append(out, e)
+				return
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() []error }:
+				for _, c := range u.Unwrap() {
+					walk(c)
+				}
+				return
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			default:
+				return
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+func foreign(err error) bool {
+	t := reflect.TypeOf(err)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	pkg := t.PkgPath()
+	for _, p := range foreignPkgs {
+		if pkg == p || strings.HasPrefix(pkg, p) && (strings.HasSuffix(p, "/") || strings.HasPrefix(pkg, p+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 var toHTTP = map[Kind]int{
@@ -332,17 +438,24 @@ func StreamServerInterceptor(log *slog.Logger) grpc.StreamServerInterceptor {
 
 // redactInternal keeps an Internal or Unknown status's text out of the answer: it is
 // logged with a request id, which the answer names. Other codes are the client's own
-// business (what is invalid, missing or down) and pass as they are.
+// business (what is invalid, missing or down) and pass as they are, but for the words
+// of drivers GRPC cut from them, which are logged here under the id it gave.
 func redactInternal(log *slog.Logger, method string, err error) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	var cut *cutStatus
+	if errors.As(err, &cut) {
+		log.Warn("request failed; what its cause said is not told to the client", "method", method,
+			"request_id", cut.id, "code", cut.st.Code().String(), "error", cut.cause.Error())
+		return cut.st.Err()
+	}
 	st, _ := status.FromError(err)
 	if c := st.Code(); c != codes.Internal && c != codes.Unknown {
 		return err
 	}
 	if strings.HasPrefix(st.Message(), "internal error (request id ") {
 		return err // redacted already, by the node that answered a forwarded call
-	}
-	if log == nil {
-		log = slog.Default()
 	}
 	id := RequestID()
 	log.Error("internal error", "method", method, "request_id", id, "error", st.Message())

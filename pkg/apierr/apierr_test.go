@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -23,17 +25,26 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 )
 
-func TestCodes(t *testing.T) {
-	// A real failed dial to Postgres: nothing listens on the port.
+// failedDial is a real failed dial to Postgres as user to database db: nothing listens
+// at the address, which it returns with the error.
+func failedDial(t *testing.T, user, db string) (string, error) {
+	t.Helper()
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, dialErr := pgx.Connect(ctx, "postgres://u@"+addr+"/db?connect_timeout=2")
-	if dialErr == nil {
+	_, err := pgx.Connect(ctx, "postgres://"+user+"@"+addr+"/"+db+"?connect_timeout=2")
+	if err == nil {
 		t.Fatal("connected to a closed port")
 	}
+	return addr, err
+}
+
+func TestCodes(t *testing.T) {
+	addr, dialErr := failedDial(t, "u", "db")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	remote := status.Error(codes.PermissionDenied, "from another node")
 	// A real closed pool: what a node shutting down answers a request still in flight.
 	pool, err := pgxpool.New(ctx, "postgres://u@"+addr+"/db")
@@ -148,5 +159,47 @@ func TestLongMessagesTruncated(t *testing.T) {
 	}
 	if short := "name: too short"; apierr.Truncate(short) != short {
 		t.Errorf("a short message changed: %q", apierr.Truncate(short))
+	}
+}
+
+// TestDriverWordsStayInTheLog: what Postgres says of a value it refuses (SQLSTATE, its
+// wording) and what a failed connection names (user, database, address) reach no
+// client, by gRPC, the Iceberg envelope or S3 XML: the answer keeps Mink's words and the
+// kind, names a request id, and the log has the cause under that id.
+func TestDriverWordsStayInTheLog(t *testing.T) {
+	pgErr := &pgconn.PgError{Severity: "ERROR", Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00`}
+	addr, dialErr := failedDial(t, "mink_prod", "secretdb")
+	for _, c := range []struct {
+		name          string
+		err           error
+		code          codes.Code
+		words, logged string
+	}{
+		{"a refused value", fmt.Errorf("look up node %q: %w", "indexer-2\x00", pgErr), codes.InvalidArgument, `look up node "indexer-2\x00"`, "SQLSTATE 22021"},
+		{"an outage", apierr.Postgres(dialErr, "list tables"), codes.Unavailable, "list tables: postgres is unavailable", "user=mink_prod"},
+		{"wrapped twice", apierr.Wrap(apierr.InvalidArgument, fmt.Errorf("store: %w", pgErr), "alter table %s", "t"), codes.InvalidArgument, "alter table t: store", "SQLSTATE 22021"},
+	} {
+		var logs strings.Builder
+		h := apierr.UnaryServerInterceptor(slog.New(slog.NewTextHandler(&logs, nil)))
+		_, got := h(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/m"}, func(context.Context, any) (any, error) {
+			return nil, apierr.GRPC(c.err)
+		})
+		st := status.Convert(got)
+		msg := st.Message()
+		if st.Code() != c.code || !strings.HasPrefix(msg, c.words) {
+			t.Errorf("%s: %v %q, want %v beginning %q", c.name, st.Code(), msg, c.code, c.words)
+		}
+		for _, body := range []string{msg, apierr.Iceberg(c.err, "").Message, apierr.S3(c.err).Message} {
+			for _, w := range []string{"SQLSTATE", "ERROR:", "invalid byte sequence", "22021", "mink_prod", "secretdb", addr, "dial"} {
+				if strings.Contains(body, w) {
+					t.Errorf("%s: the answer says %q: %s", c.name, w, body)
+				}
+			}
+		}
+		id, ok := strings.CutPrefix(msg[strings.Index(msg, "(request id ")+1:], "request id ")
+		id, _, _ = strings.Cut(id, ":")
+		if !ok || id == "" || !strings.Contains(logs.String(), "request_id="+id) || !strings.Contains(logs.String(), c.logged) {
+			t.Errorf("%s: the log does not hold the cause under the answer's request id %q:\n%s", c.name, id, logs.String())
+		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -68,15 +67,10 @@ func DataLossErr(cause error, format string, args ...any) error {
 }
 
 // message is what a client is told, truncated: for a status from another node, its
-// message only.
+// message only; never the words of a driver, the network or the OS (public).
 func message(err error) string {
-	var e *Error
-	if !errors.As(err, &e) {
-		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-			return Truncate(st.Message())
-		}
-	}
-	return Truncate(err.Error())
+	msg, _ := public(err)
+	return Truncate(msg)
 }
 
 // MaxMessage is the longest message a client is told; the rest goes to the log only.

@@ -127,7 +127,8 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("another node: %+v %v", p, err)
 	}
 
-	expired, _ := a.state.Load().sign(kindAccess, "etl", -time.Hour)
+	st := a.state.Load()
+	expired := st.accessToken("etl", time.Now().Add(-time.Hour))
 	forged := func() string {
 		other := testFile()
 		other.ClusterSecret = strings.Repeat("x", 40)
@@ -137,7 +138,7 @@ func TestTokens(t *testing.T) {
 	}()
 	tampered := tok[:len(tok)-3] + "abc"
 	peer, _ := a.PeerToken("fs-1")
-	gone, _ := a.state.Load().sign(kindAccess, "mallory", time.Hour)
+	gone := st.accessToken("mallory", time.Now().Add(time.Hour))
 	none, _ := a.state.Load().signNone()
 	for name, c := range map[string]struct{ tok, want string }{
 		"expired":   {expired, "expired"},
@@ -308,6 +309,20 @@ func TestReloadAndWatch(t *testing.T) {
 	}
 	cancel2()
 	<-done2
+}
+
+// accessToken is an access token for subject as Issue signs them, bound to the subject's
+// secret when it is a principal, with any expiry.
+func (s *state) accessToken(subject string, exp time.Time) string {
+	gen := ""
+	if pc, ok := s.principals[subject]; ok {
+		gen = s.generation(0, pc)
+	}
+	tok, err := s.sign(kindAccess, subject, gen, time.Now(), exp)
+	if err != nil {
+		panic(err)
+	}
+	return tok
 }
 
 // signNone is a token whose header says it needs no signature: the classic forgery.

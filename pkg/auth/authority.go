@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -33,6 +34,10 @@ type Principal struct {
 	Table string
 	// Expires is when the credential stops working (zero: a static secret).
 	Expires time.Time
+	// checked is the principal's entry of the config its credential was checked
+	// against: a token or vended credentials made for p are bound to that secret
+	// (Issue, Vend refuse once it has changed). A pointer, so printing p shows no secret.
+	checked *PrincipalConfig
 }
 
 // Anonymous is every caller when auth is off: it may do everything, as before auth.
@@ -117,6 +122,9 @@ type state struct {
 	verifyKeys [][]byte // token keys that verify: the current one first
 	vendKey    []byte   // signs vended credentials
 	vendKeys   [][]byte
+	// genKeys[i] makes the secret generations of what verifyKeys[i] and vendKeys[i]
+	// verify (generation): the same cluster secret.
+	genKeys [][]byte
 }
 
 // derive is a key for one purpose from a cluster secret: HMAC-SHA256(secret, purpose).
@@ -136,6 +144,7 @@ func newState(f *File, raw []byte) *state {
 	for _, sec := range append([]string{f.ClusterSecret}, f.PreviousClusterSecrets...) {
 		s.verifyKeys = append(s.verifyKeys, derive(sec, "token/v1"))
 		s.vendKeys = append(s.vendKeys, derive(sec, "vend/v1"))
+		s.genKeys = append(s.genKeys, derive(sec, "generation/v1"))
 	}
 	return s
 }
@@ -235,7 +244,41 @@ func (s *state) principal(id string) (*Principal, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &Principal{ID: pc.ID, Role: pc.Role, Tables: pc.Tables}, true
+	return &Principal{ID: pc.ID, Role: pc.Role, Tables: pc.Tables, checked: pc}, true
+}
+
+// generation names the secret of pc, keyed with the cluster secret of genKeys[i], so a
+// token or vended credentials carry it without revealing anything of the secret: what
+// they were issued under. A rotated secret has another generation, and everything
+// issued under the old one stops verifying at the reload that brings the new one.
+func (s *state) generation(i int, pc *PrincipalConfig) string {
+	m := hmac.New(sha256.New, s.genKeys[i])
+	m.Write([]byte(pc.ID + "\x00" + pc.Secret))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// sameGeneration reports whether gen, carried by a credential verified with the keys of
+// cluster secret i, is the generation of pc's secret now.
+func (s *state) sameGeneration(i int, pc *PrincipalConfig, gen string) bool {
+	return hmac.Equal([]byte(s.generation(i, pc)), []byte(gen))
+}
+
+// current is p's entry of the config in force, refused when p's credential was checked
+// against another secret than the one in force now (the config was reloaded meanwhile)
+// or p is no principal (a peer, vended credentials, anonymous): what Issue and Vend
+// make their credentials from.
+func (s *state) current(p *Principal) (*PrincipalConfig, error) {
+	if p == nil || p.checked == nil || p.Peer || p.Table != "" {
+		return nil, unauthenticated("only a principal's own credentials get tokens and vended credentials")
+	}
+	pc, ok := s.principals[p.ID]
+	if !ok {
+		return nil, unauthenticated("principal %q is not in the auth config", p.ID)
+	}
+	if subtle.ConstantTimeCompare([]byte(pc.Secret), []byte(p.checked.Secret)) != 1 {
+		return nil, unauthenticated("principal %q's secret has changed: authenticate with the new one", p.ID)
+	}
+	return pc, nil
 }
 
 // Secret checks a principal's id and secret (OAuth2 client credentials, HTTP basic).

@@ -11,8 +11,10 @@
 //
 // Tokens and vended credentials are signed with keys derived from the cluster secret, so
 // any node verifies what any other issued without asking Postgres; they name their
-// principal, whose role and tables are read from the config as it is now, so a principal
-// removed from the file loses access at the next reload. Rotating the cluster secret:
+// principal, whose role and tables are read from the config as it is now, and carry a
+// keyed hash of its secret, so a principal removed from the file or given a new secret
+// loses everything issued before at the next reload. A token never outlives the
+// credential it was issued on. Rotating the cluster secret:
 // add the new one as cluster_secret and keep the old in previous_cluster_secrets until
 // what it signed has expired (an hour), then drop it.
 package auth

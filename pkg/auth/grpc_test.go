@@ -112,7 +112,7 @@ var callers = []caller{
 		return bearer(tok)
 	}},
 	{"expired token", func(t *testing.T, a *Authority) metadata.MD {
-		tok, _ := a.state.Load().sign(kindAccess, "ops", -time.Hour)
+		tok := a.state.Load().accessToken("ops", time.Now().Add(-time.Hour))
 		return bearer(tok)
 	}},
 	{"forged peer token", func(t *testing.T, a *Authority) metadata.MD {

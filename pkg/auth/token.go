@@ -28,6 +28,9 @@ const (
 
 type claims struct {
 	Kind string `json:"kind"`
+	// Gen is the generation of the principal's secret the token was issued under
+	// (state.generation); access tokens only.
+	Gen string `json:"gen,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -35,35 +38,47 @@ func looksLikeJWT(s string) bool {
 	return strings.HasPrefix(s, "eyJ") && strings.Count(s, ".") == 2
 }
 
-// Issue is a signed access token for p, lasting the config's token TTL: the OAuth2
-// client-credentials grant's answer.
+// Issue is a signed access token for p, lasting the config's token TTL, bound to p's
+// secret as it is now: the OAuth2 client-credentials grant's answer. A token never
+// outlives the credential p proved (p.Expires): a token cannot renew itself. It is
+// refused when p's secret changed since p was checked.
 func (a *Authority) Issue(p *Principal) (token string, ttl time.Duration, err error) {
 	if a == nil {
 		return "", 0, errors.New("auth: off")
 	}
 	s := a.state.Load()
-	ttl = time.Duration(s.file.TokenTTL)
-	token, err = s.sign(kindAccess, p.ID, ttl)
-	return token, ttl, err
+	pc, err := s.current(p)
+	if err != nil {
+		return "", 0, err
+	}
+	now := time.Now()
+	exp := now.Add(time.Duration(s.file.TokenTTL))
+	if !p.Expires.IsZero() && p.Expires.Before(exp) {
+		exp = p.Expires
+	}
+	token, err = s.sign(kindAccess, p.ID, s.generation(0, pc), now, exp)
+	return token, exp.Sub(now), err
 }
 
-func (s *state) sign(kind, subject string, ttl time.Duration) (string, error) {
-	now := time.Now()
-	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{Kind: kind, RegisteredClaims: jwt.RegisteredClaims{
-		Issuer: issuer, Subject: subject, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+func (s *state) sign(kind, subject, gen string, now, exp time.Time) (string, error) {
+	t := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{Kind: kind, Gen: gen, RegisteredClaims: jwt.RegisteredClaims{
+		Issuer: issuer, Subject: subject, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 	}})
 	t.Header["kid"] = keyID(s.tokenKey)
 	return t.SignedString(s.tokenKey)
 }
 
 // verifyToken checks a token's signature (with the current or a previous cluster
-// secret), expiry and kind, and finds its principal in the config in force.
+// secret), expiry and kind, finds its principal in the config in force, and for an
+// access token checks that the principal's secret is still the one it was issued under.
 func (s *state) verifyToken(token, kind string) (*Principal, error) {
 	var c claims
+	signedWith := -1
 	_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
-		for _, k := range s.verifyKeys {
+		for i, k := range s.verifyKeys {
 			if keyID(k) == kid {
+				signedWith = i
 				return k, nil
 			}
 		}
@@ -93,6 +108,9 @@ func (s *state) verifyToken(token, kind string) (*Principal, error) {
 	if !ok {
 		return nil, unauthenticated("principal %q is not in the auth config", c.Subject)
 	}
+	if !s.sameGeneration(signedWith, p.checked, c.Gen) {
+		return nil, unauthenticated("the token was issued before principal %q's secret changed: get a new one with the current secret (POST /v1/oauth/tokens)", c.Subject)
+	}
 	p.Expires = exp
 	return p, nil
 }
@@ -103,7 +121,8 @@ func (a *Authority) PeerToken(nodeID string) (string, error) {
 	if a == nil {
 		return "", errors.New("auth: off")
 	}
-	return a.state.Load().sign(kindPeer, "node:"+nodeID, PeerTokenTTL)
+	now := time.Now()
+	return a.state.Load().sign(kindPeer, "node:"+nodeID, "", now, now.Add(PeerTokenTTL))
 }
 
 // Peer verifies a peer token.

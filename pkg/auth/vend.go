@@ -31,12 +31,16 @@ type vended struct {
 	Principal string `json:"p"`
 	Table     string `json:"t"`
 	Expires   int64  `json:"e"` // unix seconds
+	// Gen is the generation of the principal's secret they were vended under
+	// (state.generation).
+	Gen string `json:"g"`
 }
 
 const vendPrefix = "mvt1."
 
 // Vend returns credentials for p to read table ns.name over S3, for the config's vended
-// TTL (or less: never beyond p's own token).
+// TTL (or less: never beyond p's own token), bound to p's secret as it is now: they
+// stop working when it changes.
 func (a *Authority) Vend(p *Principal, ns, name string) (Credentials, error) {
 	if a == nil {
 		return Credentials{}, apierr.New(apierr.FailedPrecondition, "auth is off: there are no credentials to vend")
@@ -45,11 +49,15 @@ func (a *Authority) Vend(p *Principal, ns, name string) (Credentials, error) {
 		return Credentials{}, apierr.New(apierr.PermissionDenied, "principal %q may not read table %s.%s", p.ID, ns, name)
 	}
 	s := a.state.Load()
+	pc, err := s.current(p)
+	if err != nil {
+		return Credentials{}, err
+	}
 	exp := time.Now().Add(time.Duration(s.file.VendedTTL))
 	if !p.Expires.IsZero() && p.Expires.Before(exp) {
 		exp = p.Expires
 	}
-	v := vended{Principal: p.ID, Table: ns + "." + name, Expires: exp.Unix()}
+	v := vended{Principal: p.ID, Table: ns + "." + name, Expires: exp.Unix(), Gen: s.generation(0, pc)}
 	payload, _ := json.Marshal(v)
 	body := base64.RawURLEncoding.EncodeToString(payload)
 	token := vendPrefix + body + "." + base64.RawURLEncoding.EncodeToString(mac(s.vendKey, "token", body))
@@ -100,9 +108,10 @@ func (a *Authority) S3Key(accessKeyID, sessionToken string) (*Principal, string,
 		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken", "the provided token is malformed")
 	}
 	var key []byte
-	for _, k := range s.vendKeys {
+	signedWith := -1
+	for i, k := range s.vendKeys {
 		if subtle.ConstantTimeCompare(mac(k, "token", body), got) == 1 {
-			key = k
+			key, signedWith = k, i
 			break
 		}
 	}
@@ -123,6 +132,10 @@ func (a *Authority) S3Key(accessKeyID, sessionToken string) (*Principal, string,
 	p, ok := s.principal(v.Principal)
 	if !ok {
 		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken", "the principal of the token is no longer in the auth config")
+	}
+	if !s.sameGeneration(signedWith, p.checked, v.Gen) {
+		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken",
+			"the credentials were vended before their principal's secret changed: load the table again for new ones")
 	}
 	p.Table, p.Expires = v.Table, time.Unix(v.Expires, 0)
 	return p, secretOf(key, sessionToken), nil

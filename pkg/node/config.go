@@ -38,15 +38,19 @@ type Config struct {
 	// before RegisterFlags, and read by the role's Setup.
 	RoleConfig RoleConfig
 
-	NodeID          string
-	PostgresURL     string
-	KafkaBrokers    flagenv.List
-	GRPCAddr        string
-	AdvertiseAddr   string
-	LeaseTTL        time.Duration
-	MetricsAddr     string
-	ShutdownTimeout time.Duration
-	LogLevel        slog.Level
+	NodeID        string
+	PostgresURL   string
+	KafkaBrokers  flagenv.List
+	GRPCAddr      string
+	AdvertiseAddr string
+	LeaseTTL      time.Duration
+	MetricsAddr   string
+	// MetricsToken or MetricsTokenFile is the bearer token /metrics asks for (none: it
+	// is open, as before there was one).
+	MetricsToken     flagenv.Secret
+	MetricsTokenFile string
+	ShutdownTimeout  time.Duration
+	LogLevel         slog.Level
 
 	// Registry is how every role reaches the Schema Registry of Avro, Protobuf and JSON
 	// Schema tables (--schema-registry-*).
@@ -130,6 +134,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "gRPC address other nodes reach this one at (default <hostname>:<grpc port>, or --grpc-addr when it names a host)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", lease.DefaultTTL, "lease_ttl: a crashed node's leases are taken after this; rounds run every lease_ttl/3")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "address to serve Prometheus /metrics on (empty: off)")
+	fs.Var(&c.MetricsToken, "metrics-token", "bearer token /metrics asks for (Prometheus: authorization.credentials); empty: /metrics is open to anyone who reaches it")
+	fs.StringVar(&c.MetricsTokenFile, "metrics-token-file", "", "file holding the bearer token /metrics asks for, re-read when it changes (Prometheus: authorization.credentials_file); instead of --metrics-token")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run on after a stop signal")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	c.Registry.RegisterFlags(fs)
@@ -196,6 +202,18 @@ func (c *Config) Validate() error {
 	if c.MetricsAddr != "" {
 		if err := CheckAddr(c.MetricsAddr, true); err != nil {
 			bad("metrics-addr", "%q: %v", c.MetricsAddr, err)
+		}
+	}
+	switch {
+	case c.MetricsToken != "" && c.MetricsTokenFile != "":
+		bad("metrics-token", "--metrics-token and --metrics-token-file exclude each other")
+	case (c.MetricsToken != "" || c.MetricsTokenFile != "") && c.MetricsAddr == "":
+		bad("metrics-token", "a metrics token needs --metrics-addr")
+	case c.MetricsToken != "" && len(c.MetricsToken.Reveal()) < auth.MinStaticToken:
+		bad("metrics-token", "must be at least %d bytes (openssl rand -hex 32)", auth.MinStaticToken)
+	case c.MetricsTokenFile != "":
+		if _, err := readTokenFile(c.MetricsTokenFile); err != nil {
+			bad("metrics-token-file", "%v", err)
 		}
 	}
 	if c.ShutdownTimeout <= 0 {

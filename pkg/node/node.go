@@ -263,7 +263,13 @@ func (n *Node) Run(ctx context.Context) error {
 	var metricsSrv *http.Server
 	if n.metricsLis != nil {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		var h http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		if cfg.MetricsToken != "" || cfg.MetricsTokenFile != "" {
+			// The metrics name every table: only a scraper with the token reads them.
+			tok := &metricsToken{static: cfg.MetricsToken.Reveal(), path: cfg.MetricsTokenFile, log: log}
+			h = auth.StaticBearer("mink metrics", tok.get, h)
+		}
+		mux.Handle("/metrics", h)
 		metricsSrv = transport.httpServer(mux, log)
 	}
 

@@ -196,15 +196,7 @@ func TestRunReplaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
-		n, err := node.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- n.Run(ctx) }()
-		return n, cancel, done
+		return runNode(t, cfg)
 	}
 	n1, cancel1, done1 := start()
 	defer cancel1()
@@ -227,6 +219,21 @@ func TestRunReplaced(t *testing.T) {
 	if err := <-done2; err != nil {
 		t.Errorf("second Run: %v", err)
 	}
+}
+
+// runNode makes a node of cfg, its log discarded, and runs it until cancel; done gets
+// what Run returned.
+func runNode(t *testing.T, cfg node.Config) (n *node.Node, cancel context.CancelFunc, done chan error) {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	return n, cancel, done
 }
 
 func TestNewNamesTakenPort(t *testing.T) {

@@ -33,6 +33,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -159,9 +160,9 @@ func List(ctx context.Context, db lease.DB, q Query) (Listing, error) {
 	}
 	var out Listing
 	switch {
-	case !storable(q.Prefix):
+	case !names.Storable(q.Prefix):
 		return out, apierr.Invalid("prefix", "%q is not UTF-8 without NUL, as keys are", q.Prefix)
-	case !storable(q.After.Key):
+	case !names.Storable(q.After.Key):
 		return out, apierr.Invalid("start-after", "%q is not UTF-8 without NUL, as keys are", q.After.Key)
 	case q.Max <= 0:
 		return out, nil // S3 answers max-keys=0 with an empty page, not truncated
@@ -320,7 +321,3 @@ func prefixEnd(p string) (string, bool) {
 	}
 	return "", false
 }
-
-// storable reports whether s can be compared with stored keys in Postgres, whose text
-// holds valid UTF-8 without NUL.
-func storable(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }

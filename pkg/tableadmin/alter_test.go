@@ -162,6 +162,9 @@ func TestAlterErrors(t *testing.T) {
 		{"add an existing name", []*adminv1.ColumnChange{add("name", "string", "other")}, "changes[0]", []string{"duplicate name"}},
 		{"add a column reading a key already read", []*adminv1.ColumnChange{add("name2", "string", "name")}, "changes[0]", []string{"already read"}},
 		{"add a bad type", []*adminv1.ColumnChange{add("x", "strng", "")}, "changes[0]", []string{`add "x"`, `"strng"`}},
+		{"add a json_path that is no path", []*adminv1.ColumnChange{add("x", "string", "$$[[[((")}, "changes[0]",
+			[]string{`columns[4] ("x")`, `json_path "$$[[[(("`, "JSONPath"}},
+		{"add a wildcard json_path", []*adminv1.ColumnChange{add("x", "string", "user.*")}, "changes[0]", []string{`("x")`, `key "*"`}},
 		{"an empty change", []*adminv1.ColumnChange{{}}, "changes[0]", []string{"empty change"}},
 		// The first changes are good; the third is not: none is applied.
 		{"a bad change after good ones", []*adminv1.ColumnChange{add("note", "string", ""), widen("id", "long"), widen("name", "long")},

@@ -22,6 +22,7 @@ import (
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -154,8 +155,8 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 // property changes, each validated, in one transaction: nothing is applied when any is
 // bad.
 func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
-	if req.GetName() == "" {
-		return nil, apierr.Invalid("name", "table name is empty")
+	if err := tableNames(req.GetNamespace(), req.GetName()); err != nil {
+		return nil, err
 	}
 	t, err := tables.Get(ctx, s.DB, req.GetNamespace(), req.GetName())
 	if err != nil {
@@ -247,8 +248,8 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 
 // DropTable deletes the table, its index and its leases.
 func (s *Service) DropTable(ctx context.Context, req *adminv1.DropTableRequest) (*adminv1.DropTableResponse, error) {
-	if req.GetName() == "" {
-		return nil, apierr.Invalid("name", "table name is empty")
+	if err := tableNames(req.GetNamespace(), req.GetName()); err != nil {
+		return nil, err
 	}
 	if err := tables.Drop(ctx, s.DB, req.GetNamespace(), req.GetName()); err != nil {
 		return nil, err
@@ -259,6 +260,9 @@ func (s *Service) DropTable(ctx context.Context, req *adminv1.DropTableRequest) 
 // ListTables lists tables, of one namespace or all: those the caller (auth.FromContext)
 // may read.
 func (s *Service) ListTables(ctx context.Context, req *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
+	if err := names.Check("namespace", names.Namespace, req.GetNamespace()); err != nil {
+		return nil, err
+	}
 	ts, err := tables.List(ctx, s.DB, req.GetNamespace())
 	if err != nil {
 		return nil, err
@@ -283,8 +287,8 @@ func (s *Service) ListTables(ctx context.Context, req *adminv1.ListTablesRequest
 // high watermark and lag left at -1. A table the caller (auth.FromContext) may not read
 // is PermissionDenied, whether or not it exists.
 func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error) {
-	if req.GetName() == "" {
-		return nil, apierr.Invalid("name", "table name is empty")
+	if err := tableNames(req.GetNamespace(), req.GetName()); err != nil {
+		return nil, err
 	}
 	ns := req.GetNamespace()
 	if ns == "" {
@@ -342,6 +346,18 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 	}
 	sort.Slice(resp.Partitions, func(i, j int) bool { return resp.Partitions[i].Partition < resp.Partitions[j].Partition })
 	return resp, nil
+}
+
+// tableNames checks the namespace and the (required) table name of a request, before
+// anything looks them up.
+func tableNames(ns, name string) error {
+	if name == "" {
+		return apierr.Invalid("name", "table name is empty")
+	}
+	if err := names.Check("namespace", names.Namespace, ns); err != nil {
+		return err
+	}
+	return names.Check("name", names.Table, name)
 }
 
 func kafkaErr(err error) error {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
@@ -211,6 +212,13 @@ func ParseProps(m map[string]string) (Props, error) {
 	for _, k := range keys {
 		v := m[k]
 		field := fmt.Sprintf("properties[%q]", k)
+		if !names.Storable(k) || !names.Storable(v) {
+			// Postgres's jsonb holds no NUL; invalid UTF-8 would be stored as U+FFFD.
+			if first == nil {
+				first = apierr.Invalid(field, "keys and values are UTF-8 text without NUL bytes")
+			}
+			continue
+		}
 		rule, ok := propRules[k]
 		if !ok {
 			if strings.HasPrefix(k, "mink.") && first == nil {
@@ -241,6 +249,14 @@ var topicRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 func (t *Table) Validate() error {
 	if t.Namespace == "" {
 		t.Namespace = DefaultNamespace
+	}
+	for _, n := range []struct {
+		field, s string
+		kind     names.Kind
+	}{{"namespace", t.Namespace, names.Namespace}, {"name", t.Name, names.Table}, {"topic", t.Topic, names.Topic}} {
+		if err := names.Check(n.field, n.kind, n.s); err != nil {
+			return err
+		}
 	}
 	if !identRE.MatchString(t.Namespace) {
 		return apierr.Invalid("namespace", "%q is not a valid namespace (letters, digits, _ and -, starting with a letter or _)", t.Namespace)

@@ -72,16 +72,56 @@ type Column struct {
 	// to decode is still a row, with every user column null.
 	Required bool `json:"required,omitempty"`
 	// JSONPath, when set, is a dotted path of object keys (user.id) where the value is
-	// found, instead of the top-level key Name. Keys containing dots cannot be addressed.
+	// found, instead of the top-level key Name (ParseJSONPath). Keys containing dots
+	// cannot be addressed.
 	JSONPath string `json:"json_path,omitempty"`
 }
 
-// Path returns the object keys leading to the column's value in a JSON record.
+// Path returns the object keys leading to the column's value in a JSON record. A path
+// stored before ParseJSONPath's rules reads as it always did: split at its dots.
 func (c Column) Path() []string {
 	if c.JSONPath == "" {
 		return []string{c.Name}
 	}
+	if keys, err := ParseJSONPath(c.JSONPath); err == nil {
+		return keys
+	}
 	return strings.Split(c.JSONPath, ".")
+}
+
+// jsonPathSyntax are JSONPath's brackets and wildcard: in a json_path they are a JSONPath
+// written where keys are meant, which would read nothing from any record. (@ and $ begin
+// common keys: @timestamp, $oid.)
+const jsonPathSyntax = "[]*"
+
+// ParseJSONPath reads a json_path: object keys joined by dots (user.id), each key
+// non-empty, without control characters, JSONPath's brackets and wildcard ([ ] *) or
+// spaces at its ends, the first not "$" alone (JSONPath's root). It returns the keys from the outermost
+// object in, or says what is wrong.
+func ParseJSONPath(p string) ([]string, error) {
+	switch {
+	case len(p) > maxJSONPathLen:
+		return nil, fmt.Errorf("longer than %d bytes", maxJSONPathLen)
+	case !utf8.ValidString(p):
+		return nil, fmt.Errorf("not valid UTF-8")
+	case p == "$" || strings.HasPrefix(p, "$.") || strings.HasPrefix(p, "$["):
+		return nil, fmt.Errorf(`a json_path is object keys joined by dots (user.id), not JSONPath: leave out the leading "$"`)
+	}
+	keys := strings.Split(p, ".")
+	for _, k := range keys {
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("empty key (want dotted keys such as user.id)")
+		case strings.IndexFunc(k, unicode.IsControl) >= 0:
+			return nil, fmt.Errorf("control character in key %q", k)
+		case strings.ContainsAny(k, jsonPathSyntax):
+			return nil, fmt.Errorf("key %q holds %q: %s are JSONPath syntax, and a json_path is object keys joined by dots (user.id); a list is read whole by a list<T> column",
+				k, k[strings.IndexAny(k, jsonPathSyntax)], "[ ] and *")
+		case strings.TrimSpace(k) != k:
+			return nil, fmt.Errorf("key %q begins or ends with a space", k)
+		}
+	}
+	return keys, nil
 }
 
 // Spec is a table's record format and declared columns. It is stored as JSON (jsonb in
@@ -124,6 +164,8 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 const (
 	maxNameLen     = 128
 	maxJSONPathLen = 1024
+	// MaxColumns bounds a JSON table's declared columns (README, "The admin API").
+	MaxColumns = 1000
 )
 
 // Reserved column name prefixes: Mink's own columns use them.
@@ -170,6 +212,9 @@ func (s Spec) Validate() error {
 		}
 	}
 
+	if len(s.Columns) > MaxColumns {
+		return &FieldError{"columns", fmt.Sprintf("%d columns: a table declares at most %d", len(s.Columns), MaxColumns)}
+	}
 	byLowerName := make(map[string]int, len(s.Columns))
 	byPath := make(map[string]int, len(s.Columns))
 	for i, c := range s.Columns {
@@ -188,7 +233,7 @@ func (s Spec) Validate() error {
 		}
 
 		if c.JSONPath != "" {
-			if err := validateJSONPath(c.JSONPath); err != nil {
+			if _, err := ParseJSONPath(c.JSONPath); err != nil {
 				return &FieldError{field, fmt.Sprintf("json_path %q: %v", c.JSONPath, err)}
 			}
 		}
@@ -269,24 +314,6 @@ func validateName(name string) error {
 	for _, p := range reservedPrefixes {
 		if strings.HasPrefix(lower, p) {
 			return fmt.Errorf("names starting with %s are reserved", p)
-		}
-	}
-	return nil
-}
-
-func validateJSONPath(p string) error {
-	if len(p) > maxJSONPathLen {
-		return fmt.Errorf("longer than %d bytes", maxJSONPathLen)
-	}
-	if !utf8.ValidString(p) {
-		return fmt.Errorf("not valid UTF-8")
-	}
-	for _, seg := range strings.Split(p, ".") {
-		if seg == "" {
-			return fmt.Errorf("empty key (want dotted keys such as user.id)")
-		}
-		if strings.IndexFunc(seg, unicode.IsControl) >= 0 {
-			return fmt.Errorf("control character in key %q", seg)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -149,5 +150,36 @@ func TestDecimalBytes(t *testing.T) {
 		if got := DecimalBytes(p); got != n {
 			t.Errorf("DecimalBytes(%d) = %d, want %d", p, got, n)
 		}
+	}
+}
+
+// TestParseJSONPath: the one reader of json_path, at CreateTable and AlterTable and when
+// records decode: keys joined by dots, JSON's odd keys kept, JSONPath refused.
+func TestParseJSONPath(t *testing.T) {
+	for p, want := range map[string][]string{
+		"user.id": {"user", "id"}, "_id.$oid": {"_id", "$oid"}, "@timestamp": {"@timestamp"},
+		"first name": {"first name"}, "price(usd)": {"price(usd)"}, "$$": {"$$"}, "a.b.c.d": {"a", "b", "c", "d"},
+	} {
+		got, err := ParseJSONPath(p)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("ParseJSONPath(%q) = %q, %v; want %q", p, got, err, want)
+		}
+		if c := (Column{Name: "c", JSONPath: p}); !slices.Equal(c.Path(), want) {
+			t.Errorf("Column.Path of %q = %q", p, c.Path())
+		}
+	}
+	for p, why := range map[string]string{
+		"$$[[[((": "holds '['", "$.user.id": `leave out the leading "$"`, "$": "not JSONPath", "$['a']": "not JSONPath",
+		"items[0].id": "holds '['", "user.*": "holds '*'", "a..b": "empty key", ".a": "empty key", "a.": "empty key",
+		" user.id": "begins or ends with a space", "a\x00": "control character", "": "empty key",
+		strings.Repeat("k", 1025): "longer than 1024",
+	} {
+		if _, err := ParseJSONPath(p); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("ParseJSONPath(%q): %v, want %q", p, err, why)
+		}
+	}
+	// A path stored before these rules reads as it did.
+	if c := (Column{Name: "c", JSONPath: "items[0].id"}); !slices.Equal(c.Path(), []string{"items[0]", "id"}) {
+		t.Errorf("a stored path: %q", c.Path())
 	}
 }

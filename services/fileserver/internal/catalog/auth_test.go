@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -220,7 +221,7 @@ func signToken(t *testing.T, secret, subject string, exp time.Time) string {
 	return s
 }
 
-func names(t *testing.T, body []byte, field string) []string {
+func listedNames(t *testing.T, body []byte, field string) []string {
 	t.Helper()
 	var v map[string]json.RawMessage
 	if err := json.Unmarshal(body, &v); err != nil {
@@ -266,7 +267,7 @@ func TestAuthOff(t *testing.T) {
 	if err := json.Unmarshal(a.body, &load); a.status != 200 || err != nil || !maps.Equal(load.Config, S3Config(fileIOURL, "us-east-1")) || load.Creds != nil {
 		t.Fatalf("load: %d %s", a.status, a.body)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces", nil).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces", nil).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
 		t.Errorf("namespaces %v", got)
 	}
 	if a := f.do("GET", "/v1/namespaces/sales/tables/refunds/credentials", nil); a.status != 200 || string(a.body) != `{"storage-credentials":[]}` {
@@ -317,11 +318,11 @@ func TestTokenEndpoint(t *testing.T) {
 		{"DuckDB: another scope", form("grant_type", "client_credentials", "client_id", "ops", "client_secret", opsSecret, "scope", "PRINCIPAL_ROLE:ALL"), nil, "ops"},
 		{"HTTP basic", form("grant_type", "client_credentials"), basic("etl", etlSecret), "etl"},
 		{"HTTP basic, form-encoded (RFC 6749)", form("grant_type", "client_credentials"), basic("etl", url.QueryEscape(etlSecret)), "etl"},
-		{"Java refresh: token exchange of a valid token", form("grant_type", grantTokenExchange, "subject_token", etlToken,
-			"subject_token_type", tokenTypeAccess, "scope", "catalog"), bearer(etlToken), "etl"},
 		{"token exchange of a static token", form("grant_type", grantTokenExchange, "subject_token", opsSecret, "subject_token_type", tokenTypeAccess), nil, "ops"},
 		{"Java refresh of an expired token: with the credential as basic", form("grant_type", grantTokenExchange, "subject_token", expired,
 			"subject_token_type", tokenTypeAccess), basic("etl", etlSecret), "etl"},
+		{"Java refresh, its fallback: a valid token with the credential as basic", form("grant_type", grantTokenExchange, "subject_token", etlToken,
+			"subject_token_type", tokenTypeAccess, "scope", "catalog"), basic("etl", etlSecret), "etl"},
 	}
 	for _, c := range ok {
 		a := f.do("POST", tokensPath, strings.NewReader(c.body), append(slices.Clone(ct), c.headers...)...)
@@ -370,6 +371,9 @@ func TestTokenEndpoint(t *testing.T) {
 		{"exchange of an id token type", form("grant_type", grantTokenExchange, "subject_token", etlToken, "subject_token_type", "urn:ietf:params:oauth:token-type:saml2"), nil, 400, "invalid_request", "subject_token_type"},
 		{"exchange with an actor", form("grant_type", grantTokenExchange, "subject_token", etlToken, "actor_token", etlToken, "actor_token_type", tokenTypeAccess), nil, 400, "invalid_request", "actor"},
 		{"exchange for a refresh token", form("grant_type", grantTokenExchange, "subject_token", etlToken, "requested_token_type", "urn:ietf:params:oauth:token-type:refresh_token"), nil, 400, "invalid_request", "requested_token_type"},
+		{"Java refresh: token exchange of a valid token, as its own credential", form("grant_type", grantTokenExchange, "subject_token", etlToken,
+			"subject_token_type", tokenTypeAccess, "scope", "catalog"), bearer(etlToken), 400, "invalid_grant", "not exchanged for a new one"},
+		{"exchange of a valid token, no client authentication", form("grant_type", grantTokenExchange, "subject_token", etlToken), nil, 400, "invalid_grant", "not exchanged"},
 		{"exchange with wrong client credentials", form("grant_type", grantTokenExchange, "subject_token", etlToken), basic("etl", "nope"), 401, "invalid_client", "wrong secret"},
 	}
 	for _, c := range bad {
@@ -476,19 +480,19 @@ func TestReaderSees(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, true)
 	etl, ops := bearer(f.token("etl", etlSecret)), bearer(opsSecret)
-	if got := names(t, f.do("GET", "/v1/namespaces", nil, etl...).body, "namespaces"); !slices.Equal(got, []string{"default", "sales"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces", nil, etl...).body, "namespaces"); !slices.Equal(got, []string{"default", "sales"}) {
 		t.Errorf("etl's namespaces: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces", nil, ops...).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces", nil, ops...).body, "namespaces"); !slices.Equal(got, []string{"default", "other", "sales"}) {
 		t.Errorf("ops's namespaces: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces/sales/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces/sales/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders"}) {
 		t.Errorf("etl's sales tables: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces/sales/tables", nil, ops...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders", "sales.refunds"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces/sales/tables", nil, ops...).body, "identifiers"); !slices.Equal(got, []string{"sales.orders", "sales.refunds"}) {
 		t.Errorf("ops's sales tables: %v", got)
 	}
-	if got := names(t, f.do("GET", "/v1/namespaces/default/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"default.events", "default.orders"}) {
+	if got := listedNames(t, f.do("GET", "/v1/namespaces/default/tables", nil, etl...).body, "identifiers"); !slices.Equal(got, []string{"default.events", "default.orders"}) {
 		t.Errorf("etl's default tables: %v", got)
 	}
 	for _, c := range []struct {
@@ -624,6 +628,93 @@ func TestVendedCredentials(t *testing.T) {
 	}
 	if a := f.do("GET", "/v1/namespaces/default/tables/nothing/credentials", nil, etl...); a.status != 404 {
 		t.Errorf("credentials of no table: %d %s", a.status, a.body)
+	}
+}
+
+// TestTokensEndWithTheirSecret, as an attacker holding a token would try it: every way
+// of exchanging the token for a new one is refused (so a chain of renewals never gets
+// past the first token's expiry), and once the principal's secret is rotated and the
+// config reloaded, the token, the credentials vended on it and the old secret are all
+// refused, while the new secret works at once.
+func TestTokensEndWithTheirSecret(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, true)
+	path := filepath.Join(t.TempDir(), "auth.json")
+	if err := auth.WriteFile(path, testAuthFile()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a = a
+	f.h = f.handler(f.db)
+	tok := f.token("etl", etlSecret)
+	ct := []string{"Content-Type", "application/x-www-form-urlencoded"}
+	exchange := func(form url.Values, headers ...string) answer {
+		return f.do("POST", tokensPath, strings.NewReader(form.Encode()), append(slices.Clone(ct), headers...)...)
+	}
+	basic := func(id, secret string) []string {
+		return []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(id+":"+secret))}
+	}
+	xf := func(kv ...string) url.Values {
+		v := url.Values{"grant_type": {grantTokenExchange}, "subject_token": {tok}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	for name, try := range map[string]answer{
+		"exchange, bearer beside":    exchange(xf("subject_token_type", tokenTypeAccess), bearer(tok)...),
+		"exchange, jwt type":         exchange(xf("subject_token_type", tokenTypeJWT)),
+		"exchange, requested access": exchange(xf("requested_token_type", tokenTypeAccess)),
+		"the token as basic secret":  exchange(xf(), basic("", tok)...),
+		"the token as etl's secret":  exchange(xf(), basic("etl", tok)...),
+		"the token as client_secret": exchange(url.Values{"grant_type": {grantClientCredentials}, "client_id": {"etl"}, "client_secret": {tok}}),
+	} {
+		if try.status == 200 {
+			t.Errorf("%s: a new token from a token: %s", name, try.body)
+		}
+	}
+
+	type creds struct {
+		Creds []StorageCredential `json:"storage-credentials"`
+	}
+	var before creds
+	if a := f.do("GET", "/v1/namespaces/default/tables/orders/credentials", nil, bearer(tok)...); a.status != 200 || json.Unmarshal(a.body, &before) != nil || len(before.Creds) != 1 {
+		t.Fatalf("credentials before the rotation: %d %s", a.status, a.body)
+	}
+
+	const newSecret = "etl-secret-after-rotation-0123"
+	rotated := testAuthFile()
+	rotated.Principals[0].Secret = newSecret
+	if err := auth.WriteFile(path, rotated); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for _, route := range []string{"/v1/config", "/v1/namespaces/default/tables/orders", "/v1/namespaces/default/tables/orders/credentials"} {
+		if a := f.do("GET", route, nil, bearer(tok)...); a.status != 401 || !strings.Contains(a.envelope(t).Message, "secret changed") {
+			t.Errorf("GET %s with a token of the old secret: %d %s", route, a.status, a.body)
+		}
+		if a := f.do("GET", route, nil, bearer(etlSecret)...); a.status != 401 {
+			t.Errorf("GET %s with the old secret: %d %s", route, a.status, a.body)
+		}
+	}
+	c := before.Creds[0].Config
+	if _, _, err := a.S3Key(c[keyAccessKeyID], c[keySessionToken]); apierr.Classify(err) != apierr.Unauthenticated {
+		t.Errorf("credentials vended before the rotation: %v", err)
+	}
+	if a := exchange(url.Values{"grant_type": {grantClientCredentials}, "client_id": {"etl"}, "client_secret": {etlSecret}}); a.status != 401 {
+		t.Errorf("the old secret as client credentials: %d %s", a.status, a.body)
+	}
+	if a := exchange(xf(), basic("etl", etlSecret)...); a.status != 401 {
+		t.Errorf("Java's fallback with the old credential: %d %s", a.status, a.body)
+	}
+	fresh := f.token("etl", newSecret)
+	if a := f.do("GET", "/v1/namespaces/default/tables/orders", nil, bearer(fresh)...); a.status != 200 {
+		t.Errorf("a token of the new secret: %d %s", a.status, a.body)
 	}
 }
 
@@ -778,10 +869,15 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 	db := &failingDB{err: pgErr}
 	f := &fixture{t: t, logs: &logBuffer{}}
 	f.h = f.handler(db)
+	long := strings.Repeat("n", 129) // names.Namespace and names.Table: 128 bytes at most
 	for _, p := range []string{"/v1/namespaces/a%00b", "/v1/namespaces/a%ffb/tables", "/v1/namespaces/default/tables/x%00y",
-		"/v1/namespaces/default/tables/x%c3/credentials", "/v1/namespaces?parent=a%00"} {
+		"/v1/namespaces/default/tables/x%c3/credentials", "/v1/namespaces?parent=a%00", "/v1/namespaces/a%0ab/tables",
+		"/v1/namespaces/default/tables/x%0dy", "/v1/namespaces/default/views/v%00", "/v1/namespaces/" + long + "/tables",
+		"/v1/namespaces/default/tables/" + long, "/v1/namespaces/default/views/" + long} {
 		a := f.do("GET", p, nil)
-		if a.status != 400 || a.envelope(t).Type != "BadRequestException" || strings.Contains(string(a.body), "SQLSTATE") {
+		msg := a.envelope(t).Message
+		if a.status != 400 || a.envelope(t).Type != "BadRequestException" || strings.Contains(string(a.body), "SQLSTATE") ||
+			!(strings.HasPrefix(msg, "namespace: ") || strings.HasPrefix(msg, "table: ") || strings.HasPrefix(msg, "view: ")) {
 			t.Errorf("%s: %d %s", p, a.status, a.body)
 		}
 	}

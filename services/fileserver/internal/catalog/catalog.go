@@ -61,7 +61,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -70,6 +69,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
 	"github.com/minkhq/mink/services/fileserver/internal/plan"
@@ -315,7 +315,7 @@ func parseNamespace(raw string) (string, error) {
 	if len(levels) != 1 {
 		return "", apierr.New(apierr.NotFound, "namespace %s does not exist: Mink namespaces have one level", strings.Join(levels, "."))
 	}
-	if err := checkName("namespace", levels[0]); err != nil {
+	if err := names.Check("namespace", names.Namespace, levels[0]); err != nil {
 		return "", err
 	}
 	return levels[0], nil
@@ -324,23 +324,8 @@ func parseNamespace(raw string) (string, error) {
 // tableName reads the {table} path value.
 func tableName(r *http.Request) (string, error) {
 	name := r.PathValue("table")
-	return name, checkName("table", name)
+	return name, names.Check("table", names.Table, name)
 }
-
-// checkName refuses what no table or namespace can be called and Postgres cannot even
-// compare (its error would name the SQLSTATE): bytes that are not UTF-8, NUL.
-func checkName(field, s string) error {
-	switch {
-	case len(s) > maxNameBytes:
-		return apierr.Invalid(field, "%q is longer than %d bytes: no %s is", truncate(s, 64), maxNameBytes, field)
-	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
-		return apierr.Invalid(field, "%q is not valid UTF-8 without NUL bytes", truncate(s, 128))
-	}
-	return nil
-}
-
-// maxNameBytes is more than any namespace or table name takes (tables.Validate: 128).
-const maxNameBytes = 255
 
 // namespaceExists: a namespace exists while it has a table.
 func (c *catalog) namespaceExists(ctx context.Context, ns string) (bool, error) {

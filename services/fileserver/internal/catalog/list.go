@@ -16,6 +16,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -314,7 +315,7 @@ func (c *catalog) listViews(w http.ResponseWriter, r *http.Request) {
 // answered as missing, as for tables.
 func (c *catalog) loadView(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("view")
-	if err := checkName("view", name); err != nil {
+	if err := names.Check("view", names.View, name); err != nil {
 		c.fail(w, r, err, noSuchView)
 		return
 	}

@@ -9,10 +9,13 @@ package catalog
 //   - PyIceberg (credential "id:secret" or a bare secret): client_credentials in the form,
 //     client_id left out for a bare secret, scope=catalog; again after a 401. Its session
 //     sends its old "Authorization: Bearer" along, which this endpoint ignores.
-//   - Java (Spark, Trino, Flink): client_credentials in the form, then refreshes before
-//     expiry by token exchange: subject_token=<its token>,
-//     subject_token_type=urn:ietf:params:oauth:token-type:access_token, with its token
-//     as Bearer; an expired one is exchanged with the credential as HTTP Basic instead.
+//   - Java (Spark, Trino, Flink; OAuth2Util.AuthSession): client_credentials in the form,
+//     then, in the last tenth of the token's life (at most 5 min), token exchange:
+//     subject_token=<its token>, subject_token_type=...:access_token, with its token as
+//     Bearer. That exchange is refused here (a token never renews itself: a leaked one
+//     would last for ever), so after its retries Java exchanges again with its
+//     credential as HTTP Basic, which is client authentication: a new token. A session
+//     given only a token (no credential) keeps it until it expires.
 //   - DuckDB: client_credentials in the form with a scope of its own (ignored: a token
 //     grants what its principal's role does).
 //
@@ -144,6 +147,13 @@ func (c *catalog) tokens(w http.ResponseWriter, r *http.Request) {
 		sp, err := c.o.Auth.Bearer(subject)
 		if err != nil {
 			c.oauthFail(w, r, http.StatusBadRequest, "invalid_grant", "the subject token: "+err.Error())
+			return
+		}
+		if !sp.Expires.IsZero() {
+			// An issued token: it is no credential of its own (a principal's secret,
+			// which never expires, is).
+			c.oauthFail(w, r, http.StatusBadRequest, "invalid_grant",
+				"an access token is not exchanged for a new one: it lasts until it expires; authenticate with the client credentials for a new one (client_credentials, or this exchange with them as HTTP Basic)")
 			return
 		}
 		p = sp

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -119,18 +118,10 @@ func publicMessage(err error, e apierr.S3Error) string {
 		// A bug or an unclassified failure: nothing of it is the client's business.
 		return "We encountered an internal error. Please try again; the file server's log has the details under the request id."
 	}
+	// apierr cut the words of drivers and the OS from e.Message already. What another
+	// node answered comes as text only, and a driver's words may have been formatted in
+	// with %v: cut at what marks them.
 	msg := e.Message
-	// Cut where the first error from a driver or the OS begins in the text: Mink's
-	// messages wrap them as "what Mink was doing: their text".
-	for _, fe := range foreignErrors(err) {
-		if text := fe.Error(); text != "" {
-			if i := strings.Index(msg, text); i >= 0 {
-				msg = msg[:i]
-			}
-		}
-	}
-	// What another node answered comes as text only; and a driver's words may have
-	// been formatted in with %v. Cut at what marks them.
 	for _, m := range internalMarkers {
 		if i := strings.Index(msg, m); i >= 0 {
 			msg = msg[:i]
@@ -154,48 +145,3 @@ var internalMarkers = []string{
 
 // absPath is an absolute file path in a message (keys never start with "/").
 var absPath = regexp.MustCompile(`(^|[\s"'(\[=])/[^\s"'()\[\],;]+`)
-
-// foreignErrors are the errors in err's chain that come from a driver, the network or
-// the OS rather than from Mink.
-func foreignErrors(err error) []error {
-	var out []error
-	var walk func(error)
-	walk = func(e error) {
-		for e != nil {
-			if foreign(e) {
-				out = append(out, e)
-				return
-			}
-			switch u := e.(type) {
-			case interface{ Unwrap() []error }:
-				for _, c := range u.Unwrap() {
-					walk(c)
-				}
-				return
-			case interface{ Unwrap() error }:
-				e = u.Unwrap()
-			default:
-				return
-			}
-		}
-	}
-	walk(err)
-	return out
-}
-
-// foreignPkgs are the packages whose errors' words stay in the log.
-var foreignPkgs = []string{"github.com/jackc/", "github.com/twmb/", "net", "os", "io/fs", "syscall", "crypto/"}
-
-func foreign(err error) bool {
-	t := reflect.TypeOf(err)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	pkg := t.PkgPath()
-	for _, p := range foreignPkgs {
-		if pkg == p || strings.HasPrefix(pkg, p) && (strings.HasSuffix(p, "/") || strings.HasPrefix(pkg, p+"/")) {
-			return true
-		}
-	}
-	return false
-}
