@@ -31,7 +31,38 @@ type fakeAdmin struct {
 	requests []proto.Message
 	table    *adminv1.Table
 	describe *adminv1.DescribeTableResponse
+	status   *adminv1.GetStatusResponse
+	nodes    []*adminv1.Node
+	topics   []*adminv1.Topic
 	err      error
+}
+
+func (f *fakeAdmin) GetStatus(_ context.Context, req *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return f.status, nil
+}
+
+func (f *fakeAdmin) ListNodes(_ context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return &adminv1.ListNodesResponse{Nodes: f.nodes}, nil
+}
+
+func (f *fakeAdmin) CreateTopic(_ context.Context, req *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return &adminv1.CreateTopicResponse{Topic: &adminv1.Topic{Name: req.GetName(), Partitions: max(req.GetPartitions(), 1)}}, nil
+}
+
+func (f *fakeAdmin) ListTopics(_ context.Context, req *adminv1.ListTopicsRequest) (*adminv1.ListTopicsResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return &adminv1.ListTopicsResponse{Topics: f.topics}, nil
 }
 
 func (f *fakeAdmin) record(req proto.Message) error {
