@@ -267,6 +267,8 @@ func TestCreateInvalid(t *testing.T) {
 			"key_format", []string{`"orders-key"`, "AVRO"}},
 		{"a schema with a reserved column", &adminv1.CreateTableRequest{Name: "bad", Format: avroFormat},
 			"value_subject", []string{"_kafka_offset", "reserved"}},
+		{"a type of another system", &adminv1.CreateTableRequest{Name: "orders", Format: jsonFormat, Columns: []*adminv1.Column{{Name: "id", Type: "integer"}}},
+			`columns[0] ("id")`, []string{`unknown type "integer" (did you mean int or long?)`, "the types are boolean, int, long"}},
 		{"bad table name", &adminv1.CreateTableRequest{Name: "9lives", Topic: "orders", Format: avroFormat}, "name", nil},
 		{"unknown table mode", &adminv1.CreateTableRequest{Name: "orders", Format: avroFormat, Mode: adminv1.TableMode(7)},
 			"mode", []string{"TABLE_MODE_UPSERT"}},
