@@ -74,7 +74,7 @@ func (c *cli) explain(err error) string {
 	dialErr, handshake, connected := c.trace.result()
 	switch {
 	case st.Code() == codes.Unavailable && handshake != nil && !connected:
-		return fmt.Sprintf("TLS with the node at %s (%s) failed: %v\n"+
+		return fmt.Sprintf("Unavailable: TLS with the node at %s (%s) failed: %v\n"+
 			"Set --tls-ca-file or MINK_TLS_CA_FILE to the CA that signed the node's certificate, and --tls-server-name or "+
 			"MINK_TLS_SERVER_NAME to the name it carries when --addr reaches it by another (%s).",
 			c.addr, c.sourceOf("addr"), handshake, msg)
@@ -88,11 +88,11 @@ func (c *cli) explain(err error) string {
 		if c.cmd == "scan" {
 			also = " (scan asks that node where a catalog is; or set --catalog or MINK_CATALOG)"
 		}
-		return fmt.Sprintf("no Mink node answers at %s (%s): %s\n"+
+		return fmt.Sprintf("Unavailable: no Mink node answers at %s (%s): %s\n"+
 			"Is the cluster running (make dev)? Set --addr or MINK_ADDR to a node's gRPC address%s (make dev's banner prints export MINK_ADDR=...).",
 			c.addr, c.sourceOf("addr"), cause, also)
 	case st.Code() == codes.Unauthenticated && c.token == "":
-		return fmt.Sprintf("the node at %s checks credentials and none were given: set MINK_TOKEN or --token to a principal's secret "+
+		return fmt.Sprintf("Unauthenticated: the node at %s checks credentials and none were given: set MINK_TOKEN or --token to a principal's secret "+
 			"(make dev's banner prints export MINK_TOKEN=...; minkctl auth secret --auth-config FILE prints one)", c.addr)
 	case st.Code() == codes.Unauthenticated:
 		return fmt.Sprintf("%s\nThe token (%s) was refused: set MINK_TOKEN or --token to a principal's secret or a token the catalog issued.",

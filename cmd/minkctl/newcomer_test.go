@@ -126,7 +126,8 @@ func TestTopicCommands(t *testing.T) {
 }
 
 // TestScanFindsCatalog: without --catalog, scan asks the node at --addr for a catalog:
-// its own when it is a file server, else a live file server's from ListNodes.
+// its own (on the host --addr names) when it is a file server, else a live file server's
+// from ListNodes.
 func TestScanFindsCatalog(t *testing.T) {
 	var hits []string
 	cat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -146,7 +147,10 @@ func TestScanFindsCatalog(t *testing.T) {
 		what string
 		f    *fakeAdmin
 	}{
-		{"a file server", &fakeAdmin{status: &adminv1.GetStatusResponse{NodeId: "fs-1", Addrs: map[string]string{"catalog": host}}}},
+		// As docker compose has it: the node advertises its container's name, and the host
+		// reaches it by the host --addr names, on the same port.
+		{"a file server", &fakeAdmin{status: &adminv1.GetStatusResponse{NodeId: "fs-1",
+			Addrs: map[string]string{"catalog": "fs-1.invalid:" + strings.Split(host, ":")[1]}}}},
 		{"an indexer", &fakeAdmin{status: &adminv1.GetStatusResponse{NodeId: "idx-1"}, nodes: []*adminv1.Node{
 			{NodeId: "idx-1"}, {NodeId: "fs-2", Addrs: map[string]string{"catalog": host}},
 			{NodeId: "fs-1", Draining: true, Addrs: map[string]string{"catalog": "127.0.0.1:1"}}}}},

@@ -131,7 +131,9 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 }
 
 // findCatalog asks the node at --addr where a catalog is: its own when it is a file
-// server, else the first live file server's. Its scheme follows the --tls flags.
+// server (on the host --addr reaches it by: behind a port mapping, as docker compose has
+// it, the advertised name is the container's), else the first live file server's
+// advertised one. Its scheme follows the --tls flags.
 func (c *cli) findCatalog(ctx context.Context) (string, error) {
 	const how = "scan finds the catalog through the node at --addr; or set --catalog or MINK_CATALOG"
 	st, err := c.client.GetStatus(ctx, &adminv1.GetStatusRequest{Node: c.node})
@@ -139,6 +141,11 @@ func (c *cli) findCatalog(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s: %w", how, err)
 	}
 	addr := st.GetAddrs()["catalog"]
+	if _, port, err := net.SplitHostPort(addr); err == nil && c.node == "" {
+		if host, _, err := net.SplitHostPort(c.addr); err == nil {
+			addr = net.JoinHostPort(host, port)
+		}
+	}
 	if addr == "" {
 		nodes, err := c.client.ListNodes(ctx, &adminv1.ListNodesRequest{Node: c.node})
 		if err != nil {

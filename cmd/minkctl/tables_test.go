@@ -186,7 +186,7 @@ TOPIC       orders (3 partitions)
 FORMAT      avro
 VALUES      avro, subject orders-value, prefix mode
 KEYS        protobuf, subject order-keys, latest mode, message acme.OrderKey (column _kafka_key_decoded)
-SCHEMA      version 2 (Iceberg schema id 1)
+SCHEMA      table version 2 (Iceberg schema id 1)
 PROPERTIES  mink.commit.interval=1s
 CREATED     2026-12-01T12:00:00.000Z
 
@@ -305,7 +305,7 @@ func TestTableAlter(t *testing.T) {
 	wantOut := `TABLE       default.events (id 3)
 TOPIC       events (1 partition)
 FORMAT      json
-SCHEMA      version 1 (Iceberg schema id 1)
+SCHEMA      table version 1 (Iceberg schema id 1)
 PROPERTIES  -
 CREATED     2026-12-01T12:00:00.000Z
 
@@ -390,7 +390,7 @@ func TestTableDescribe(t *testing.T) {
 	for _, want := range []string{
 		"VALUES      avro, subject orders-value, prefix mode\n",
 		"KEYS        protobuf, subject order-keys, latest mode, message acme.OrderKey (column _kafka_key_decoded)\n",
-		"SCHEMA      version 2 (Iceberg schema id 1)\n",
+		"SCHEMA      table version 2 (Iceberg schema id 1)\n",
 		"2         ship_to             struct<10: zip: required string>\n",
 		"PARTITION  INDEXED END  HIGH WATERMARK  LAG  RANGES  LAST RANGE                HOLDER  EPOCH  INDEXING\n",
 		"0          10           12              2    1       2026-12-01T12:05:00.000Z  idx-a   3      ok\n",
@@ -422,7 +422,7 @@ func TestTableDescribe(t *testing.T) {
 
 	// list counts each table's own columns and shows its schema version.
 	out, _, _ = minkctl("table", "list")
-	if !strings.Contains(out, "COLUMNS  SCHEMA VERSION") || !strings.Contains(out, "avro    3           3        2 ") {
+	if !strings.Contains(out, "COLUMNS  TABLE VERSION") || !strings.Contains(out, "avro    3           3        2 ") {
 		t.Errorf("list:\n%s", out)
 	}
 }
