@@ -62,8 +62,10 @@ commands:
   topic create NAME [--partitions N] [--replication-factor R]
                          create a Kafka topic (the dialed node's brokers make it), to make a table of
   topic list             Kafka's topics, and the tables made of each
-  scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
-                         read rows through the Iceberg REST catalog and S3, as any engine does
+  scan NAMESPACE.TABLE [--limit N] [--from end|start] [--columns a,b] [--catalog URL]
+                         read rows through the Iceberg REST catalog and S3, as any engine does: the
+                         newest N by Kafka timestamp (--from end, the default) or the oldest; the
+                         catalog is --catalog, or the one the node at --addr names
   health                 the dialed node's grpc.health.v1 status (needs no credentials); exit 0 if SERVING
   auth init --out FILE [--reader-tables P,...] [--force]
                          write a new auth config (a node's --auth-config): a random cluster secret,
