@@ -17,7 +17,6 @@ import (
 	"testing"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/catalog/hadoop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -143,14 +142,7 @@ func TestDialTLSAndToken(t *testing.T) {
 // --tls-ca-file; without the CA it is refused.
 func TestScanTLSAndToken(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	hc, err := hadoop.NewCatalog("local", "file://"+dir, iceberg.Properties{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hc.CreateNamespace(ctx, []string{"default"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	hc, dir := localCatalog(t)
 	tbl, err := hc.CreateTable(ctx, []string{"default", "empty"}, iceberg.NewSchema(0,
 		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true}))
 	if err != nil {

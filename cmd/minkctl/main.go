@@ -7,7 +7,8 @@
 //	                      create NAME --format avro|protobuf|json_schema [--value-subject S] ... |
 //	                      alter NAME --add c:string --widen id:long --rename a:b --set k=v ... |
 //	                      drop NAME | list | describe NAME
-//	minkctl [flags] scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
+//	minkctl [flags] topic create NAME [--partitions N] | topic list
+//	minkctl [flags] scan NAMESPACE.TABLE [--limit N] [--from start|end] [--columns a,b] [--catalog URL]
 //
 // Every flag has a MINK_* environment twin (MINK_ADDR for --addr). Output is aligned
 // columns, or protojson with -o json.
@@ -27,7 +28,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/flagenv"
@@ -59,8 +59,13 @@ commands:
   table drop NAME
   table list [--namespace NS]
   table describe NAME
-  scan NAMESPACE.TABLE [--limit N] [--columns a,b] [--catalog URL]
-                         read rows through the Iceberg REST catalog and S3, as any engine does
+  topic create NAME [--partitions N] [--replication-factor R]
+                         create a Kafka topic (the dialed node's brokers make it), to make a table of
+  topic list             Kafka's topics, and the tables made of each
+  scan NAMESPACE.TABLE [--limit N] [--from end|start] [--columns a,b] [--catalog URL]
+                         read rows through the Iceberg REST catalog and S3, as any engine does: the
+                         newest N by Kafka timestamp (--from end, the default) or the oldest; the
+                         catalog is --catalog, or the one the node at --addr names
   health                 the dialed node's grpc.health.v1 status (needs no credentials); exit 0 if SERVING
   auth init --out FILE [--reader-tables P,...] [--force]
                          write a new auth config (a node's --auth-config): a random cluster secret,
@@ -94,6 +99,10 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	client adminv1.AdminServiceClient
+	src    flagenv.Sources // the flags set from MINK_* variables
+	given  map[string]bool // the flags set on the command line
+	cmd    string          // the command run: "status", "table create", ...
+	trace  connTrace       // how reaching --addr went
 }
 
 // globalFlags are accepted before or after the command.
@@ -120,7 +129,7 @@ func (c *cli) dialOptions() ([]grpc.DialOption, error) {
 		cfg.ServerName = c.tlsServerName // empty: the host of --addr
 		creds = credentials.NewTLS(cfg)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(tracedCreds{creds, &c.trace}), grpc.WithContextDialer(c.trace.dial)}
 	if c.token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(c.token.Reveal())))
 	}
@@ -182,11 +191,7 @@ func run(args []string, stdout, stderr io.Writer, lookup func(string) (string, b
 		fmt.Fprintf(stderr, "minkctl: %s\n(minkctl --help for usage)\n", ue.msg)
 		return exitUsage
 	}
-	if st, ok := status.FromError(err); ok {
-		fmt.Fprintf(stderr, "minkctl: %s: %s\n", st.Code(), st.Message())
-	} else {
-		fmt.Fprintf(stderr, "minkctl: %v\n", err)
-	}
+	fmt.Fprintf(stderr, "minkctl: %s\n", c.explain(err))
 	return exitRPC
 }
 
@@ -196,6 +201,7 @@ func (c *cli) dispatch(args []string, lookup func(string) (string, bool)) error 
 		return err
 	}
 	sub := commands[cmd]
+	c.cmd = cmd
 	switch {
 	case cmd == "help":
 		fs := flag.NewFlagSet("minkctl", flag.ContinueOnError)
@@ -208,6 +214,8 @@ func (c *cli) dispatch(args []string, lookup func(string) (string, bool)) error 
 		return usageError{"no command"}
 	case cmd == "table":
 		return usageError{"table: want create, alter, drop, list or describe"}
+	case cmd == "topic":
+		return usageError{"topic: want create or list"}
 	case sub.run == nil:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}
@@ -229,9 +237,13 @@ func (c *cli) dispatch(args []string, lookup func(string) (string, bool)) error 
 		return err
 	}
 	pos = pos[len(strings.Fields(cmd)):]
-	if _, err := flagenv.SetFromEnv(fs, lookup); err != nil {
+	c.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.given[f.Name] = true })
+	src, err := flagenv.SetFromEnv(fs, lookup)
+	if err != nil {
 		return usageError{err.Error()}
 	}
+	c.src = src
 	if c.output != "table" && c.output != "json" {
 		return usageError{fmt.Sprintf("-o: want table or json, got %q", c.output)}
 	}
@@ -264,7 +276,7 @@ func findCommand(args []string) (string, error) {
 	var words []string
 	for i := 0; i < len(args) && len(words) < 2; i++ {
 		a := args[i]
-		if len(words) == 1 && words[0] != "table" {
+		if len(words) == 1 && words[0] != "table" && words[0] != "topic" {
 			break
 		}
 		if a == "--" {
@@ -338,6 +350,8 @@ var commands = map[string]command{
 	"table drop":     {args: 1, argsHelp: "NAME", run: (*cli).tableDrop},
 	"table list":     {flags: listFlags, run: (*cli).tableList},
 	"table describe": {args: 1, argsHelp: "NAME", run: (*cli).tableDescribe},
+	"topic create":   {args: 1, argsHelp: "NAME", flags: topicCreateFlags, run: (*cli).topicCreate},
+	"topic list":     {run: (*cli).topicList},
 	"scan":           {args: 1, argsHelp: "NAMESPACE.TABLE", flags: scanFlags, run: (*cli).scan},
 	"health":         {run: (*cli).health},
 	"auth":           {args: 1, argsHelp: "init|secret", flags: authFlags, run: (*cli).auth},

@@ -144,7 +144,7 @@ func printLeases(w io.Writer, leases []*adminv1.Lease, holder bool) {
 }
 
 func printTables(w io.Writer, tables []*adminv1.Table) {
-	fmt.Fprintln(w, "ID\tNAMESPACE\tNAME\tTOPIC\tFORMAT\tPARTITIONS\tCOLUMNS\tSCHEMA VERSION\tCREATED")
+	fmt.Fprintln(w, "ID\tNAMESPACE\tNAME\tTOPIC\tFORMAT\tPARTITIONS\tCOLUMNS\tTABLE VERSION\tCREATED")
 	for _, t := range tables {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", t.GetId(), t.GetNamespace(), t.GetName(), t.GetTopic(),
 			format(t.GetFormat()), t.GetPartitions(), userColumns(t), t.GetSchemaVersion(), ts(t.GetCreatedAt()))
@@ -209,7 +209,8 @@ func printTable(w io.Writer, t *adminv1.Table) {
 	if t.GetKey() != nil {
 		fmt.Fprintf(w, "KEYS\t%s (column _kafka_key_decoded)\n", decoding(t.GetKey()))
 	}
-	fmt.Fprintf(w, "SCHEMA\tversion %d (Iceberg schema id %d)\n", t.GetSchemaVersion(), t.GetSchemaId())
+	// The table's own count of its schemas, and Iceberg's id: neither is a registry's.
+	fmt.Fprintf(w, "SCHEMA\ttable version %d (Iceberg schema id %d)\n", t.GetSchemaVersion(), t.GetSchemaId())
 	fmt.Fprintf(w, "PROPERTIES\t%s\n", kv(t.GetProperties()))
 	fmt.Fprintf(w, "CREATED\t%s\n", ts(t.GetCreatedAt()))
 

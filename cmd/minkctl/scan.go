@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -12,6 +14,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,6 +26,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/rest"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers the s3:// FileIO the tables' files are read through
@@ -29,19 +34,23 @@ import (
 	"github.com/apache/iceberg-go/utils"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 )
 
 type scanOpts struct {
 	catalog string
 	limit   int64
 	columns string
+	from    string
 }
 
 func scanFlags(fs *flag.FlagSet) any {
 	o := &scanOpts{}
-	fs.StringVar(&o.catalog, "catalog", "", "Iceberg REST catalog URL (a file server's --catalog-addr; default http://localhost:8181, https:// with --tls)")
-	fs.Int64Var(&o.limit, "limit", 100, "most rows to print (0: every row)")
+	fs.StringVar(&o.catalog, "catalog", "", "Iceberg REST catalog URL (default: a file server's, as the node at --addr reports it; https:// with --tls)")
+	fs.Int64Var(&o.limit, "limit", 100, "most rows to print (0: every row, in the order the files are planned)")
 	fs.StringVar(&o.columns, "columns", "", "comma-separated columns to print, in this order (default: every column)")
+	fs.StringVar(&o.from, "from", "end", "which rows --limit keeps: end (the newest by Kafka timestamp, the default) or start (the oldest); either way printed oldest first, ordered by _kafka_timestamp, _kafka_partition, _kafka_offset")
 	return o
 }
 
@@ -53,6 +62,9 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 	if o.limit < 0 {
 		return usageError{fmt.Sprintf("--limit: want 0 (every row) or more, got %d", o.limit)}
 	}
+	if o.from != "start" && o.from != "end" {
+		return usageError{fmt.Sprintf("--from: want start (the oldest rows) or end (the newest), got %q", o.from)}
+	}
 	ident, err := tableIdent(args[0])
 	if err != nil {
 		return err
@@ -62,9 +74,8 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 		return err
 	}
 	if o.catalog == "" {
-		o.catalog = "http://localhost:8181"
-		if c.tls || c.tlsCAFile != "" || c.tlsServerName != "" {
-			o.catalog = "https://localhost:8181"
+		if o.catalog, err = c.findCatalog(ctx); err != nil {
+			return err
 		}
 	}
 	ctx, catOpts, err := c.catalogOptions(ctx)
@@ -73,7 +84,7 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 	}
 	cat, err := rest.NewCatalog(ctx, "mink", o.catalog, catOpts...)
 	if err != nil {
-		return catalogError(o.catalog, err)
+		return c.catalogError(o.catalog, err)
 	}
 	name := strings.Join(ident, ".")
 	tbl, err := cat.LoadTable(ctx, ident)
@@ -81,7 +92,7 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 	case errors.Is(err, catalog.ErrNoSuchTable), errors.Is(err, catalog.ErrNoSuchNamespace):
 		return fmt.Errorf("table %s not found in catalog %s (minkctl table list shows the registered tables): %w", name, o.catalog, err)
 	case err != nil:
-		return fmt.Errorf("load table %s: %w", name, catalogError(o.catalog, err))
+		return fmt.Errorf("load table %s: %w", name, c.catalogError(o.catalog, err))
 	}
 	var known []string
 	for _, fld := range tbl.Schema().Fields() {
@@ -92,18 +103,24 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 			return usageError{fmt.Sprintf("--columns: table %s has no column %q (it has: %s)", name, col, strings.Join(known, ", "))}
 		}
 	}
-	opts := []table.ScanOption{table.WithSelectedFields(columns...)}
-	if o.limit > 0 {
-		opts = append(opts, table.WithLimit(o.limit)) // stops reading files once enough rows are in
-	}
-	schema, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
-	if err != nil {
-		return fmt.Errorf("plan the scan of %s: %w", name, err)
-	}
 	if len(columns) == 0 {
 		columns = known
 	}
-	n, err := printRows(c.stdout, c.output, schema, columns, recs, o.limit)
+	var n int64
+	if kc, ok := kafkaColumnsOf(tbl.Schema()); ok && o.limit > 0 {
+		n, err = c.scanOrdered(ctx, tbl, columns, kc, o.limit, o.from == "end")
+	} else {
+		// Every row, or a table without Kafka columns: as the files are planned.
+		opts := []table.ScanOption{table.WithSelectedFields(columns...)}
+		if o.limit > 0 {
+			opts = append(opts, table.WithLimit(o.limit)) // stops reading files once enough rows are in
+		}
+		schema, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+		if err != nil {
+			return fmt.Errorf("plan the scan of %s: %w", name, err)
+		}
+		n, err = printRows(c.stdout, c.output, schema, columns, recs, o.limit)
+	}
 	if err != nil {
 		return fmt.Errorf("read %s (its data files come from the S3 endpoint the catalog names): %w", name, err)
 	}
@@ -111,6 +128,218 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 		fmt.Fprintf(c.stderr, "minkctl: %s has no snapshot yet: the writer commits indexed ranges every mink.commit.interval\n", name)
 	}
 	return nil
+}
+
+// findCatalog asks the node at --addr where a catalog is: its own when it is a file
+// server (on the host --addr reaches it by: behind a port mapping, as docker compose has
+// it, the advertised name is the container's), else the first live file server's
+// advertised one. Its scheme follows the --tls flags.
+func (c *cli) findCatalog(ctx context.Context) (string, error) {
+	const how = "scan finds the catalog through the node at --addr; or set --catalog or MINK_CATALOG"
+	st, err := c.client.GetStatus(ctx, &adminv1.GetStatusRequest{Node: c.node})
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", how, err)
+	}
+	addr := st.GetAddrs()["catalog"]
+	if _, port, err := net.SplitHostPort(addr); err == nil && c.node == "" {
+		if host, _, err := net.SplitHostPort(c.addr); err == nil {
+			addr = net.JoinHostPort(host, port)
+		}
+	}
+	if addr == "" {
+		nodes, err := c.client.ListNodes(ctx, &adminv1.ListNodesRequest{Node: c.node})
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", how, err)
+		}
+		ns := nodes.GetNodes()
+		sort.Slice(ns, func(i, j int) bool { return ns[i].GetNodeId() < ns[j].GetNodeId() })
+		for _, n := range ns {
+			if a := n.GetAddrs()["catalog"]; a != "" && !n.GetDraining() {
+				addr = a
+				break
+			}
+		}
+	}
+	if addr == "" {
+		return "", usageError{fmt.Sprintf("no file server is live in the cluster of %s, so there is no catalog to read through: start one, or set --catalog or MINK_CATALOG", c.addr)}
+	}
+	if c.tls || c.tlsCAFile != "" || c.tlsServerName != "" {
+		return "https://" + addr, nil
+	}
+	return "http://" + addr, nil
+}
+
+// kafkaColumns are the field ids and names scan orders rows by.
+type kafkaColumns struct{ timestamp int }
+
+const (
+	colTimestamp = "_kafka_timestamp"
+	colPartition = "_kafka_partition"
+	colOffset    = "_kafka_offset"
+)
+
+func kafkaColumnsOf(s *iceberg.Schema) (kafkaColumns, bool) {
+	ts, ok1 := s.FindFieldByName(colTimestamp)
+	_, ok2 := s.FindFieldByName(colPartition)
+	_, ok3 := s.FindFieldByName(colOffset)
+	return kafkaColumns{timestamp: ts.ID}, ok1 && ok2 && ok3
+}
+
+// rowKey orders rows as scan prints them: by Kafka timestamp, then partition and offset.
+type rowKey struct {
+	ts        int64
+	partition int32
+	offset    int64
+}
+
+func (a rowKey) less(b rowKey) bool {
+	if a.ts != b.ts {
+		return a.ts < b.ts
+	}
+	if a.partition != b.partition {
+		return a.partition < b.partition
+	}
+	return a.offset < b.offset
+}
+
+type keptRow struct {
+	key  rowKey
+	vals []any
+}
+
+// scanOrdered prints the limit newest rows (newest) or oldest, oldest first. It reads the
+// files in the order of their timestamp bounds (newest last row first, or oldest first
+// row first) and stops at the first file that cannot hold a row better than the worst
+// kept: usually after a file or two, whatever the table's size.
+func (c *cli) scanOrdered(ctx context.Context, tbl *table.Table, columns []string, kc kafkaColumns, limit int64, newest bool) (int64, error) {
+	selected := append([]string{}, columns...)
+	for _, k := range []string{colTimestamp, colPartition, colOffset} {
+		if !slices.Contains(selected, k) {
+			selected = append(selected, k)
+		}
+	}
+	sc := tbl.Scan(table.WithSelectedFields(selected...))
+	tasks, err := sc.PlanFiles(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("plan the scan: %w", err)
+	}
+	type bounded struct {
+		task   table.FileScanTask
+		lo, hi int64 // the file's timestamp bounds; unknown: math.MinInt64, math.MaxInt64
+	}
+	bs := make([]bounded, len(tasks))
+	for i, t := range tasks {
+		bs[i] = bounded{t, timestampBound(t.File.LowerBoundValues(), kc.timestamp, math.MinInt64),
+			timestampBound(t.File.UpperBoundValues(), kc.timestamp, math.MaxInt64)}
+	}
+	if newest {
+		sort.SliceStable(bs, func(i, j int) bool { return bs[i].hi > bs[j].hi })
+	} else {
+		sort.SliceStable(bs, func(i, j int) bool { return bs[i].lo < bs[j].lo })
+	}
+	// kept is sorted as printed, oldest first: its worst row is the first (newest) or
+	// the last (oldest).
+	var kept []keptRow
+	worst := func() rowKey {
+		if newest {
+			return kept[0].key
+		}
+		return kept[len(kept)-1].key
+	}
+	for _, b := range bs {
+		if int64(len(kept)) == limit {
+			if w := worst().ts; newest && b.hi < w || !newest && b.lo > w {
+				break // this file and every later one hold only worse rows
+			}
+		}
+		schema, recs, err := sc.ReadTasks(ctx, []table.FileScanTask{b.task})
+		if err != nil {
+			return 0, err
+		}
+		idx, err := columnIndexes(schema, append(append([]string{}, columns...), colTimestamp, colPartition, colOffset))
+		if err != nil {
+			return 0, err
+		}
+		tsCol, partCol, offCol := idx[len(columns)], idx[len(columns)+1], idx[len(columns)+2]
+		for rec, err := range recs {
+			if err != nil {
+				return 0, err
+			}
+			tsA, ok1 := rec.Column(tsCol).(*array.Timestamp)
+			partA, ok2 := rec.Column(partCol).(*array.Int32)
+			offA, ok3 := rec.Column(offCol).(*array.Int64)
+			if !ok1 || !ok2 || !ok3 {
+				rec.Release()
+				return 0, fmt.Errorf("the Kafka columns are not timestamp, int and long")
+			}
+			for i := 0; i < int(rec.NumRows()); i++ {
+				k := rowKey{int64(tsA.Value(i)), partA.Value(i), offA.Value(i)}
+				if int64(len(kept)) == limit && (newest && !worst().less(k) || !newest && !k.less(worst())) {
+					continue
+				}
+				vals := make([]any, len(columns))
+				for j := range columns {
+					vals[j] = cloneCell(cellOf(rec.Column(idx[j]), i)) // kept past the batch's release
+				}
+				at := sort.Search(len(kept), func(j int) bool { return k.less(kept[j].key) })
+				kept = slices.Insert(kept, at, keptRow{k, vals})
+				if int64(len(kept)) > limit {
+					if newest {
+						kept = kept[1:]
+					} else {
+						kept = kept[:limit]
+					}
+				}
+			}
+			rec.Release()
+		}
+	}
+	p := newRowPrinter(c.stdout, c.output, columns)
+	for _, r := range kept {
+		if err := p.row(r.vals); err != nil {
+			return p.n, err
+		}
+	}
+	return p.n, p.done()
+}
+
+// cloneCell copies what a cell shares with its Arrow buffers.
+func cloneCell(v any) any {
+	switch v := v.(type) {
+	case string:
+		return strings.Clone(v)
+	case []byte:
+		return bytes.Clone(v)
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneCell(e)
+		}
+		return out
+	case object:
+		out := make(object, len(v))
+		for i, f := range v {
+			out[i] = field{strings.Clone(f.name), cloneCell(f.v)}
+		}
+		return out
+	case mapCell:
+		out := make(mapCell, len(v))
+		for i, e := range v {
+			out[i] = mapEntry{cloneCell(e.k), cloneCell(e.v)}
+		}
+		return out
+	}
+	return v
+}
+
+// timestampBound decodes a file's bound of a timestamp column (Iceberg's single-value
+// form: microseconds as a little-endian long), or gives unknown when it has none.
+func timestampBound(bounds map[int][]byte, field int, unknown int64) int64 {
+	b, ok := bounds[field]
+	if !ok || len(b) != 8 {
+		return unknown
+	}
+	return int64(binary.LittleEndian.Uint64(b))
 }
 
 // catalogOptions carry --token and the --tls flags to the REST catalog, and the
@@ -167,10 +396,15 @@ func splitColumns(s string) ([]string, error) {
 }
 
 // catalogError explains a catalog call that got no answer.
-func catalogError(url string, err error) error {
+func (c *cli) catalogError(url string, err error) error {
 	var ne net.Error
-	if errors.As(err, &ne) {
+	switch {
+	case errors.As(err, &ne):
 		return fmt.Errorf("catalog %s is unreachable (is a file server running? set --catalog or MINK_CATALOG): %w", url, err)
+	case errors.Is(err, rest.ErrUnauthorized) && c.token == "":
+		return fmt.Errorf("catalog %s checks credentials and none were given: set MINK_TOKEN or --token to a principal's secret: %w", url, err)
+	case errors.Is(err, rest.ErrUnauthorized):
+		return fmt.Errorf("catalog %s refused the token (%s): %w", url, c.sourceOf("token"), err)
 	}
 	return fmt.Errorf("catalog %s: %w", url, err)
 }
@@ -184,58 +418,87 @@ func printRows(w io.Writer, format string, schema *arrow.Schema, columns []strin
 	if err != nil {
 		return 0, err
 	}
-	var tw *tabwriter.Writer
-	if format != "json" {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(columns, "\t"))
-	}
-	var n int64
-	var buf []byte
+	p := newRowPrinter(w, format, columns)
 	vals := make([]any, len(columns))
 	for rec, err := range recs {
 		if err != nil {
-			if tw != nil {
-				tw.Flush() // what was read before the failure is still worth seeing
-			}
-			return n, err
+			p.flush() // what was read before the failure is still worth seeing
+			return p.n, err
 		}
-		for i := 0; i < int(rec.NumRows()) && (limit == 0 || n < limit); i++ {
+		for i := 0; i < int(rec.NumRows()) && (limit == 0 || p.n < limit); i++ {
 			for j, k := range idx {
 				vals[j] = cellOf(rec.Column(k), i)
 			}
-			if tw != nil {
-				for j, v := range vals {
-					if j > 0 {
-						tw.Write([]byte{'\t'})
-					}
-					io.WriteString(tw, cellText(v))
-				}
-				tw.Write([]byte{'\n'})
-			} else {
-				buf = appendJSONRow(buf[:0], columns, vals)
-				if _, err := w.Write(buf); err != nil {
-					rec.Release()
-					return n, err
-				}
+			if err := p.row(vals); err != nil {
+				rec.Release()
+				return p.n, err
 			}
-			n++
 		}
 		rec.Release()
-		if limit > 0 && n >= limit {
+		if limit > 0 && p.n >= limit {
 			break
 		}
 	}
-	if tw != nil {
-		if err := tw.Flush(); err != nil {
-			return n, err
-		}
-		rows := "rows"
-		if n == 1 {
-			rows = "row"
-		}
-		fmt.Fprintf(w, "(%d %s)\n", n, rows)
+	return p.n, p.done()
+}
+
+// rowPrinter prints rows of cells: aligned columns under a header, or JSON lines.
+type rowPrinter struct {
+	w       io.Writer
+	tw      *tabwriter.Writer // nil: JSON lines
+	columns []string
+	buf     []byte
+	n       int64 // rows printed
+}
+
+func newRowPrinter(w io.Writer, format string, columns []string) *rowPrinter {
+	p := &rowPrinter{w: w, columns: columns}
+	if format != "json" {
+		p.tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(p.tw, strings.Join(columns, "\t"))
 	}
-	return n, nil
+	return p
+}
+
+func (p *rowPrinter) row(vals []any) error {
+	if p.tw != nil {
+		for j, v := range vals {
+			if j > 0 {
+				p.tw.Write([]byte{'\t'})
+			}
+			io.WriteString(p.tw, cellText(v))
+		}
+		p.tw.Write([]byte{'\n'})
+	} else {
+		p.buf = appendJSONRow(p.buf[:0], p.columns, vals)
+		if _, err := p.w.Write(p.buf); err != nil {
+			return err
+		}
+	}
+	p.n++
+	return nil
+}
+
+func (p *rowPrinter) flush() {
+	if p.tw != nil {
+		p.tw.Flush()
+	}
+}
+
+// done ends the output: the aligned table's row count.
+func (p *rowPrinter) done() error {
+	if p.tw == nil {
+		return nil
+	}
+	if err := p.tw.Flush(); err != nil {
+		return err
+	}
+	rows := "rows"
+	if p.n == 1 {
+		rows = "row"
+	}
+	_, err := fmt.Fprintf(p.w, "(%d %s)\n", p.n, rows)
+	return err
 }
 
 func columnIndexes(s *arrow.Schema, columns []string) ([]int, error) {

@@ -182,14 +182,7 @@ func TestCellTextTruncates(t *testing.T) {
 // table load, scan, printing) short of Mink's S3 endpoint.
 func TestScanThroughRESTCatalog(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	hc, err := hadoop.NewCatalog("local", "file://"+dir, iceberg.Properties{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hc.CreateNamespace(ctx, []string{"default"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	hc, _ := localCatalog(t)
 	sc := iceberg.NewSchema(0,
 		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
 		iceberg.NestedField{ID: 2, Name: "user", Type: iceberg.PrimitiveTypes.String},
@@ -466,14 +459,7 @@ func TestPrintRowsSliced(t *testing.T) {
 // yields, not ones built by hand).
 func TestScanNestedThroughRESTCatalog(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	hc, err := hadoop.NewCatalog("local", "file://"+dir, iceberg.Properties{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hc.CreateNamespace(ctx, []string{"default"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	hc, _ := localCatalog(t)
 	sc := iceberg.NewSchema(0,
 		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
 		iceberg.NestedField{ID: 2, Name: "ship_to", Type: &iceberg.StructType{FieldList: []iceberg.NestedField{
@@ -546,6 +532,21 @@ func TestScanNestedThroughRESTCatalog(t *testing.T) {
 	if stdout.String() != wantTable {
 		t.Errorf("scan:\n%s\nwant:\n%s", stdout.String(), wantTable)
 	}
+}
+
+// localCatalog is an Iceberg catalog in a folder of its own, with the namespace
+// "default": tables for stubCatalog to serve.
+func localCatalog(t *testing.T) (*hadoop.Catalog, string) {
+	t.Helper()
+	dir := t.TempDir()
+	hc, err := hadoop.NewCatalog("local", "file://"+dir, iceberg.Properties{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hc.CreateNamespace(context.Background(), []string{"default"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return hc, dir
 }
 
 // stubCatalog serves one table of the namespace "default" as an Iceberg REST catalog.

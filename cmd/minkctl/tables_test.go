@@ -31,7 +31,38 @@ type fakeAdmin struct {
 	requests []proto.Message
 	table    *adminv1.Table
 	describe *adminv1.DescribeTableResponse
+	status   *adminv1.GetStatusResponse
+	nodes    []*adminv1.Node
+	topics   []*adminv1.Topic
 	err      error
+}
+
+func (f *fakeAdmin) GetStatus(_ context.Context, req *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return f.status, nil
+}
+
+func (f *fakeAdmin) ListNodes(_ context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return &adminv1.ListNodesResponse{Nodes: f.nodes}, nil
+}
+
+func (f *fakeAdmin) CreateTopic(_ context.Context, req *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return &adminv1.CreateTopicResponse{Topic: &adminv1.Topic{Name: req.GetName(), Partitions: max(req.GetPartitions(), 1)}}, nil
+}
+
+func (f *fakeAdmin) ListTopics(_ context.Context, req *adminv1.ListTopicsRequest) (*adminv1.ListTopicsResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return &adminv1.ListTopicsResponse{Topics: f.topics}, nil
 }
 
 func (f *fakeAdmin) record(req proto.Message) error {
@@ -155,7 +186,7 @@ TOPIC       orders (3 partitions)
 FORMAT      avro
 VALUES      avro, subject orders-value, prefix mode
 KEYS        protobuf, subject order-keys, latest mode, message acme.OrderKey (column _kafka_key_decoded)
-SCHEMA      version 2 (Iceberg schema id 1)
+SCHEMA      table version 2 (Iceberg schema id 1)
 PROPERTIES  mink.commit.interval=1s
 CREATED     2026-12-01T12:00:00.000Z
 
@@ -274,7 +305,7 @@ func TestTableAlter(t *testing.T) {
 	wantOut := `TABLE       default.events (id 3)
 TOPIC       events (1 partition)
 FORMAT      json
-SCHEMA      version 1 (Iceberg schema id 1)
+SCHEMA      table version 1 (Iceberg schema id 1)
 PROPERTIES  -
 CREATED     2026-12-01T12:00:00.000Z
 
@@ -359,7 +390,7 @@ func TestTableDescribe(t *testing.T) {
 	for _, want := range []string{
 		"VALUES      avro, subject orders-value, prefix mode\n",
 		"KEYS        protobuf, subject order-keys, latest mode, message acme.OrderKey (column _kafka_key_decoded)\n",
-		"SCHEMA      version 2 (Iceberg schema id 1)\n",
+		"SCHEMA      table version 2 (Iceberg schema id 1)\n",
 		"2         ship_to             struct<10: zip: required string>\n",
 		"PARTITION  INDEXED END  HIGH WATERMARK  LAG  RANGES  LAST RANGE                HOLDER  EPOCH  INDEXING\n",
 		"0          10           12              2    1       2026-12-01T12:05:00.000Z  idx-a   3      ok\n",
@@ -391,7 +422,7 @@ func TestTableDescribe(t *testing.T) {
 
 	// list counts each table's own columns and shows its schema version.
 	out, _, _ = minkctl("table", "list")
-	if !strings.Contains(out, "COLUMNS  SCHEMA VERSION") || !strings.Contains(out, "avro    3           3        2 ") {
+	if !strings.Contains(out, "COLUMNS  TABLE VERSION") || !strings.Contains(out, "avro    3           3        2 ") {
 		t.Errorf("list:\n%s", out)
 	}
 }

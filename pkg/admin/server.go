@@ -38,11 +38,19 @@ type Tables interface {
 	AlterTable(context.Context, *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error)
 }
 
+// Topics is Kafka topic administration (pkg/tableadmin): making the topic a table is
+// made of. It gets requests meant for this node and returns domain errors.
+type Topics interface {
+	CreateTopic(context.Context, *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error)
+	ListTopics(context.Context, *adminv1.ListTopicsRequest) (*adminv1.ListTopicsResponse, error)
+}
+
 // Options builds a Server.
 type Options struct {
 	Leases *lease.Manager // this node's membership and leases
 	DB     lease.DB       // the cluster's Postgres
 	Tables Tables         // nil: table RPCs answer Unimplemented
+	Topics Topics         // nil: topic RPCs answer Unimplemented
 	// Figures are the role-specific figures GetStatus reports (nil: none).
 	Figures func() map[string]string
 	// DialOptions are added to every forwarding connection: pkg/node's (telemetry
@@ -61,6 +69,7 @@ type Server struct {
 	leases  *lease.Manager
 	db      lease.DB
 	tables  Tables
+	topics  Topics
 	figures func() map[string]string
 	log     *slog.Logger
 	peers   *peers.Pool
@@ -96,6 +105,7 @@ func New(o Options) (*Server, error) {
 		leases:         o.Leases,
 		db:             o.DB,
 		tables:         o.Tables,
+		topics:         o.Topics,
 		figures:        o.Figures,
 		log:            o.Logger,
 		peers:          peers.New(o.DialOptions...),
@@ -186,8 +196,32 @@ func (s *Server) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest)
 		})
 }
 
-// errNoTables: a node built without table administration (tests of the lease API).
-var errNoTables = apierr.New(apierr.Unimplemented, "this node serves no table administration")
+func (s *Server) CreateTopic(ctx context.Context, req *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_CreateTopic_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.CreateTopicRequest) (*adminv1.CreateTopicResponse, error) {
+			if s.topics == nil {
+				return nil, errNoTopics
+			}
+			return s.topics.CreateTopic(ctx, req)
+		})
+}
+
+func (s *Server) ListTopics(ctx context.Context, req *adminv1.ListTopicsRequest) (*adminv1.ListTopicsResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_ListTopics_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.ListTopicsRequest) (*adminv1.ListTopicsResponse, error) {
+			if s.topics == nil {
+				return nil, errNoTopics
+			}
+			return s.topics.ListTopics(ctx, req)
+		})
+}
+
+// errNoTables, errNoTopics: a node built without table administration (tests of the
+// lease API).
+var (
+	errNoTables = apierr.New(apierr.Unimplemented, "this node serves no table administration")
+	errNoTopics = apierr.New(apierr.Unimplemented, "this node serves no topic administration")
+)
 
 func (s *Server) getStatus(ctx context.Context, _ *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
 	m := s.leases

@@ -159,13 +159,22 @@ func WriteIcebergModel(w http.ResponseWriter, r *http.Request, m IcebergErrorMod
 
 // S3Error is an S3 error response: the XML body and its HTTP status.
 type S3Error struct {
-	XMLName    xml.Name `xml:"Error"`
-	Code       string   `xml:"Code"`
-	Message    string   `xml:"Message"`
-	BucketName string   `xml:"BucketName,omitempty"`
-	Key        string   `xml:"Key,omitempty"`
-	Resource   string   `xml:"Resource,omitempty"`
-	RequestID  string   `xml:"RequestId,omitempty"`
+	XMLName xml.Name `xml:"Error"`
+	Code    string   `xml:"Code"`
+	Message string   `xml:"Message"`
+	// What S3 says with a SignatureDoesNotMatch, in its order: the client's own access
+	// key id and signature, and the string to sign and canonical request the server
+	// made of the request (also as hex bytes), for the client to compare with its own.
+	AWSAccessKeyID        string `xml:"AWSAccessKeyId,omitempty"`
+	StringToSign          string `xml:"StringToSign,omitempty"`
+	SignatureProvided     string `xml:"SignatureProvided,omitempty"`
+	StringToSignBytes     string `xml:"StringToSignBytes,omitempty"`
+	CanonicalRequest      string `xml:"CanonicalRequest,omitempty"`
+	CanonicalRequestBytes string `xml:"CanonicalRequestBytes,omitempty"`
+	BucketName            string `xml:"BucketName,omitempty"`
+	Key                   string `xml:"Key,omitempty"`
+	Resource              string `xml:"Resource,omitempty"`
+	RequestID             string `xml:"RequestId,omitempty"`
 	// ArgumentName and ArgumentValue name the request parameter at fault in an
 	// InvalidArgument, as S3 does.
 	ArgumentName  string `xml:"ArgumentName,omitempty"`

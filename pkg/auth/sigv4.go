@@ -36,7 +36,8 @@ import (
 //     token), no valid Date or X-Amz-Date, host or an x-amz-* header not signed, a
 //     presigned URL past its expiry ("Request has expired") or not valid yet;
 //   - InvalidAccessKeyId, InvalidToken, ExpiredToken: from S3Key;
-//   - SignatureDoesNotMatch: the signature is not the one the secret gives;
+//   - SignatureDoesNotMatch: the signature is not the one the secret gives; the error
+//     is a *SignatureMismatch, with the string to sign and canonical request;
 //   - RequestTimeTooSkewed: a header-signed request more than S3MaxSkew from now;
 //   - AuthorizationHeaderMalformed, AuthorizationQueryParametersError (400): a
 //     signature that does not parse, a scope whose service is not s3, whose terminator
@@ -170,11 +171,28 @@ func (a *Authority) verifyS3(r *http.Request, now time.Time) (*Principal, error)
 			a.log.Debug("s3 signature does not match", "access_key_id", sig.credential.accessKey,
 				"canonical_request", first, "string_to_sign", firstSTS)
 		}
-		return nil, s3Err(codeSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. "+
-			"Check your key and signing method.")
+		return nil, &SignatureMismatch{AccessKeyID: sig.credential.accessKey, SignatureProvided: sig.signature,
+			StringToSign: firstSTS, CanonicalRequest: first,
+			err: s3Err(codeSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. "+
+				"Check your key and signing method.")}
 	}
 	return p, nil
 }
+
+// SignatureMismatch is a SignatureDoesNotMatch with what S3 answers along with it: the
+// string to sign and the canonical request the server made of the request, so that a
+// client can compare its signer's with them. Both are made of the request alone (what
+// the client sent and signed); nothing secret is in them.
+type SignatureMismatch struct {
+	AccessKeyID       string
+	SignatureProvided string
+	StringToSign      string
+	CanonicalRequest  string
+	err               error
+}
+
+func (e *SignatureMismatch) Error() string { return e.err.Error() }
+func (e *SignatureMismatch) Unwrap() error { return e.err }
 
 // unsignedAmzHeaders are the x-amz-* headers of h that signed does not list: S3 wants
 // every one signed on a header-signed request.

@@ -104,6 +104,34 @@ func TestSigV4AWSExamples(t *testing.T) {
 	}
 }
 
+// TestSignatureMismatchShowsWhatWasSigned: a signature that does not match carries the
+// canonical request and string to sign of the request, as AWS's worked example
+// (GET Object) publishes them, so a signer can be compared with them.
+func TestSignatureMismatchShowsWhatWasSigned(t *testing.T) {
+	a := sigAuthority(t)
+	at := time.Date(2013, 5, 24, 0, 0, 0, 0, time.UTC)
+	r := httptest.NewRequest("GET", "http://examplebucket.s3.amazonaws.com/test.txt", nil)
+	r.Header.Set("Range", "bytes=0-9")
+	r.Header.Set("x-amz-content-sha256", emptySHA256)
+	r.Header.Set("x-amz-date", "20130524T000000Z")
+	const wrongSig = "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb40" // the example's, last digit changed
+	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+exampleKey+"/20130524/us-east-1/s3/aws4_request,"+
+		"SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,Signature="+wrongSig)
+	_, err := a.verifyS3(r, at.Add(time.Minute))
+	var sm *SignatureMismatch
+	if !errors.As(err, &sm) || s3Code(err) != codeSignatureDoesNotMatch {
+		t.Fatalf("%v (%T), want a *SignatureMismatch", err, err)
+	}
+	canonical := "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n" +
+		"x-amz-content-sha256:" + emptySHA256 + "\nx-amz-date:20130524T000000Z\n\n" +
+		"host;range;x-amz-content-sha256;x-amz-date\n" + emptySHA256
+	toSign := "AWS4-HMAC-SHA256\n20130524T000000Z\n20130524/us-east-1/s3/aws4_request\n" +
+		"7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972"
+	if sm.CanonicalRequest != canonical || sm.StringToSign != toSign || sm.SignatureProvided != wrongSig || sm.AccessKeyID != exampleKey {
+		t.Errorf("got %+v\nwant canonical request %q\nstring to sign %q", sm, canonical, toSign)
+	}
+}
+
 // recorder is an HTTP server whose handler verifies each request it gets, as the S3
 // API does: what net/http makes of the bytes on the wire is what is verified.
 type recorder struct {
@@ -338,7 +366,7 @@ func TestSigV4Failures(t *testing.T) {
 		{"vended, tampered token", edit(s3Request(t, rec.URL, "GET", key, ""), func(r *http.Request) {
 			sign(t, r, aws.Credentials{AccessKeyID: vended.AccessKeyID, SecretAccessKey: vended.SecretAccessKey, SessionToken: vended.SessionToken + "x"}, emptySHA256, "us-east-1", now)
 		}), "InvalidToken", ""},
-		{"vended, no token", signed(aws.Credentials{AccessKeyID: vended.AccessKeyID, SecretAccessKey: vended.SecretAccessKey}, now), "InvalidAccessKeyId", ""},
+		{"vended, no token", signed(aws.Credentials{AccessKeyID: vended.AccessKeyID, SecretAccessKey: vended.SecretAccessKey}, now), "InvalidAccessKeyId", "no session token"},
 		{"vended, wrong secret", signed(aws.Credentials{AccessKeyID: vended.AccessKeyID, SecretAccessKey: etlSecret, SessionToken: vended.SessionToken}, now), "SignatureDoesNotMatch", ""},
 
 		{"presigned, expired", presigned(static, time.Hour, now.Add(-61*time.Minute)), "AccessDenied", "Request has expired"},

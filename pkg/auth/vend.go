@@ -36,7 +36,10 @@ type vended struct {
 	Gen string `json:"g"`
 }
 
-const vendPrefix = "mvt1."
+const (
+	vendPrefix      = "mvt1." // of a session token
+	vendedKeyPrefix = "MVK"   // of a vended access key id
+)
 
 // Vend returns credentials for p to read table ns.name over S3, for the config's vended
 // TTL (or less: never beyond p's own token), bound to p's secret as it is now: they
@@ -75,7 +78,21 @@ func mac(key []byte, purpose, msg string) []byte {
 // characters), named after its session token.
 func accessKeyOf(token string) string {
 	sum := sha256.Sum256([]byte(token))
-	return "MVK" + base32.StdEncoding.EncodeToString(sum[:])[:17]
+	return vendedKeyPrefix + base32.StdEncoding.EncodeToString(sum[:])[:17]
+}
+
+// vendedShape reports whether id has the shape of accessKeyOf's ids.
+func vendedShape(id string) bool {
+	rest, ok := strings.CutPrefix(id, vendedKeyPrefix)
+	if !ok || len(rest) != 17 {
+		return false
+	}
+	for _, r := range rest {
+		if !(r >= 'A' && r <= 'Z' || r >= '2' && r <= '7') {
+			return false
+		}
+	}
+	return true
 }
 
 func secretOf(key []byte, token string) string {
@@ -92,7 +109,15 @@ func (a *Authority) S3Key(accessKeyID, sessionToken string) (*Principal, string,
 	s := a.state.Load()
 	if sessionToken == "" {
 		pc, ok := s.principals[accessKeyID]
-		if !ok {
+		switch {
+		case !ok && vendedShape(accessKeyID):
+			// S3 answers a temporary key without its session token as an unknown key;
+			// the code stays S3's, the words say what is missing.
+			return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidAccessKeyId",
+				"the access key id %s is a vended one (from a table load), and the request carries no session token: "+
+					"sign with the session token the load gave with it (X-Amz-Security-Token; AWS_SESSION_TOKEN or "+
+					"aws_session_token in AWS's tools)", accessKeyID)
+		case !ok:
 			return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidAccessKeyId",
 				"the AWS access key id you provided does not exist in our records")
 		}

@@ -143,10 +143,11 @@ func TestBannerGivesTheCredentials(t *testing.T) {
 		"Auth", AuthFile + " (generated now", "--auth=false",
 		"admin   " + da.Admin.Secret + "  role admin", "reader  " + da.Reader.Secret + "  role reader: reads default.*",
 		info.ConnectFile, "credential=reader:" + da.Reader.Secret,
-		"export MINK_TOKEN=" + da.Admin.Secret + " ",
+		"export MINK_ADDR=127.0.0.1:7070 MINK_CATALOG=http://127.0.0.1:8181 MINK_TOKEN=" + da.Admin.Secret + " ",
 		"minkctl status\n", "minkctl scan default.demo --limit 10 --token " + da.Reader.Secret + " ",
-		"minkctl scan default.demo_avro --limit 10\n",
-		`grpcurl -plaintext -H "authorization: Bearer $MINK_TOKEN" -d '{"node":"fileserver-2"}' 127.0.0.1:7070 mink.admin.v1.AdminService/GetStatus`,
+		"minkctl scan default.demo_avro --limit 10   # the newest 10 rows",
+		`grpcurl -plaintext -emit-defaults -H "authorization: Bearer $MINK_TOKEN" -d '{"node":"fileserver-2"}' 127.0.0.1:7070 mink.admin.v1.AdminService/GetStatus`,
+		"minkctl topic create clicks --partitions 2\n", "kcat -P -b 127.0.0.1:9092 -t clicks",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("banner lacks %q:\n%s", want, s)
@@ -193,8 +194,15 @@ func TestConnectFileSnippets(t *testing.T) {
 	r, a := da.Reader.Secret, da.Admin.Secret
 	tokens := "http://127.0.0.1:8181/v1/oauth/tokens"
 	sections := map[string][]string{
-		"## minkctl":    {"export MINK_TOKEN=" + a + " ", "minkctl scan default.demo --limit 10 --token " + r + " "},
-		"## grpcurl":    {"-H 'authorization: Bearer " + a + "' -d '{}' 127.0.0.1:7070 mink.admin.v1.AdminService/ListNodes"},
+		"## minkctl": {"export MINK_ADDR=127.0.0.1:7070 MINK_CATALOG=http://127.0.0.1:8181 MINK_TOKEN=" + a + " ",
+			"minkctl scan default.demo --limit 10 --token " + r + " ", "minkctl topic create clicks --partitions 2\n"},
+		"## grpcurl": {"-plaintext -emit-defaults -H 'authorization: Bearer " + a + "' -d '{}' 127.0.0.1:7070 mink.admin.v1.AdminService/ListNodes"},
+		"## File servers": {"| fileserver-1 | http://127.0.0.1:8181 | http://127.0.0.1:9000 |\n",
+			"| fileserver-2 | http://127.0.0.1:8182 | http://127.0.0.1:9001 |\n"},
+		"## curl: a token, for clients that take only a bearer (iceberg-js, scripts)": {"curl -s " + tokens + " -d grant_type=client_credentials -d client_id=reader -d client_secret=" + r + " ",
+			"-H 'X-Iceberg-Access-Delegation: vended-credentials'", "http://127.0.0.1:8181/v1/namespaces/default/tables/demo"},
+		"## aws-cli": {"export AWS_ACCESS_KEY_ID=reader AWS_SECRET_ACCESS_KEY=" + r + " ", "aws --endpoint-url http://127.0.0.1:9000 s3 ls s3://mink/default/demo/\n",
+			"AWS_SESSION_TOKEN"},
 		"## Spark":      {"spark.sql.catalog.mink.uri=http://127.0.0.1:8181 ", "spark.sql.catalog.mink.rest.auth.type=oauth2 ", "spark.sql.catalog.mink.credential=reader:" + r + " ", "spark.sql.catalog.mink.oauth2-server-uri=" + tokens + " ", "spark.sql.catalog.mink.header.X-Iceberg-Access-Delegation=vended-credentials ", "s3.access-key-id=reader ", "s3.secret-access-key=" + r + "\n"},
 		"## Trino":      {"iceberg.rest-catalog.security=OAUTH2\n", "iceberg.rest-catalog.oauth2.credential=reader:" + r + "\n", "iceberg.rest-catalog.oauth2.server-uri=" + tokens + "\n", "iceberg.rest-catalog.vended-credentials-enabled=true\n", "s3.aws-secret-key=" + r + "\n"},
 		"## DuckDB":     {"CREATE SECRET mink_catalog (TYPE iceberg, CLIENT_ID 'reader', CLIENT_SECRET '" + r + "',", "OAUTH2_SERVER_URI '" + tokens + "'", "ATTACH '' AS mink (TYPE iceberg, ENDPOINT 'http://127.0.0.1:8181', SECRET mink_catalog);", "KEY_ID 'reader', SECRET '" + r + "'"},
@@ -220,13 +228,16 @@ func TestConnectFileSnippets(t *testing.T) {
 	if strings.Contains(s, f.ClusterSecret) {
 		t.Errorf("%s holds the cluster secret", ConnectFile)
 	}
+	if !strings.Contains(s, "only when the client asks for them with\n  the header `X-Iceberg-Access-Delegation: vended-credentials`") {
+		t.Errorf("%s does not say when a load carries S3 credentials", ConnectFile)
+	}
 
 	if err := writeConnect(info.ConnectFile, &c, info, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, _ = os.ReadFile(info.ConnectFile)
 	if s := string(b); !strings.Contains(s, "Auth is OFF") || strings.Contains(s, "credential=") || strings.Contains(s, "WithCredential") || strings.Contains(s, "MINK_TOKEN") ||
-		!strings.Contains(s, "AUTHORIZATION_TYPE 'none'") {
+		!strings.Contains(s, "AUTHORIZATION_TYPE 'none'") || !strings.Contains(s, "--no-sign-request") {
 		t.Errorf("auth off:\n%s", s)
 	}
 }

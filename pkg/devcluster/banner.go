@@ -102,51 +102,82 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 	tw.Flush()
 
 	minkctl := rel(filepath.Join(c.BinDir, "minkctl"))
-	addr := ""
-	if c.GRPCPort != Defaults.GRPCPort {
-		addr = " --addr " + Addr(c.GRPCPort)
-	}
-	catalogFlag := ""
-	if c.CatalogPort != Defaults.CatalogPort {
-		catalogFlag = " --catalog " + info.CatalogURL
-	}
-	grpcurl := "grpcurl"
-	if p := filepath.Join(c.BinDir, "grpcurl"); fileExists(p) {
-		grpcurl = rel(p)
-	}
+	grpcurl := grpcurlCommand(c)
 	named := c.Nodes()[len(c.Nodes())-1].ID // the dialed node forwards the call to it
 	asReader, header := "", ""
-	fmt.Fprintf(w, "\nTry:\n")
 	if da != nil {
-		fmt.Fprintf(w, "  export MINK_TOKEN=%s   # minkctl's credential (or --token): the %s's\n", da.Admin.Secret, da.Admin.ID)
-		if da.Reader.ID != da.Admin.ID {
-			asReader = fmt.Sprintf(" --token %s   # as the %s", da.Reader.Secret, da.Reader.ID)
-		}
+		fmt.Fprintf(w, "\nTry (minkctl reads MINK_ADDR, MINK_CATALOG and MINK_TOKEN; --addr, --catalog and --token override them):\n")
+	} else {
+		fmt.Fprintf(w, "\nTry (minkctl reads MINK_ADDR and MINK_CATALOG; --addr and --catalog override them):\n")
+	}
+	fmt.Fprintf(w, "  %s\n", exportLine(c, info, da))
+	if da != nil && da.Reader.ID != da.Admin.ID {
+		asReader = fmt.Sprintf(" --token %s   # as the %s", da.Reader.Secret, da.Reader.ID)
+	}
+	if da != nil {
 		header = ` -H "authorization: Bearer $MINK_TOKEN"`
 	}
-	fmt.Fprintf(w, "  %s%s status\n", minkctl, addr)
-	fmt.Fprintf(w, "  %s%s nodes\n", minkctl, addr)
-	fmt.Fprintf(w, "  %s%s table describe %s\n", minkctl, addr, c.Table)
-	fmt.Fprintf(w, "  %s scan default.%s --limit 10%s%s\n", minkctl, c.Table, catalogFlag, asReader)
+	fmt.Fprintf(w, "  %s status\n", minkctl)
+	fmt.Fprintf(w, "  %s nodes\n", minkctl)
+	fmt.Fprintf(w, "  %s table describe %s\n", minkctl, c.Table)
+	fmt.Fprintf(w, "  %s scan default.%s --limit 10%s\n", minkctl, c.Table, asReader)
 	if info.Avro.Error == "" {
-		fmt.Fprintf(w, "  %s%s table describe %s\n", minkctl, addr, c.AvroTable)
-		fmt.Fprintf(w, "  %s scan default.%s --limit 10%s\n", minkctl, c.AvroTable, catalogFlag)
-		fmt.Fprintf(w, "  %s -plaintext%s -d '{\"name\":\"%s\"}' %s mink.admin.v1.AdminService/DescribeTable   # schemaVersion, schema\n",
+		fmt.Fprintf(w, "  %s table describe %s\n", minkctl, c.AvroTable)
+		fmt.Fprintf(w, "  %s scan default.%s --limit 10   # the newest 10 rows; --from start: the oldest\n", minkctl, c.AvroTable)
+		fmt.Fprintf(w, "  %s -plaintext -emit-defaults%s -d '{\"name\":\"%s\"}' %s mink.admin.v1.AdminService/DescribeTable   # schemaVersion: the table's; schemaId: Iceberg's\n",
 			grpcurl, header, c.AvroTable, Addr(c.GRPCPort))
 	}
-	fmt.Fprintf(w, "  %s -plaintext%s -d '{\"node\":\"%s\"}' %s mink.admin.v1.AdminService/GetStatus\n", grpcurl, header, named, Addr(c.GRPCPort))
+	fmt.Fprintf(w, "  %s -plaintext -emit-defaults%s -d '{\"node\":\"%s\"}' %s mink.admin.v1.AdminService/GetStatus\n", grpcurl, header, named, Addr(c.GRPCPort))
+	fmt.Fprintf(w, "\nYour own topic (README, \"Your own topic\"; the embedded broker also makes a topic on its first produce):\n")
+	for _, l := range TourLines(minkctl, info.KafkaBrokers) {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
 	fmt.Fprintln(w)
 }
 
-// evolution says which schema versions the Avro demo writes.
+// TourTopic is the topic and table the banner's tour makes.
+const TourTopic = "clicks"
+
+// TourLines are the banner's tour: a topic of one's own, records in it, a table of it
+// and a scan, as the README's "Your own topic" has them.
+func TourLines(minkctl string, brokers []string) []string {
+	return []string{
+		fmt.Sprintf("%s topic create %s --partitions 2", minkctl, TourTopic),
+		fmt.Sprintf(`printf '%%s\n' '{"user":"ann","ms":120}' '{"user":"bob","ms":80}' | kcat -P -b %s -t %s   # or any producer`,
+			strings.Join(brokers, ","), TourTopic),
+		fmt.Sprintf("%s table create %s --column user:string --column ms:long", minkctl, TourTopic),
+		fmt.Sprintf("%s scan default.%s --limit 10", minkctl, TourTopic),
+	}
+}
+
+// exportLine sets minkctl's addresses and credential for this run: the first node, the
+// first file server's catalog, and with auth on the admin's secret.
+func exportLine(c *Config, info RunInfo, da *DevAuth) string {
+	s := fmt.Sprintf("export MINK_ADDR=%s MINK_CATALOG=%s", Addr(c.GRPCPort), info.CatalogURL)
+	if da != nil {
+		s += fmt.Sprintf(" MINK_TOKEN=%s   # the %s's secret", da.Admin.Secret, da.Admin.ID)
+	}
+	return s
+}
+
+// grpcurlCommand is the grpcurl the banner names: make dev's own, when it installed one.
+func grpcurlCommand(c *Config) string {
+	if p := filepath.Join(c.BinDir, "grpcurl"); fileExists(p) {
+		return rel(p)
+	}
+	return "grpcurl"
+}
+
+// evolution says which versions of its registry subject the Avro demo writes: the
+// registry's versions and ids, not the table's schema version.
 func evolution(c *Config, a AvroInfo) string {
 	switch {
 	case a.SchemaIDV2 != 0:
-		return fmt.Sprintf("writes schema version 2 (id %d, with the field %s)", a.SchemaIDV2, AvroNewField)
+		return fmt.Sprintf("writes registry version 2 (registry id %d, with the field %s)", a.SchemaIDV2, AvroNewField)
 	case a.EvolveAfter == 0:
-		return fmt.Sprintf("writes schema version 1 (id %d)", a.SchemaIDV1)
+		return fmt.Sprintf("writes registry version 1 (registry id %d)", a.SchemaIDV1)
 	}
-	s := fmt.Sprintf("schema version 1 (id %d); version 2 adds the column %s from order %d", a.SchemaIDV1, AvroNewField, a.EvolveAfter+1)
+	s := fmt.Sprintf("registry version 1 (registry id %d); version 2 adds the column %s from order %d", a.SchemaIDV1, AvroNewField, a.EvolveAfter+1)
 	if left := a.EvolveAfter + 1 - a.FirstEventID; c.Rate > 0 && left >= 0 && (c.Events == 0 || left < c.Events) {
 		s += fmt.Sprintf(" (in about %.0fs)", float64(left)/c.Rate)
 	}

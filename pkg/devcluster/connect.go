@@ -19,35 +19,37 @@ type connectParams struct {
 	ReaderSecret  string
 	ReaderScope   string // "default.*"
 
-	Catalog   string // http://127.0.0.1:8181
-	TokenURI  string // Catalog + /v1/oauth/tokens
-	S3        string // http://127.0.0.1:9000
-	S3Host    string // 127.0.0.1:9000 (DuckDB takes no scheme)
-	GRPC      string // 127.0.0.1:7070
-	Table     string // default.demo
-	TableName string // demo (namespace default)
-	AvroTable string // default.demo_avro
+	Catalog     string // http://127.0.0.1:8181: the first file server's
+	TokenURI    string // Catalog + /v1/oauth/tokens
+	S3          string // http://127.0.0.1:9000
+	S3Host      string // 127.0.0.1:9000 (DuckDB takes no scheme)
+	GRPC        string // 127.0.0.1:7070
+	FileServers []fileServer
+	Table       string // default.demo
+	TableName   string // demo (namespace default)
+	AvroTable   string // default.demo_avro
 
-	Minkctl    string // the minkctl binary, with --addr when the port is not minkctl's default
-	CatalogArg string // " --catalog URL" when the catalog is not minkctl's default
-	Grpcurl    string
+	Export  string   // the export line of minkctl's variables
+	Minkctl string   // the minkctl binary
+	Grpcurl string   // the grpcurl binary
+	Tour    []string // the lines of the banner's tour
 }
+
+// fileServer is one file server's addresses: every one serves every table.
+type fileServer struct{ ID, Catalog, S3 string }
 
 func newConnectParams(c *Config, info RunInfo, da *DevAuth) connectParams {
 	u, _ := url.Parse(info.S3URL)
+	minkctl := rel(filepath.Join(c.BinDir, "minkctl"))
 	p := connectParams{
 		Catalog: info.CatalogURL, TokenURI: info.CatalogURL + "/v1/oauth/tokens", S3: info.S3URL, S3Host: u.Host,
 		GRPC: Addr(c.GRPCPort), Table: info.Table, TableName: c.Table, AvroTable: info.Avro.Table,
-		Minkctl: rel(filepath.Join(c.BinDir, "minkctl")), Grpcurl: "grpcurl",
+		Export: exportLine(c, info, da), Minkctl: minkctl, Grpcurl: grpcurlCommand(c), Tour: TourLines(minkctl, info.KafkaBrokers),
 	}
-	if c.GRPCPort != Defaults.GRPCPort {
-		p.Minkctl += " --addr " + Addr(c.GRPCPort)
-	}
-	if c.CatalogPort != Defaults.CatalogPort {
-		p.CatalogArg = " --catalog " + info.CatalogURL
-	}
-	if g := filepath.Join(c.BinDir, "grpcurl"); fileExists(g) {
-		p.Grpcurl = rel(g)
+	for _, n := range c.Nodes() {
+		if n.Role == "fileserver" {
+			p.FileServers = append(p.FileServers, fileServer{n.ID, "http://" + Addr(n.CatalogPort), "http://" + Addr(n.S3Port)})
+		}
 	}
 	if da != nil {
 		p.Auth, p.AuthFile = true, rel(da.Path)
@@ -97,30 +99,73 @@ var connectTemplate = template.Must(template.New("connect").Parse(
 		"- Iceberg REST catalog {{.Catalog}}: OAuth2 client credentials (`credential={{.Reader}}:<secret>`,\n" +
 		"  exchanged at `POST {{.TokenURI}}`), or a principal's secret as the bearer token.\n" +
 		"- S3 {{.S3}} (bucket `mink`, path-style, region `us-east-1`): the credentials the catalog vends\n" +
-		"  with each table load (`X-Iceberg-Access-Delegation: vended-credentials`), or the principal's\n" +
-		"  id and secret as static keys (access key `{{.Reader}}`, secret key its secret).\n" +
+		"  with a table load, or the principal's id and secret as static keys (access key `{{.Reader}}`,\n" +
+		"  secret key its secret). A load carries S3 credentials only when the client asks for them with\n" +
+		"  the header `X-Iceberg-Access-Delegation: vended-credentials` (Spark: `header.X-Iceberg-Access-Delegation`;\n" +
+		"  Trino: `vended-credentials-enabled`; DuckDB, PyIceberg and iceberg-go send it by default); they\n" +
+		"  are the access key id, the secret key and a session token, all three needed.\n" +
 		"- Admin gRPC {{.GRPC}}: `authorization: Bearer <secret or token>` metadata; health and\n" +
 		"  reflection need none.\n" +
 		"{{else}}" +
 		"Auth is OFF (--auth=false): every door answers anyone, and no credentials are needed.\n" +
 		"{{end}}" +
 		"\n" +
+		"## File servers\n" +
+		"\n" +
+		"Every file server serves every table (a read that lands on one that does not own the file is\n" +
+		"forwarded to the owner): point an engine at any of them. The snippets below use the first.\n" +
+		"\n" +
+		"| file server | Iceberg REST catalog | S3 |\n" +
+		"|---|---|---|\n" +
+		"{{range .FileServers}}| {{.ID}} | {{.Catalog}} | {{.S3}} |\n{{end}}" +
+		"\n" +
 		"## minkctl\n" +
 		"\n" +
 		"```sh\n" +
-		"{{if .Auth}}export MINK_TOKEN={{.AdminSecret}}   # minkctl's credential (or --token): the {{.Admin}} may do everything\n{{end}}" +
+		"{{.Export}}\n" +
 		"{{.Minkctl}} status --cluster\n" +
 		"{{.Minkctl}} table list\n" +
-		"{{.Minkctl}} table describe {{.AvroTable}}\n" +
-		"{{.Minkctl}} scan {{.Table}} --limit 10{{.CatalogArg}}{{if .Auth}} --token {{.ReaderSecret}}   # as the {{.Reader}}{{end}}\n" +
+		"{{.Minkctl}} table describe {{.AvroTable}}   # SCHEMA: the table's version and its Iceberg schema id (not the registry's)\n" +
+		"{{.Minkctl}} scan {{.Table}} --limit 10{{if .Auth}} --token {{.ReaderSecret}}   # as the {{.Reader}}{{end}}\n" +
+		"{{.Minkctl}} topic list\n" +
+		"{{range .Tour}}{{.}}\n{{end}}" +
 		"```\n" +
 		"\n" +
 		"## grpcurl\n" +
 		"\n" +
+		"`-emit-defaults` shows zero values too (partition 0, a lag of 0), which grpcurl leaves out otherwise.\n" +
+		"\n" +
 		"```sh\n" +
 		"{{.Grpcurl}} -plaintext {{.GRPC}} list   # reflection: open\n" +
-		"{{.Grpcurl}} -plaintext {{if .Auth}}-H 'authorization: Bearer {{.AdminSecret}}' {{end}}-d '{}' {{.GRPC}} mink.admin.v1.AdminService/ListNodes\n" +
-		"{{.Grpcurl}} -plaintext {{if .Auth}}-H 'authorization: Bearer {{.ReaderSecret}}' {{end}}-d '{\"name\":\"{{.TableName}}\"}' {{.GRPC}} mink.admin.v1.AdminService/DescribeTable\n" +
+		"{{.Grpcurl}} -plaintext -emit-defaults {{if .Auth}}-H 'authorization: Bearer {{.AdminSecret}}' {{end}}-d '{}' {{.GRPC}} mink.admin.v1.AdminService/ListNodes\n" +
+		"{{.Grpcurl}} -plaintext -emit-defaults {{if .Auth}}-H 'authorization: Bearer {{.ReaderSecret}}' {{end}}-d '{\"name\":\"{{.TableName}}\"}' {{.GRPC}} mink.admin.v1.AdminService/DescribeTable\n" +
+		"```\n" +
+		"\n" +
+		"## curl: a token, for clients that take only a bearer (iceberg-js, scripts)\n" +
+		"\n" +
+		"```sh\n" +
+		"{{if .Auth}}" +
+		"# the answer is {\"access_token\":\"…\",\"token_type\":\"bearer\",\"expires_in\":…}; its access_token is the bearer\n" +
+		`TOKEN=$(curl -s {{.TokenURI}} -d grant_type=client_credentials -d client_id={{.Reader}} -d client_secret={{.ReaderSecret}} -d scope=catalog | sed -E 's/.*"access_token":"([^"]+)".*/\1/')` + "\n" +
+		"curl -s -H \"Authorization: Bearer $TOKEN\" -H 'X-Iceberg-Access-Delegation: vended-credentials' \\\n" +
+		"  {{.Catalog}}/v1/namespaces/default/tables/{{.TableName}}   # \"config\" and \"storage-credentials\" carry the S3 keys\n" +
+		"{{else}}" +
+		"curl -s {{.Catalog}}/v1/namespaces/default/tables/{{.TableName}}   # auth is off: no token\n" +
+		"{{end}}" +
+		"```\n" +
+		"\n" +
+		"## aws-cli\n" +
+		"\n" +
+		"```sh\n" +
+		"{{if .Auth}}" +
+		"export AWS_ACCESS_KEY_ID={{.Reader}} AWS_SECRET_ACCESS_KEY={{.ReaderSecret}} AWS_DEFAULT_REGION=us-east-1\n" +
+		"aws --endpoint-url {{.S3}} s3 ls s3://mink/default/{{.TableName}}/\n" +
+		"aws --endpoint-url {{.S3}} s3 ls --recursive --summarize s3://mink/default/{{.TableName}}/data/\n" +
+		"# vended credentials instead: the load's s3.access-key-id, s3.secret-access-key and s3.session-token\n" +
+		"# as AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (all three)\n" +
+		"{{else}}" +
+		"aws --endpoint-url {{.S3}} --no-sign-request --region us-east-1 s3 ls s3://mink/default/{{.TableName}}/\n" +
+		"{{end}}" +
 		"```\n" +
 		"\n" +
 		"## Spark\n" +

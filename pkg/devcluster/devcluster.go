@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,14 +179,18 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 			return err
 		}
 		st.push("", klog.Close) // after the broker's last words
+		// Topics are made on first produce, one partition each, as a default Kafka
+		// (auto.create.topics.enable, num.partitions) makes them: kcat -P to a new topic
+		// works. Mink's own clients never ask for it, so reading never makes one.
 		kf, err := kfake.NewCluster(kfake.Ports(c.KafkaPort), kfake.DataDir(filepath.Join(c.Dir, "kafka")),
+			kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(1),
 			kfake.WithLogger(kfake.BasicLogger(klog, kfake.LogLevelWarn)))
 		if err != nil {
 			return fmt.Errorf("kafka: embedded broker on port %d: %w", c.KafkaPort, err)
 		}
 		st.push("kafka", func() error { kf.Close(); return nil })
 		info.KafkaBrokers = kf.ListenAddrs()
-		say("kafka: %s (embedded broker, data in %s)", strings.Join(info.KafkaBrokers, ","), rel(filepath.Join(c.Dir, "kafka")))
+		say("kafka: %s (embedded broker, data in %s; it creates a topic on its first produce)", strings.Join(info.KafkaBrokers, ","), rel(filepath.Join(c.Dir, "kafka")))
 	} else {
 		say("kafka: %s (external)", strings.Join(info.KafkaBrokers, ","))
 	}
@@ -347,18 +352,32 @@ func lockDir(dir string) (unlock func(), err error) {
 // ports are every port the cluster listens on.
 func (c *Config) ports() []int {
 	var ps []int
+	for _, p := range c.portsByFlag() {
+		ps = append(ps, p.port)
+	}
+	return ps
+}
+
+// flagPort is a port and the flag that sets it (its node's, for the nodes after the first).
+type flagPort struct {
+	flag string
+	port int
+}
+
+func (c *Config) portsByFlag() []flagPort {
+	var ps []flagPort
 	if c.PostgresURL == "" {
-		ps = append(ps, c.PostgresPort)
+		ps = append(ps, flagPort{"postgres-port", c.PostgresPort})
 	}
 	if len(c.KafkaBrokers) == 0 {
-		ps = append(ps, c.KafkaPort)
+		ps = append(ps, flagPort{"kafka-port", c.KafkaPort})
 	}
 	if c.Registry.URL == "" {
-		ps = append(ps, c.RegistryPort)
+		ps = append(ps, flagPort{"schema-registry-port", c.RegistryPort})
 	}
 	for _, n := range c.Nodes() {
-		for _, p := range []int{n.GRPCPort, n.MetricsPort, n.CatalogPort, n.S3Port} {
-			if p != 0 {
+		for _, p := range []flagPort{{"grpc-port", n.GRPCPort}, {"metrics-port", n.MetricsPort}, {"catalog-port", n.CatalogPort}, {"s3-port", n.S3Port}} {
+			if p.port != 0 {
 				ps = append(ps, p)
 			}
 		}
@@ -366,23 +385,28 @@ func (c *Config) ports() []int {
 	return ps
 }
 
-// checkPorts fails up front, naming every taken port, rather than leaving a role to die
-// with the reason buried in its log.
+// checkPorts fails up front, naming every taken port and its flag, rather than leaving a
+// role to die with the reason buried in its log.
 func checkPorts(c *Config) error {
-	var taken []string
-	for _, p := range c.ports() {
-		if p == c.PostgresPort && c.PostgresURL == "" {
+	var taken, flags []string
+	for _, p := range c.portsByFlag() {
+		if p.port == c.PostgresPort && c.PostgresURL == "" {
 			continue // pgtest.Open first stops a server a killed launcher left running on it
 		}
-		l, err := net.Listen("tcp", Addr(p))
+		l, err := net.Listen("tcp", Addr(p.port))
 		if err != nil {
-			taken = append(taken, fmt.Sprint(p))
+			taken = append(taken, fmt.Sprintf("%d (--%s)", p.port, p.flag))
+			if !slices.Contains(flags, p.flag) {
+				flags = append(flags, p.flag)
+			}
 			continue
 		}
 		l.Close()
 	}
 	if len(taken) > 0 {
-		return fmt.Errorf("ports already in use on 127.0.0.1: %s (another make dev, or another server? see the --*-port flags)", strings.Join(taken, ", "))
+		return fmt.Errorf("ports already in use on 127.0.0.1: %s. Another make dev, or another server? Move this cluster: "+
+			"make dev DEV_FLAGS='--dir .tmp/dev2 --%s <port> ...' (README, \"A second cluster beside the first\"; "+
+			"make dev DEV_FLAGS=--help lists every flag)", strings.Join(taken, ", "), strings.Join(flags, " <port> --"))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -152,13 +153,14 @@ func TestBannerHasTheCommandsToTry(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"http://127.0.0.1:8181", "http://127.0.0.1:9000", "WARNING: not answering yet: connection refused",
+		"export MINK_ADDR=127.0.0.1:7070 MINK_CATALOG=http://127.0.0.1:8181\n",
 		"minkctl status\n", "minkctl table describe demo\n", "minkctl scan default.demo --limit 10\n",
-		`-plaintext -d '{"node":"fileserver-2"}' 127.0.0.1:7070 mink.admin.v1.AdminService/GetStatus`,
+		`-plaintext -emit-defaults -d '{"node":"fileserver-2"}' 127.0.0.1:7070 mink.admin.v1.AdminService/GetStatus`,
 		"Schema Registry", "http://127.0.0.1:8081  (embedded; schemas kept in " + filepath.Join(c.Dir, RegistryFile) + ")",
 		"topic demo_avro (4 partitions): Avro 20 orders/s, ids from 1, subject demo_avro-value",
-		"minkctl table describe demo_avro\n", "minkctl scan default.demo_avro --limit 10\n",
-		`-plaintext -d '{"name":"demo_avro"}' 127.0.0.1:7070 mink.admin.v1.AdminService/DescribeTable`,
-		"version 2 adds the column coupon from order 1201 (in about 60s)",
+		"minkctl table describe demo_avro\n", "minkctl scan default.demo_avro --limit 10   #",
+		`-plaintext -emit-defaults -d '{"name":"demo_avro"}' 127.0.0.1:7070 mink.admin.v1.AdminService/DescribeTable`,
+		"registry version 1 (registry id 1); version 2 adds the column coupon from order 1201 (in about 60s)",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("banner lacks %q:\n%s", want, s)
@@ -238,4 +240,26 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A port another server holds is named with its flag, and the error says how to move the
+// cluster (the README's second-cluster line, every flag with --help).
+func TestTakenPortsNameTheirFlags(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	c := Defaults
+	c.PostgresPort, c.KafkaPort, c.RegistryPort = freePort(t), freePort(t), taken
+	c.GRPCPort, c.MetricsPort, c.CatalogPort, c.S3Port = freePort(t), 0, freePort(t), freePort(t)
+	c.Indexers, c.Writers, c.FileServers = 1, 1, 1
+	err = checkPorts(&c)
+	for _, want := range []string{fmt.Sprintf("%d (--schema-registry-port)", taken), "DEV_FLAGS='--dir .tmp/dev2 --schema-registry-port <port> ...'",
+		"A second cluster beside the first", "DEV_FLAGS=--help"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("checkPorts: %v; want it to say %q", err, want)
+		}
+	}
 }

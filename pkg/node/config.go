@@ -91,7 +91,7 @@ type Deps struct {
 	TLS    *tls.Config
 	Codecs *tablecodec.Codecs // decoders of every table's files (schema versions, registry schemas)
 	Meter  metric.Meter
-	Logger *slog.Logger
+	Logger *slog.Logger // carries "role" and "node": a role adds neither again
 
 	// The node's telemetry providers, for roles that instrument HTTP servers or clients.
 	MeterProvider  metric.MeterProvider

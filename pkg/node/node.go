@@ -228,15 +228,16 @@ func (n *Node) Run(ctx context.Context) error {
 			kinds = append(kinds, kind)
 		}
 	}
-	tablesSvc := cfg.Tables
-	if tablesSvc == nil {
-		tablesSvc = &tableadmin.Service{DB: pool, Kafka: kc, Codecs: codecs}
+	adminSvc := &tableadmin.Service{DB: pool, Kafka: kc, Codecs: codecs}
+	var tablesSvc admin.Tables = adminSvc
+	if cfg.Tables != nil {
+		tablesSvc = cfg.Tables
 	}
 	if err := leaseMetrics(meter, mgr); err != nil {
 		return fmt.Errorf("node: metrics: %w", err)
 	}
 	adm, err := admin.New(admin.Options{
-		Leases: mgr, DB: pool, Tables: tablesSvc, Figures: figures(mgr, kinds, parts.MaxPartitions, parts.Figures), Meter: meter, Logger: log,
+		Leases: mgr, DB: pool, Tables: tablesSvc, Topics: adminSvc, Figures: figures(mgr, kinds, parts.MaxPartitions, parts.Figures), Meter: meter, Logger: log,
 		DialOptions: dialOpts,
 	})
 	if err != nil {

@@ -128,7 +128,7 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	}
 	n, err := s.Kafka.Partitions(ctx, t.Topic)
 	if errors.Is(err, kafkasrc.ErrUnknownTopic) {
-		return nil, apierr.Invalid("topic", "topic %q does not exist in Kafka", t.Topic)
+		return nil, noTopic(t.Topic)
 	}
 	if err != nil {
 		return nil, kafkaErr(err)

@@ -54,7 +54,7 @@ func TestValidateRejects(t *testing.T) {
 		{Spec{Format: FormatRaw, Key: &Decoding{Format: FormatAvro, Subject: "k", Mode: "x"}}, `key_schema_mode: unknown schema mode "x" (want prefix or latest)`},
 		{Spec{Format: FormatJSON}, "columns: format json needs at least one column"},
 		{Spec{Format: FormatRaw, Columns: []Column{{Name: "x", Type: "string"}}}, `columns: format raw takes no declared columns (its one user column is "value")`},
-		{col(Column{Name: "id", Type: "long"}, Column{Name: "msg", Type: "strng"}), `columns[1] ("msg"): unknown type "strng"`},
+		{col(Column{Name: "id", Type: "long"}, Column{Name: "msg", Type: "strng"}), `columns[1] ("msg"): unknown type "strng" (did you mean string?); the types are boolean, int, long, float, double, decimal(P,S), date, time, timestamp, timestamptz, string, uuid, binary, or list<T> of one`},
 		{col(Column{Name: "", Type: "long"}), "columns[0]: name is empty"},
 		{col(Column{Name: "a b", Type: "long"}), `columns[0] ("a b"): name must match [A-Za-z_][A-Za-z0-9_]* (use json_path to read other keys)`},
 		{col(Column{Name: "1a", Type: "long"}), `columns[0] ("1a"): name must match [A-Za-z_][A-Za-z0-9_]* (use json_path to read other keys)`},
@@ -69,8 +69,8 @@ func TestValidateRejects(t *testing.T) {
 		{col(Column{Name: "d", Type: "decimal(99999999999999999999,1)"}), `columns[0] ("d"): type "decimal(99999999999999999999,1)": decimal precision must be 1..38`},
 		{col(Column{Name: "l", Type: "list<list<int>>"}), `columns[0] ("l"): type "list<list<int>>": lists of lists are not supported`},
 		{col(Column{Name: "l", Type: "list<int"}), `columns[0] ("l"): type "list<int": list is missing its closing >`},
-		{col(Column{Name: "l", Type: "list<nope>"}), `columns[0] ("l"): type "list<nope>": list element: unknown type "nope"`},
-		{col(Column{Name: "l", Type: "LONG"}), `columns[0] ("l"): unknown type "LONG"`},
+		{col(Column{Name: "l", Type: "list<nope>"}), `columns[0] ("l"): type "list<nope>": list element: unknown type "nope"; the types are boolean, int, long, float, double, decimal(P,S), date, time, timestamp, timestamptz, string, uuid, binary, or list<T> of one`},
+		{col(Column{Name: "l", Type: "LONG"}), `columns[0] ("l"): unknown type "LONG" (did you mean long?); the types are boolean, int, long, float, double, decimal(P,S), date, time, timestamp, timestamptz, string, uuid, binary, or list<T> of one`},
 		{col(Column{Name: "p", Type: "long", JSONPath: "a..b"}), `columns[0] ("p"): json_path "a..b": empty key (want dotted keys such as user.id)`},
 		{col(Column{Name: "p", Type: "long", JSONPath: "a\x01"}), `columns[0] ("p"): json_path "a\x01": control character in key "a\x01"`},
 		{col(Column{Name: "p", Type: "long", JSONPath: "a\xff"}), `columns[0] ("p"): json_path "a\xff": not valid UTF-8`},
@@ -181,5 +181,32 @@ func TestParseJSONPath(t *testing.T) {
 	// A path stored before these rules reads as it did.
 	if c := (Column{Name: "c", JSONPath: "items[0].id"}); !slices.Equal(c.Path(), []string{"items[0]", "id"}) {
 		t.Errorf("a stored path: %q", c.Path())
+	}
+}
+
+// TestUnknownTypeSuggests: a type another system names differently (SQL, Avro, Go), in
+// another case or with a typo, is refused with every type listed and the near ones named.
+func TestUnknownTypeSuggests(t *testing.T) {
+	col := func(cs ...Column) Spec { return Spec{Format: FormatJSON, Columns: cs} }
+	for typ, near := range map[string]string{
+		"integer": "int or long", "INTEGER": "int or long", "varchar": "string", "VARCHAR(20)": "string", "text": "string",
+		"bigint": "long", "int64": "long", "bool": "boolean", "float64": "double", "datetime": "timestamp or timestamptz",
+		"bytes": "binary", "strng": "string", "Boolean": "boolean", "timestmp": "timestamp", "numeric(10,2)": "decimal(P,S) or double",
+		"list<integer>": "int or long",
+	} {
+		err := col(Column{Name: "c", Type: typ}).Validate()
+		if err == nil {
+			t.Errorf("%q: accepted", typ)
+			continue
+		}
+		for _, want := range []string{"(did you mean " + near + "?)", "the types are boolean, int, long,", "binary, or list<T>"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: %q does not say %q", typ, err, want)
+			}
+		}
+	}
+	if err := col(Column{Name: "c", Type: "geometry"}).Validate(); err == nil || strings.Contains(err.Error(), "did you mean") ||
+		!strings.Contains(err.Error(), "the types are") {
+		t.Errorf("geometry: %v; want the types listed and nothing suggested", err)
 	}
 }

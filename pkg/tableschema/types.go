@@ -79,7 +79,72 @@ func parsePrimitive(s string) (iceberg.PrimitiveType, error) {
 		}
 		return iceberg.DecimalTypeOf(p, sc), nil
 	}
-	return nil, fmt.Errorf("unknown type %q", s)
+	return nil, unknownType(s)
+}
+
+// typeNames are the column types parseType takes, as an error lists them.
+var typeNames = []string{"boolean", "int", "long", "float", "double", "decimal(P,S)", "date", "time",
+	"timestamp", "timestamptz", "string", "uuid", "binary"}
+
+// typeAliases are other systems' names of the types (SQL, Avro, Go, Postgres) and what
+// they are here.
+var typeAliases = map[string][]string{
+	"integer": {"int", "long"}, "int32": {"int"}, "int4": {"int"}, "smallint": {"int"}, "tinyint": {"int"},
+	"short": {"int"}, "int16": {"int"}, "byte": {"int"}, "serial": {"int"},
+	"bigint": {"long"}, "int64": {"long"}, "int8": {"long"}, "bigserial": {"long"},
+	"bool": {"boolean"}, "bit": {"boolean"},
+	"real": {"float"}, "float32": {"float"}, "float4": {"float"},
+	"float64": {"double"}, "float8": {"double"}, "double precision": {"double"},
+	"number": {"double", "decimal(P,S)"}, "numeric": {"decimal(P,S)", "double"},
+	"varchar": {"string"}, "text": {"string"}, "char": {"string"}, "character": {"string"}, "nvarchar": {"string"},
+	"str": {"string"}, "json": {"string"}, "jsonb": {"string"}, "enum": {"string"},
+	"datetime": {"timestamp", "timestamptz"}, "timestamp_ntz": {"timestamp"}, "timestamp_ltz": {"timestamptz"},
+	"timestamp with time zone": {"timestamptz"}, "timestamp without time zone": {"timestamp"}, "instant": {"timestamptz"},
+	"bytes": {"binary"}, "bytea": {"binary"}, "blob": {"binary"}, "varbinary": {"binary"}, "fixed": {"binary"},
+	"array": {"list<T>"},
+}
+
+// unknownType says that s is no type, which types there are, and the ones s may have
+// meant: another system's name for one, another case, or a typo of one.
+func unknownType(s string) error {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if i := strings.IndexAny(t, "(<"); i > 0 && t != "double precision" {
+		t = t[:i] // varchar(20), array<int>
+	}
+	near := typeAliases[t]
+	if near == nil {
+		for _, name := range typeNames {
+			if plain, _, _ := strings.Cut(name, "("); t == plain || editDistance(t, plain) <= 2 && len(t) > 2 {
+				near = append(near, name)
+			}
+		}
+	}
+	hint := ""
+	if len(near) > 0 {
+		hint = " (did you mean " + strings.Join(near, " or ") + "?)"
+	}
+	return fmt.Errorf("unknown type %q%s; the types are %s, or list<T> of one", s, hint, strings.Join(typeNames, ", "))
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // DecimalBytes is the number of bytes of the fixed-length two's-complement form of a

@@ -187,9 +187,10 @@ func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo, creds crede
 	r, a := creds.reader.secret, creds.admin.secret
 	for _, want := range []string{
 		"Schema Registry", info.SchemaRegistryURL, "subject " + info.Avro.Subject,
-		"table describe demo_avro\n", "scan default.demo_avro --limit 10 --catalog " + info.CatalogURL + "\n",
-		`-H "authorization: Bearer $MINK_TOKEN" -d '{"name":"demo_avro"}' ` + devcluster.Addr(info.Processes[0].GRPCPort) + " mink.admin.v1.AdminService/DescribeTable",
-		"export MINK_TOKEN=" + a + " ", "scan default.demo --limit 10 --catalog " + info.CatalogURL + " --token " + r + " ",
+		"table describe demo_avro\n", "scan default.demo_avro --limit 10   #",
+		`-emit-defaults -H "authorization: Bearer $MINK_TOKEN" -d '{"name":"demo_avro"}' ` + devcluster.Addr(info.Processes[0].GRPCPort) + " mink.admin.v1.AdminService/DescribeTable",
+		"export MINK_ADDR=" + devcluster.Addr(info.Processes[0].GRPCPort) + " MINK_CATALOG=" + info.CatalogURL + " MINK_TOKEN=" + a + " ",
+		"scan default.demo --limit 10 --token " + r + " ",
 		"credential=reader:" + r + ";", info.ConnectFile,
 	} {
 		if !strings.Contains(out, want) {
@@ -210,7 +211,7 @@ func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo, creds crede
 		t.Errorf("step: banner: %s has mode %v; it holds secrets: want 0600", info.ConnectFile, st.Mode().Perm())
 	}
 	for _, want := range []string{
-		"export MINK_TOKEN=" + a + " ",                                                           // minkctl
+		" MINK_TOKEN=" + a + " ",                                                                 // minkctl
 		"-H 'authorization: Bearer " + a + "'",                                                   // grpcurl
 		"spark.sql.catalog.mink.credential=reader:" + r + " ",                                    // Spark
 		"spark.sql.catalog.mink.header.X-Iceberg-Access-Delegation=vended-credentials",           // Spark's S3

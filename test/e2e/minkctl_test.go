@@ -309,7 +309,7 @@ func TestMinkctlTables(t *testing.T) {
 		"FORMAT avro\n",
 		"VALUES avro, subject orders-value, prefix mode\n",
 		"KEYS avro, subject orders-key, prefix mode (column _kafka_key_decoded)\n",
-		"SCHEMA version 0 (Iceberg schema id 0)\n",
+		"SCHEMA table version 0 (Iceberg schema id 0)\n",
 		"1 id long\n",
 		"2 price decimal(10, 2)\n",
 		"3 ship_to struct<",
@@ -331,7 +331,7 @@ func TestMinkctlTables(t *testing.T) {
 		len(d.GetTable().GetSchema()) != 14 || len(d.GetPartitions()) != 2 {
 		t.Errorf("describe -o json through wr-1: %v", &d)
 	}
-	if out := ok("table", "list"); !strings.Contains(out, "avro") || !strings.Contains(out, "SCHEMA VERSION") {
+	if out := ok("table", "list"); !strings.Contains(out, "avro") || !strings.Contains(out, "TABLE VERSION") {
 		t.Errorf("table list:\n%s", out)
 	}
 
@@ -384,7 +384,7 @@ func TestMinkctlTables(t *testing.T) {
 	out = ok("table", "alter", "events", "--add", "note:string:meta.note", "--rename", "name:customer", "--widen", "id:long",
 		"--set", "owner=growth")
 	for _, w := range []string{
-		"SCHEMA version 1 (Iceberg schema id 1)\n",
+		"SCHEMA table version 1 (Iceberg schema id 1)\n",
 		"PROPERTIES owner=growth\n",
 		"1 id long true id\n",
 		"2 customer string false name\n",
@@ -448,7 +448,7 @@ func TestMinkctlTables(t *testing.T) {
 		}
 	}
 	out = ok("table", "describe", "events")
-	for _, w := range []string{"SCHEMA version 1 (Iceberg schema id 1)\n", "1 id long false id\n", "2 message string false msg\n",
+	for _, w := range []string{"SCHEMA table version 1 (Iceberg schema id 1)\n", "1 id long false id\n", "2 message string false msg\n",
 		"city string false addr.city\n", "PROPERTIES mink.commit.interval=10s\n"} {
 		if !strings.Contains(ctlSpaced(out), w) {
 			t.Errorf("after the README's AlterTable, describe does not show %q:\n%s", w, out)

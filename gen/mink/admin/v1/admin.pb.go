@@ -1436,7 +1436,9 @@ type Table struct {
 	Value *RegistryDecoding `protobuf:"bytes,10,opt,name=value,proto3" json:"value,omitempty"`
 	// When keys are decoded (into the struct column _kafka_key_decoded): how.
 	Key *RegistryDecoding `protobuf:"bytes,11,opt,name=key,proto3" json:"key,omitempty"`
-	// The current version of the table's schema (0 at creation) and its Iceberg schema id.
+	// The table's schema version: Mink's count of the table's schemas, 0 at creation and
+	// one more with each change (not a Schema Registry version), and the Iceberg schema id
+	// of that schema in the table's metadata.
 	SchemaVersion int32 `protobuf:"varint,12,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	SchemaId      int32 `protobuf:"varint,13,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
 	// Every top-level column of the current schema, the Kafka columns included.
@@ -2578,6 +2580,271 @@ func (x *AlterTableResponse) GetTable() *Table {
 	return nil
 }
 
+// One Kafka topic.
+type Topic struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// The tables made of it, "namespace.name".
+	Tables        []string `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Topic) Reset() {
+	*x = Topic{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Topic) ProtoMessage() {}
+
+func (x *Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Topic.ProtoReflect.Descriptor instead.
+func (*Topic) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Topic) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *Topic) GetTables() []string {
+	if x != nil {
+		return x.Tables
+	}
+	return nil
+}
+
+type CreateTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Kafka's rules: at most 249 of the characters a-z A-Z 0-9 . _ -, not "." or "..".
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// 0: the broker's default (num.partitions).
+	Partitions int32 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// 0: the broker's default (default.replication.factor).
+	ReplicationFactor int32 `protobuf:"varint,4,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CreateTopicRequest) Reset() {
+	*x = CreateTopicRequest{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTopicRequest) ProtoMessage() {}
+
+func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
+func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CreateTopicRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CreateTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateTopicRequest) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *CreateTopicRequest) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+type CreateTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *Topic                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTopicResponse) Reset() {
+	*x = CreateTopicResponse{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTopicResponse) ProtoMessage() {}
+
+func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
+func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CreateTopicResponse) GetTopic() *Topic {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+type ListTopicsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTopicsRequest) Reset() {
+	*x = ListTopicsRequest{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTopicsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTopicsRequest) ProtoMessage() {}
+
+func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
+func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListTopicsRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type ListTopicsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        []*Topic               `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTopicsResponse) Reset() {
+	*x = ListTopicsResponse{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTopicsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTopicsResponse) ProtoMessage() {}
+
+func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
+func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListTopicsResponse) GetTopics() []*Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
 var File_mink_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_mink_admin_v1_admin_proto_rawDesc = "" +
@@ -2793,7 +3060,26 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
 	"\x12AlterTableResponse\x12*\n" +
-	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table*T\n" +
+	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\"S\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\x05R\n" +
+	"partitions\x12\x16\n" +
+	"\x06tables\x18\x03 \x03(\tR\x06tables\"\x8b\x01\n" +
+	"\x12CreateTopicRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\x05R\n" +
+	"partitions\x12-\n" +
+	"\x12replication_factor\x18\x04 \x01(\x05R\x11replicationFactor\"A\n" +
+	"\x13CreateTopicResponse\x12*\n" +
+	"\x05topic\x18\x01 \x01(\v2\x14.mink.admin.v1.TopicR\x05topic\"'\n" +
+	"\x11ListTopicsRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"B\n" +
+	"\x12ListTopicsResponse\x12,\n" +
+	"\x06topics\x18\x01 \x03(\v2\x14.mink.admin.v1.TopicR\x06topics*T\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROLE_INDEXER\x10\x01\x12\x0f\n" +
@@ -2818,7 +3104,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"SchemaMode\x12\x1b\n" +
 	"\x17SCHEMA_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SCHEMA_MODE_PREFIX\x10\x01\x12\x16\n" +
-	"\x12SCHEMA_MODE_LATEST\x10\x022\xcf\x06\n" +
+	"\x12SCHEMA_MODE_LATEST\x10\x022\xf8\a\n" +
 	"\fAdminService\x12N\n" +
 	"\tGetStatus\x12\x1f.mink.admin.v1.GetStatusRequest\x1a .mink.admin.v1.GetStatusResponse\x12N\n" +
 	"\tListNodes\x12\x1f.mink.admin.v1.ListNodesRequest\x1a .mink.admin.v1.ListNodesResponse\x12Q\n" +
@@ -2832,7 +3118,10 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"ListTables\x12 .mink.admin.v1.ListTablesRequest\x1a!.mink.admin.v1.ListTablesResponse\x12Z\n" +
 	"\rDescribeTable\x12#.mink.admin.v1.DescribeTableRequest\x1a$.mink.admin.v1.DescribeTableResponse\x12Q\n" +
 	"\n" +
-	"AlterTable\x12 .mink.admin.v1.AlterTableRequest\x1a!.mink.admin.v1.AlterTableResponseB\xa7\x01\n" +
+	"AlterTable\x12 .mink.admin.v1.AlterTableRequest\x1a!.mink.admin.v1.AlterTableResponse\x12T\n" +
+	"\vCreateTopic\x12!.mink.admin.v1.CreateTopicRequest\x1a\".mink.admin.v1.CreateTopicResponse\x12Q\n" +
+	"\n" +
+	"ListTopics\x12 .mink.admin.v1.ListTopicsRequest\x1a!.mink.admin.v1.ListTopicsResponseB\xa7\x01\n" +
 	"\x11com.mink.admin.v1B\n" +
 	"AdminProtoP\x01Z0github.com/minkhq/mink/gen/mink/admin/v1;adminv1\xa2\x02\x03MAX\xaa\x02\rMink.Admin.V1\xca\x02\rMink\\Admin\\V1\xe2\x02\x19Mink\\Admin\\V1\\GPBMetadata\xea\x02\x0fMink::Admin::V1b\x06proto3"
 
@@ -2849,7 +3138,7 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
@@ -2887,30 +3176,35 @@ var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(*RenameColumn)(nil),          // 33: mink.admin.v1.RenameColumn
 	(*AlterTableRequest)(nil),     // 34: mink.admin.v1.AlterTableRequest
 	(*AlterTableResponse)(nil),    // 35: mink.admin.v1.AlterTableResponse
-	nil,                           // 36: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 37: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 38: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 39: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 40: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	nil,                           // 41: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
+	(*Topic)(nil),                 // 36: mink.admin.v1.Topic
+	(*CreateTopicRequest)(nil),    // 37: mink.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 38: mink.admin.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),     // 39: mink.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 40: mink.admin.v1.ListTopicsResponse
+	nil,                           // 41: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 42: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 43: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 44: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 45: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 46: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	42, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	36, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	42, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	42, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	42, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	41, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	47, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	47, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	47, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	42, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	37, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	43, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	47, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	42, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	48, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
 	5,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
 	6,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	38, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	43, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
 	7,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
 	5,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
 	5,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
@@ -2918,56 +3212,62 @@ var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
 	18, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	39, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	42, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	44, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	47, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
 	19, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
 	19, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
 	20, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
 	3,  // 26: mink.admin.v1.Table.mode:type_name -> mink.admin.v1.TableMode
 	2,  // 27: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
 	18, // 28: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	40, // 29: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	45, // 29: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
 	4,  // 30: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 31: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
 	4,  // 32: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
 	3,  // 33: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
 	21, // 34: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
 	21, // 35: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	42, // 36: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	42, // 37: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	47, // 36: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	47, // 37: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
 	21, // 38: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
 	29, // 39: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
 	18, // 40: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
 	32, // 41: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
 	33, // 42: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
 	31, // 43: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	41, // 44: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	46, // 44: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
 	21, // 45: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	8,  // 46: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	10, // 47: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	12, // 48: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	14, // 49: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	16, // 50: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	22, // 51: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	24, // 52: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	26, // 53: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	28, // 54: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	34, // 55: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	9,  // 56: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	11, // 57: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	13, // 58: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	15, // 59: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	17, // 60: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	23, // 61: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	25, // 62: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	27, // 63: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	30, // 64: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	35, // 65: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	56, // [56:66] is the sub-list for method output_type
-	46, // [46:56] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	36, // 46: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
+	36, // 47: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
+	8,  // 48: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	10, // 49: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	12, // 50: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	14, // 51: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	16, // 52: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	22, // 53: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	24, // 54: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	26, // 55: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	28, // 56: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	34, // 57: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	37, // 58: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
+	39, // 59: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
+	9,  // 60: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	11, // 61: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	13, // 62: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	15, // 63: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	17, // 64: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	23, // 65: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	25, // 66: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	27, // 67: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	30, // 68: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	35, // 69: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	38, // 70: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
+	40, // 71: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
+	60, // [60:72] is the sub-list for method output_type
+	48, // [48:60] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -2987,7 +3287,7 @@ func file_mink_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   37,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

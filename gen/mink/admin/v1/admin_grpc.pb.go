@@ -44,6 +44,8 @@ const (
 	AdminService_ListTables_FullMethodName    = "/mink.admin.v1.AdminService/ListTables"
 	AdminService_DescribeTable_FullMethodName = "/mink.admin.v1.AdminService/DescribeTable"
 	AdminService_AlterTable_FullMethodName    = "/mink.admin.v1.AdminService/AlterTable"
+	AdminService_CreateTopic_FullMethodName   = "/mink.admin.v1.AdminService/CreateTopic"
+	AdminService_ListTopics_FullMethodName    = "/mink.admin.v1.AdminService/ListTopics"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -71,6 +73,11 @@ type AdminServiceClient interface {
 	// Changes a table: a JSON table's declared columns (each change keeps every Iceberg
 	// field id), and any table's properties. The writer commits the new schema.
 	AlterTable(ctx context.Context, in *AlterTableRequest, opts ...grpc.CallOption) (*AlterTableResponse, error)
+	// Creates a Kafka topic, so that a table can be made of it; the node's own brokers
+	// (--kafka-brokers) make it. ALREADY_EXISTS when the topic exists.
+	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
+	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
+	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -181,6 +188,26 @@ func (c *adminServiceClient) AlterTable(ctx context.Context, in *AlterTableReque
 	return out, nil
 }
 
+func (c *adminServiceClient) CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTopicResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTopicsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListTopics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -206,6 +233,11 @@ type AdminServiceServer interface {
 	// Changes a table: a JSON table's declared columns (each change keeps every Iceberg
 	// field id), and any table's properties. The writer commits the new schema.
 	AlterTable(context.Context, *AlterTableRequest) (*AlterTableResponse, error)
+	// Creates a Kafka topic, so that a table can be made of it; the node's own brokers
+	// (--kafka-brokers) make it. ALREADY_EXISTS when the topic exists.
+	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
+	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
+	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -245,6 +277,12 @@ func (UnimplementedAdminServiceServer) DescribeTable(context.Context, *DescribeT
 }
 func (UnimplementedAdminServiceServer) AlterTable(context.Context, *AlterTableRequest) (*AlterTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterTable not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateTopic not implemented")
+}
+func (UnimplementedAdminServiceServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTopics not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -447,6 +485,42 @@ func _AdminService_AlterTable_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_CreateTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateTopic(ctx, req.(*CreateTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListTopics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTopicsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListTopics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListTopics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListTopics(ctx, req.(*ListTopicsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -493,6 +567,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterTable",
 			Handler:    _AdminService_AlterTable_Handler,
+		},
+		{
+			MethodName: "CreateTopic",
+			Handler:    _AdminService_CreateTopic_Handler,
+		},
+		{
+			MethodName: "ListTopics",
+			Handler:    _AdminService_ListTopics_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -325,7 +325,7 @@ func New(o Options) (*Store, error) {
 	if o.Keys == nil {
 		o.Keys = rangefile.NewKeyCache(0)
 	}
-	log := o.Logger.With("node", o.NodeID)
+	log := o.Logger // the node's: it carries "node" already
 	pages, err := parquetbuild.NewPages(o.BuildMemory, "")
 	if err != nil {
 		return nil, fmt.Errorf("files: %w", err)

@@ -154,7 +154,7 @@ func New(o Options) (_ *Server, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Server{o: o, log: o.Logger.With("node", o.NodeID)}
+	s := &Server{o: o, log: o.Logger} // the node's: it carries "node" already
 
 	if s.catalogLis, err = net.Listen("tcp", o.CatalogAddr); err != nil {
 		return nil, fmt.Errorf("fileserver: catalog address: %w", err)

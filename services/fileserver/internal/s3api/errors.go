@@ -12,11 +12,13 @@ import (
 	"github.com/minkhq/mink/pkg/auth"
 )
 
-// Bounds on what an error body echoes of the request: S3 keys are at most 1 KiB.
+// Bounds on what an error body echoes of the request: S3 keys are at most 1 KiB; a
+// canonical request is the request's signed headers, bounded by the header limit.
 const (
 	maxEchoKey     = 1024
 	maxEchoBucket  = 255
 	maxEchoMessage = 2048
+	maxEchoSigning = 16 << 10
 )
 
 // bounded is e with every element that may echo the request cut to its bound, so an
@@ -31,7 +33,27 @@ func bounded(e apierr.S3Error) apierr.S3Error {
 		e.Message = strings.ReplaceAll(e.Message, long, e.Key)
 	}
 	e.Message = truncate(e.Message, maxEchoMessage)
+	e.AWSAccessKeyID = truncate(e.AWSAccessKeyID, maxEchoKey)
+	e.SignatureProvided = truncate(e.SignatureProvided, maxEchoKey)
+	e.StringToSign = truncate(e.StringToSign, maxEchoSigning)
+	e.CanonicalRequest = truncate(e.CanonicalRequest, maxEchoSigning)
+	e.StringToSignBytes, e.CanonicalRequestBytes = hexBytes(e.StringToSign), hexBytes(e.CanonicalRequest)
 	return e
+}
+
+// hexBytes is s as S3 shows it beside the text: each byte in hex, space-separated.
+func hexBytes(s string) string {
+	if s == "" {
+		return ""
+	}
+	b := make([]byte, 0, 3*len(s))
+	for i := 0; i < len(s); i++ {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, "0123456789abcdef"[s[i]>>4], "0123456789abcdef"[s[i]&15])
+	}
+	return string(b)
 }
 
 // truncate cuts s to at most n bytes, on a character boundary, marking the cut.
@@ -53,6 +75,11 @@ func authError(err error) apierr.S3Error {
 	var ae *apierr.Error
 	if errors.As(err, &ae) && ae.S3Code != "" {
 		e.Code, e.Status = ae.S3Code, auth.S3Status(ae.S3Code)
+	}
+	var sm *auth.SignatureMismatch
+	if errors.As(err, &sm) {
+		e.AWSAccessKeyID, e.SignatureProvided = sm.AccessKeyID, sm.SignatureProvided
+		e.StringToSign, e.CanonicalRequest = sm.StringToSign, sm.CanonicalRequest
 	}
 	return e
 }

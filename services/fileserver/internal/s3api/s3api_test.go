@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/smithy-go/logging"
 	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -495,6 +496,83 @@ func TestListenerKeepsSendfile(t *testing.T) {
 		got := get(t, "GET", s.url+"/mink/default/orders/f", nil)
 		if got.status != 200 || !bytes.Equal(got.body, data) {
 			t.Fatalf("%d, %d bytes of %d", got.status, len(got.body), len(data))
+		}
+	}
+}
+
+// TestSignatureErrorsTellTheSigner: a SignatureDoesNotMatch carries, as S3's does, the
+// string to sign and canonical request the server made of the request: the ones
+// aws-sdk-go-v2's signer made (it logs them) when the only fault is the secret. Nothing
+// secret is in the body. Vended keys sent without their session token are refused
+// saying so.
+func TestSignatureErrorsTellTheSigner(t *testing.T) {
+	a := authority(t)
+	s := start(t, a)
+	var canonical, toSign string
+	signer := v4.NewSigner(func(o *v4.SignerOptions) {
+		o.DisableURIPathEscaping = true
+		o.LogSigning = true
+		o.Logger = logging.LoggerFunc(func(_ logging.Classification, _ string, v ...any) {
+			canonical, toSign = v[0].(string), v[1].(string)
+		})
+	})
+	r, err := http.NewRequest("GET", s.url+"/mink/default/orders/data/f.parquet?x-id=GetObject", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	wrong := aws.Credentials{AccessKeyID: "reader", SecretAccessKey: adminSecret}
+	if err := signer.SignHTTP(context.Background(), wrong, r, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	authz := r.Header.Get("Authorization")
+	got := do(t, r)
+	e := got.err
+	if got.status != 403 || e.Code != "SignatureDoesNotMatch" {
+		t.Fatalf("wrong secret: %d %s", got.status, got.body)
+	}
+	if canonical == "" || toSign == "" {
+		t.Fatal("the signer logged no canonical request")
+	}
+	if e.CanonicalRequest != canonical || e.StringToSign != toSign {
+		t.Errorf("the server's canonical request and string to sign differ from the signer's:\n%q\n%q\nsigner:\n%q\n%q",
+			e.CanonicalRequest, e.StringToSign, canonical, toSign)
+	}
+	if e.AWSAccessKeyID != "reader" || !strings.HasSuffix(authz, "Signature="+e.SignatureProvided) || len(e.SignatureProvided) != 64 {
+		t.Errorf("access key id %q, signature provided %q; the request's Authorization: %s", e.AWSAccessKeyID, e.SignatureProvided, authz)
+	}
+	if want := fmt.Sprintf("% x", e.StringToSign); e.StringToSignBytes != want {
+		t.Errorf("StringToSignBytes %q, want %q", e.StringToSignBytes, want)
+	}
+	if want := fmt.Sprintf("% x", e.CanonicalRequest); e.CanonicalRequestBytes != want {
+		t.Errorf("CanonicalRequestBytes %q, want %q", e.CanonicalRequestBytes, want)
+	}
+	for _, secret := range []string{readerSecret, adminSecret, strings.Repeat("c", 40)} {
+		if bytes.Contains(got.body, []byte(secret)) {
+			t.Errorf("the error body holds a secret: %s", got.body)
+		}
+	}
+	// A right signature answers none of it.
+	if got := get(t, "GET", s.url+"/mink/default/orders/f", &aws.Credentials{AccessKeyID: "reader", SecretAccessKey: readerSecret}); got.status != 200 {
+		t.Errorf("the reader's own secret: %d %s", got.status, got.body)
+	}
+
+	// Vended keys without their session token: S3's code, and what is missing.
+	p, _ := a.Secret("reader", readerSecret)
+	vended, err := a.Vend(p, "default", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = get(t, "GET", s.url+"/mink/default/orders/f", &aws.Credentials{AccessKeyID: vended.AccessKeyID, SecretAccessKey: vended.SecretAccessKey})
+	if got.status != 403 || got.err.Code != "InvalidAccessKeyId" || !strings.Contains(got.err.Message, "no session token") ||
+		!strings.Contains(got.err.Message, "X-Amz-Security-Token") || strings.Contains(got.err.Message, "does not exist") {
+		t.Errorf("vended keys without the session token: %d %+v", got.status, got.err)
+	}
+	// A key of no principal and not of the vended shape (one character more) is unknown.
+	for _, id := range []string{"nobody", vended.AccessKeyID + "A"} {
+		got = get(t, "GET", s.url+"/mink/default/orders/f", &aws.Credentials{AccessKeyID: id, SecretAccessKey: readerSecret})
+		if got.status != 403 || got.err.Code != "InvalidAccessKeyId" || !strings.Contains(got.err.Message, "does not exist") {
+			t.Errorf("unknown key %s: %d %+v", id, got.status, got.err)
 		}
 	}
 }

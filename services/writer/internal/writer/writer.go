@@ -148,7 +148,7 @@ func New(o Options) (*Writer, error) {
 // lease is lost or released), starting over from Postgres after failures such as
 // Postgres or Kafka being unreachable.
 func (w *Writer) Work(ctx context.Context, l lease.Lease) {
-	log := w.log.With("table", l.TableName, "table_id", l.Table, "node", l.Holder, "epoch", l.Epoch)
+	log := w.log.With("table", l.TableName, "table_id", l.Table, "epoch", l.Epoch) // the node's logger carries "node"
 	ht := &heldTable{table: l.TableName}
 	ht.lag.Store(-1)
 	w.held.Store(l.Scope, ht)
