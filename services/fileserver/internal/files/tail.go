@@ -2,10 +2,11 @@ package files
 
 // Tail files of live table loads. A load names, per partition, offsets beyond the
 // committed snapshot that no file yet holds; the file of such a span is measured (built
-// once, from Kafka, with parquetbuild.DefaultSettings like an indexed range) by its
-// owner, which keeps it in its cache and records it in mink_data_files with an
-// expiry, so that any node can serve (or rebuild) it. Its key is layout.DataKey, so a
-// later commit of the identical range names the same file.
+// once, from Kafka, with parquetbuild.DefaultSettings and the schema point in force at
+// its start, like an indexed range, and ending at the next point) by its owner, which
+// keeps it in its cache and records it in mink_data_files with an expiry, so that any
+// node can serve (or rebuild) it. Its key is layout.DataKey, so a later commit of the
+// identical range names the same file.
 //
 // A data file's owner is a function of its table, partition and offsets, not of its
 // checksum (OwnerKey): so the owner of a span is known before its bytes are, and the
