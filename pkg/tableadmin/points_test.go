@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
@@ -118,5 +119,24 @@ func TestAlterWhileATailIsRecorded(t *testing.T) {
 	}
 	if got, want := f.points(tbl.GetId(), 0), (schemapoints.Points{{From: 0, Decoding: version(0)}, {From: 9, Decoding: version(1)}}); !slices.Equal(got, want) {
 		t.Errorf("points %v, want %v (past the tail's end)", got, want)
+	}
+}
+
+// An alter that makes a version needs Kafka's end of each partition (where it takes
+// effect): without Kafka it is Unavailable, naming Kafka, and changes nothing; an alter
+// of properties alone still works.
+func TestAlterColumnsNeedKafka(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kafka.CreateTopic("clicks", 1, nil)
+	tbl := f.create(&adminv1.CreateTableRequest{Name: "clicks", Format: jsonFormat, Columns: []*adminv1.Column{{Name: "id", Type: "int"}}})
+	f.kafka.Stop()
+	_, err := f.svc.AlterTable(f.ctx, &adminv1.AlterTableRequest{Name: "clicks", Changes: []*adminv1.ColumnChange{add("src", "string", "source")}})
+	wantErr(t, "a column added while Kafka is down", err, apierr.Unavailable, "", "kafka")
+	if stored, n := f.stored(tbl.GetId()); stored.Version != 0 || n != 1 || len(f.points(tbl.GetId(), 0)) != 0 {
+		t.Errorf("after a refused alter: version %d of %d, points %v", stored.Version, n, f.points(tbl.GetId(), 0))
+	}
+	if got := f.alter(&adminv1.AlterTableRequest{Name: "clicks", SetProperties: map[string]string{"owner": "web"}}); got.GetProperties()["owner"] != "web" {
+		t.Errorf("a property alter while Kafka is down: %v", got.GetProperties())
 	}
 }
