@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/schemapoints"
 )
 
 // Tail is a live load's tail data file as a file server measured it.
@@ -20,11 +23,23 @@ type Tail struct {
 }
 
 // RecordTail writes a tail file's row, readable for ttl at least and marked live (not
-// listed until a commit names it). The row may exist (the same span measured before, or
-// committed: same offsets, same bytes): an expiry already set is kept when later, but
-// never beyond maxTTL from now. It returns what the row records.
+// listed until a commit names it), if it decodes as the schema points of its partition
+// say (schemapoints.Check; else schemapoints.ErrDecodingMoved and nothing is written).
+// The row may exist (the same span measured before, or committed: same offsets, same
+// bytes): an expiry already set is kept when later, but never beyond maxTTL from now. It
+// returns what the row records.
 func RecordTail(ctx context.Context, db lease.DB, t Tail, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
-	err = db.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := schemapoints.Check(ctx, tx, t.Table, t.Partition, t.Start, t.End, t.Records, t.Settings); err != nil {
+			return err
+		}
+		return recordTail(ctx, tx, t, ttl, maxTTL).Scan(&created, &size, &sha)
+	})
+	return created, size, sha, err
+}
+
+func recordTail(ctx context.Context, tx pgx.Tx, t Tail, ttl, maxTTL time.Duration) pgx.Row {
+	return tx.QueryRow(ctx, `INSERT INTO mink_data_files (table_id, key, partition, start_offset, end_offset,
 			record_count, file_size, sha256, settings, stats, expires_at, live, keys)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now() + $11::bigint * interval '1 millisecond', true, $13)
 		ON CONFLICT (key) DO UPDATE SET keys = coalesce(mink_data_files.keys, EXCLUDED.keys), expires_at = LEAST(
@@ -32,8 +47,7 @@ func RecordTail(ctx context.Context, db lease.DB, t Tail, ttl, maxTTL time.Durat
 			now() + $12::bigint * interval '1 millisecond')
 		RETURNING created_at, file_size, sha256`,
 		t.Table, t.Key, t.Partition, t.Start, t.End, t.Records, t.Size, t.SHA256, t.Settings, t.Stats,
-		max(1, ttl.Milliseconds()), maxTTL.Milliseconds(), t.Keys).Scan(&created, &size, &sha)
-	return created, size, sha, err
+		max(1, ttl.Milliseconds()), maxTTL.Milliseconds(), t.Keys)
 }
 
 // ReportProblem records that node could not serve key with its recorded bytes, for

@@ -24,6 +24,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -153,7 +154,10 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 
 // AlterTable applies column changes (JSON tables) as a new schema version and the
 // property changes, each validated, in one transaction: nothing is applied when any is
-// bad.
+// bad. A new version takes effect on each partition at a schema point after every
+// record Kafka held when the alter began (and every record a build has recorded): the
+// records produced after the alter returns decode with it, the ones a load or a range
+// has shown already keep the version they were shown with.
 func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
 	if err := tableNames(req.GetNamespace(), req.GetName()); err != nil {
 		return nil, err
@@ -189,12 +193,27 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 	if len(changes) == 0 && len(req.GetSetProperties()) == 0 && len(req.GetRemoveProperties()) == 0 {
 		return nil, apierr.Invalid("changes", "nothing to change (give changes, set_properties or remove_properties)")
 	}
+	// Where a new version takes effect: past Kafka's end of each partition now, read
+	// before the transaction (and past what builds recorded, read in it).
+	from := map[int32]int64{}
+	if len(changes) > 0 {
+		offs, err := s.Kafka.Offsets(ctx, t.Topic)
+		if err != nil && !errors.Is(err, kafkasrc.ErrUnknownTopic) {
+			return nil, kafkaErr(err)
+		}
+		for _, o := range offs {
+			from[o.Partition] = o.HighWatermark
+		}
+	}
 	// One transaction holding the table's row: the properties are changed from what the
 	// alter before left (two alters setting different keys both land), and a column
 	// change is never stored without the property change beside it, or the reverse.
 	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
 		var props map[string]string
-		if err := tx.QueryRow(ctx, `SELECT properties FROM mink_tables WHERE id = $1 FOR UPDATE`, t.ID).Scan(&props); err != nil {
+		// FOR NO KEY UPDATE: tail files being recorded (rows referencing the table) do
+		// not wait for it, while this waits for them on the partitions' rows.
+		if err := tx.QueryRow(ctx, `SELECT properties, version, partitions FROM mink_tables WHERE id = $1 FOR NO KEY UPDATE`,
+			t.ID).Scan(&props, &t.Version, &t.Partitions); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return apierr.New(apierr.NotFound, "table %s does not exist", t.FullName()) // dropped meanwhile
 			}
@@ -212,7 +231,11 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 			return err
 		}
 		if len(changes) > 0 {
-			_, err := tables.Evolve(ctx, tx, nil, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
+			before, err := s.Codecs.Current(ctx, t)
+			if err != nil {
+				return err
+			}
+			v, err := tables.Evolve(ctx, tx, nil, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
 				spec, fields, err := cur.Alter(changes, lastID)
 				if err != nil {
 					var fe *tableschema.FieldError
@@ -224,6 +247,16 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 				return spec, fields, true, nil
 			})
 			if err != nil {
+				return err
+			}
+			at := map[int32]int64{}
+			for p := range t.Partitions {
+				at[p] = from[p]
+			}
+			if _, err := schemapoints.Add(ctx, tx, t.ID, at, before, func(d schemapoints.Decoding) schemapoints.Decoding {
+				d.Version = v.ID
+				return d
+			}); err != nil {
 				return err
 			}
 		}

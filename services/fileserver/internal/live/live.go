@@ -13,9 +13,10 @@
 //   - tail files earlier loads measured and that have not expired (mink_data_files rows
 //     with expires_at);
 //   - a new tail file for the rest, measured once by its owner (files.Store.Measure,
-//     forwarded like a read) and cached there. Its key is layout.DataKey, built with
-//     parquetbuild.DefaultSettings, so a later commit of the identical range names the
-//     same file and the writer's insert clears its expiry.
+//     forwarded like a read) and cached there, one per schema point it spans. Its key is
+//     layout.DataKey, built with parquetbuild.DefaultSettings and the decoding in force
+//     at its start (pkg/schemapoints), as the indexer builds, so a later commit of the
+//     identical range names the same file and the writer's insert clears its expiry.
 //
 // The load's metadata files (metadata JSON, manifest list, one manifest) go to
 // mink_meta_files under metadata/live/ (icebergmeta.LiveDir), so every file server
@@ -1009,6 +1010,9 @@ func (l *Loader) chain(ctx context.Context, t tables.Table, props tables.Props, 
 		tl.measured = append(tl.measured, m.Key)
 		tl.keyed = append(tl.keyed, m.Key)
 		pos = m.End
+		if m.End < next && m.Cut == files.CutPoint {
+			continue // a schema change takes effect there: the rest is another file
+		}
 		if m.End < next {
 			tl.end, tl.cut = m.End, CutMaxBytes
 			if m.Cut == files.CutSchema {
