@@ -49,7 +49,7 @@ const (
 	Unauthenticated  // no credentials, or ones that do not verify: who is asking is unknown
 	PermissionDenied // the caller is known and may not do this
 	OutOfRange       // a byte range outside the object (RangeErr): Error.Size is its size
-	DataLoss         // recorded bytes that can no longer be produced (DataLossErr)
+	DataLoss         // recorded bytes that can no longer be produced until a repair (DataLossErr)
 )
 
 var kindNames = [...]string{"internal", "invalid argument", "not found", "already exists",
@@ -269,7 +269,7 @@ func GRPC(err error) error {
 		return st.Err()
 	}
 	k := Classify(err)
-	st := status.New(toCode[k], Truncate(err.Error()))
+	st := status.New(toCode[k], Truncate(text(err)))
 	var e *Error
 	if k == OutOfRange && errors.As(err, &e) && e.Size >= 0 {
 		st = withRangeSize(st, e.Size)
@@ -293,7 +293,7 @@ var toHTTP = map[Kind]int{
 	DeadlineExceeded: http.StatusGatewayTimeout, Canceled: 499, // client closed request
 	ResourceExhausted: http.StatusTooManyRequests, Unauthenticated: http.StatusUnauthorized,
 	PermissionDenied: http.StatusForbidden, OutOfRange: http.StatusRequestedRangeNotSatisfiable,
-	DataLoss: http.StatusInternalServerError,
+	DataLoss: http.StatusServiceUnavailable,
 }
 
 // HTTPStatus is the HTTP status of err for the HTTP APIs (Iceberg REST, S3); their error
