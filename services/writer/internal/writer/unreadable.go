@@ -1,0 +1,148 @@
+package writer
+
+import (
+	"context"
+	"slices"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/services/writer/internal/store"
+)
+
+// Every snapshot the metadata lists is readable: a commit that replaces files Kafka no
+// longer yields (repairs after compaction, expiry after retention) also expires every
+// snapshot that names one of them, or a file whose offsets are below the log start,
+// whatever retention would keep (icebergmeta.Change.Expire).
+
+// olderFiles returns the files (data and delete files) that snapshots of the metadata
+// other than the current one name and the current one does not, with their rows. Rows
+// never change, so those read before are kept (tw.older) while a snapshot names them.
+func (tw *tableWriter) olderFiles(ctx context.Context) (map[string]icebergmeta.DataFile, error) {
+	md := tw.st.base.Metadata
+	if md == nil {
+		return nil, nil
+	}
+	current := map[string]bool{}
+	for _, d := range tw.st.deletes {
+		current[d.Key] = true
+	}
+	want := map[string]bool{}
+	err := tw.eachManifest(ctx, false, func(_ table.Snapshot, keys []string) (bool, error) {
+		for _, k := range keys {
+			if !tw.st.keys[k] && !current[k] {
+				want[k] = true
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for k := range want {
+		if _, ok := tw.older[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	for k := range tw.older {
+		if !want[k] {
+			delete(tw.older, k)
+		}
+	}
+	if len(missing) > 0 {
+		fs, err := store.DataFiles(ctx, tw.w.db, missing)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			tw.older[f.Key] = f
+		}
+	}
+	return tw.older, nil
+}
+
+// unreadable returns the snapshots (the current one included: a commit that adds a
+// snapshot may expire it) that name a file of bad, or a data file some of whose offsets
+// are below its partition's log start in logStart.
+func (tw *tableWriter) unreadable(ctx context.Context, bad map[string]bool, logStart map[int32]int64) ([]int64, error) {
+	if tw.st.base.Metadata == nil {
+		return nil, nil
+	}
+	older, err := tw.olderFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var cur map[string]icebergmeta.DataFile // the current snapshot's data files, when their offsets matter
+	if len(logStart) > 0 {
+		cur = make(map[string]icebergmeta.DataFile, len(tw.st.keys))
+		for _, fs := range tw.st.live {
+			for _, f := range fs {
+				cur[f.Key] = f
+			}
+		}
+	}
+	below := func(k string) bool {
+		f, ok := older[k]
+		if !ok {
+			f, ok = cur[k]
+		}
+		ls, known := logStart[f.Partition]
+		return ok && known && !f.IsDeletes() && f.Start < ls
+	}
+	var out []int64
+	err = tw.eachManifest(ctx, true, func(s table.Snapshot, keys []string) (bool, error) {
+		if slices.ContainsFunc(keys, func(k string) bool { return bad[k] || below(k) }) {
+			out = append(out, s.SnapshotID)
+			return true, nil
+		}
+		return false, nil
+	})
+	return out, err
+}
+
+// eachManifest calls fn with the keys of the live files of each manifest of each
+// snapshot of the metadata (the current one too with current), until fn says it is done
+// with the snapshot. A manifest carried by several snapshots is read once (the reader
+// caches it) but given to fn for each.
+func (tw *tableWriter) eachManifest(ctx context.Context, current bool, fn func(s table.Snapshot, keys []string) (done bool, err error)) error {
+	md := tw.st.base.Metadata
+	cur := md.CurrentSnapshot()
+	keysOf := map[string][]string{}
+	for _, s := range md.Snapshots() {
+		if !current && cur != nil && s.SnapshotID == cur.SnapshotID {
+			continue
+		}
+		ms, err := tw.reader.ManifestList(ctx, &s)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			keys, ok := keysOf[m.FilePath()]
+			if !ok {
+				uris, err := tw.reader.LivePaths(ctx, m)
+				if err != nil {
+					return err
+				}
+				keys = make([]string, 0, len(uris))
+				for _, u := range uris {
+					k, err := layout.KeyOf(u)
+					if err != nil {
+						return err
+					}
+					keys = append(keys, k)
+				}
+				keysOf[m.FilePath()] = keys
+			}
+			done, err := fn(s, keys)
+			if err != nil {
+				return err
+			}
+			if done {
+				break
+			}
+		}
+	}
+	return nil
+}
