@@ -125,15 +125,14 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 		return err
 	}
 	if len(remove) == 0 {
-		res, err := tw.commit(ctx, icebergmeta.Change{Now: now, Expire: expire})
-		if errors.Is(err, icebergmeta.ErrNoChange) { // the current one only
+		res, err := tw.expireOnly(ctx, now, expire, nil)
+		switch {
+		case errors.Is(err, icebergmeta.ErrNoChange): // only the current one names them
 			done()
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := tw.store(ctx, "expire", res, nil, nil); err != nil {
+		case errors.Is(err, errNotBuilt):
+			return nil // the next maintenance tries again
+		case err != nil:
 			return err
 		}
 		done()
@@ -214,16 +213,11 @@ func (tw *tableWriter) expireSnapshots(ctx context.Context) error {
 	if len(icebergmeta.Expirable(md, nil, now, icebergmeta.RetentionOf(tw.meta.Properties))) == 0 {
 		return nil
 	}
-	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{Now: now})
-	if errors.Is(err, icebergmeta.ErrNoChange) {
+	// A metadata-only version is stamped by this node's clock (expireOnly); should it
+	// not build, commits expire snapshots on their way too.
+	_, err = tw.expireOnly(ctx, now, nil, nil)
+	if errors.Is(err, icebergmeta.ErrNoChange) || errors.Is(err, errNotBuilt) {
 		return nil
 	}
-	if err != nil {
-		// A metadata-only version is stamped by this node's clock (iceberg-go offers no
-		// other); if that clock is far behind the database's the build fails. Commits
-		// expire snapshots on their way too, so this waits for the next one.
-		tw.log.Warn("cannot expire snapshots in a metadata-only version; the next commit will", "error", err)
-		return nil
-	}
-	return tw.store(ctx, "expire", res, nil, nil)
+	return err
 }

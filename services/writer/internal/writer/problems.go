@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -111,10 +112,15 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 		switch {
 		case ok:
 			todo = append(todo, repair{problem: p, reported: true, current: current, old: f})
-			if p.Reason == "mismatch" && !f.IsDeletes() {
+			if p.Reason == "mismatch" && !f.IsDeletes() && !tw.suspects[f.Partition] {
+				// A new compaction: what rebuilt as recorded before may not now.
 				tw.suspects[f.Partition] = true
+				maps.DeleteFunc(tw.verified, func(_ string, p int32) bool { return p == f.Partition })
 			}
-		case !f.IsDeletes() && !tw.verified[f.Key]:
+		case !f.IsDeletes():
+			if _, ok := tw.verified[f.Key]; ok {
+				return
+			}
 			suspect = append(suspect, repair{current: current, old: f})
 		}
 	}
@@ -155,6 +161,7 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 	}
 	if !tw.repairDue {
 		clear(tw.suspects) // all of them checked in this round
+		clear(tw.verified)
 	}
 	tw.repairing = true
 	kc, codecs, tbl, log, db, keys := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log, tw.w.db, tw.w.keys
@@ -254,7 +261,9 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	var expired, emptied, unreadable int64
 	for _, r := range rs {
 		if r.outcome == repairIntact {
-			tw.verified[r.old.Key] = true
+			if tw.suspects[r.old.Partition] { // the next round checks the rest
+				tw.verified[r.old.Key] = r.old.Partition
+			}
 			if r.reported {
 				tw.log.Warn("a reported file rebuilds with its recorded bytes; clearing the report",
 					"partition", r.old.Partition, "file", r.old.Key, "reason", r.problem.Reason, "detail", r.problem.Detail)
@@ -309,14 +318,13 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 		return err
 	}
 	if len(remove) == 0 {
-		res, err := tw.commit(ctx, icebergmeta.Change{Now: now, Expire: expire})
-		if errors.Is(err, icebergmeta.ErrNoChange) { // only the current one names them
+		res, err := tw.expireOnly(ctx, now, expire, keysOfProblems(resolved))
+		switch {
+		case errors.Is(err, icebergmeta.ErrNoChange): // no snapshot names them any more
 			return tw.clearProblems(ctx, repairStale, resolved)
-		}
-		if err != nil {
-			return err
-		}
-		if err := tw.store(ctx, "expire", res, nil, nil, keysOfProblems(resolved)...); err != nil {
+		case errors.Is(err, errNotBuilt):
+			return nil // the problems stay for the next round
+		case err != nil:
 			return err
 		}
 		tw.w.m.repaired.Add(ctx, unreadable, tw.outcome(repairUnreadable))

@@ -60,7 +60,7 @@ type tableWriter struct {
 	repairDone   chan []repair
 	reported     <-chan struct{}                 // a file server reported a problem of the table (WatchProblems)
 	suspects     map[int32]bool                  // partitions Kafka compacted whose files are still to check
-	verified     map[string]bool                 // suspect files that rebuilt as recorded
+	verified     map[string]int32                // suspect files that rebuilt as recorded, and their partitions
 	older        map[string]icebergmeta.DataFile // rows of files only older snapshots name (olderFiles)
 	expiredBelow map[int32]int64                 // the log starts below which snapshots were last expired
 	wg           sync.WaitGroup
@@ -102,7 +102,7 @@ func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger, repo
 		repairDone:   make(chan []repair, 1),
 		reported:     reported,
 		suspects:     map[int32]bool{},
-		verified:     map[string]bool{},
+		verified:     map[string]int32{},
 		older:        map[string]icebergmeta.DataFile{},
 		expiredBelow: map[int32]int64{},
 	}

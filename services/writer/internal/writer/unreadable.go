@@ -2,7 +2,10 @@ package writer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 
@@ -15,6 +18,26 @@ import (
 // longer yields (repairs after compaction, expiry after retention) also expires every
 // snapshot that names one of them, or a file whose offsets are below the log start,
 // whatever retention would keep (icebergmeta.Change.Expire).
+
+// errNotBuilt: a metadata-only version could not be built (see expireOnly).
+var errNotBuilt = errors.New("metadata-only version not built")
+
+// expireOnly commits a metadata-only version that expires the snapshots ids, and deletes
+// the problems of resolved keys with it; icebergmeta.ErrNoChange when none is in the
+// metadata but the current one. iceberg-go stamps such a version with this node's clock,
+// and refuses to build it when that clock is far behind the database's: errNotBuilt,
+// logged, and the caller tries again later.
+func (tw *tableWriter) expireOnly(ctx context.Context, now time.Time, ids []int64, resolved []string) (*icebergmeta.Result, error) {
+	res, err := tw.commit(ctx, icebergmeta.Change{Now: now, Expire: ids})
+	if errors.Is(err, icebergmeta.ErrNoChange) {
+		return nil, err
+	}
+	if err != nil {
+		tw.log.Warn("cannot expire snapshots in a metadata-only version; trying again later", "unreadable_snapshots", len(ids), "error", err)
+		return nil, fmt.Errorf("%w: %w", errNotBuilt, err)
+	}
+	return res, tw.store(ctx, "expire", res, nil, nil, resolved...)
+}
 
 // olderFiles returns the files (data and delete files) that snapshots of the metadata
 // other than the current one name and the current one does not, with their rows. Rows
