@@ -52,13 +52,16 @@ func (tw *tableWriter) olderFiles(ctx context.Context) (map[string]icebergmeta.D
 		current[d.Key] = true
 	}
 	want := map[string]bool{}
-	err := tw.eachManifest(ctx, false, func(_ table.Snapshot, keys []string) (bool, error) {
+	err := tw.eachManifest(ctx, false, func(_ table.Snapshot, _ string, keys []string, first bool) bool {
+		if !first {
+			return false // seen with an earlier snapshot
+		}
 		for _, k := range keys {
 			if !tw.st.keys[k] && !current[k] {
 				want[k] = true
 			}
 		}
-		return false, nil
+		return false
 	})
 	if err != nil {
 		return nil, err
@@ -115,21 +118,24 @@ func (tw *tableWriter) unreadable(ctx context.Context, bad map[string]bool, logS
 		return ok && known && !f.IsDeletes() && f.Start < ls
 	}
 	var out []int64
-	err = tw.eachManifest(ctx, true, func(s table.Snapshot, keys []string) (bool, error) {
-		if slices.ContainsFunc(keys, func(k string) bool { return bad[k] || below(k) }) {
-			out = append(out, s.SnapshotID)
-			return true, nil
+	unreadable := map[string]bool{} // by manifest
+	err = tw.eachManifest(ctx, true, func(s table.Snapshot, m string, keys []string, first bool) bool {
+		if first {
+			unreadable[m] = slices.ContainsFunc(keys, func(k string) bool { return bad[k] || below(k) })
 		}
-		return false, nil
+		if unreadable[m] {
+			out = append(out, s.SnapshotID)
+		}
+		return unreadable[m]
 	})
 	return out, err
 }
 
-// eachManifest calls fn with the keys of the live files of each manifest of each
-// snapshot of the metadata (the current one too with current), until fn says it is done
-// with the snapshot. A manifest carried by several snapshots is read once (the reader
-// caches it) but given to fn for each.
-func (tw *tableWriter) eachManifest(ctx context.Context, current bool, fn func(s table.Snapshot, keys []string) (done bool, err error)) error {
+// eachManifest calls fn with each manifest of each snapshot of the metadata (the current
+// one too with current): its path and the keys of its live files, and whether this call
+// is the first for it (a manifest carried by several snapshots is given for each, read
+// once), until fn says it is done with the snapshot.
+func (tw *tableWriter) eachManifest(ctx context.Context, current bool, fn func(s table.Snapshot, m string, keys []string, first bool) (done bool)) error {
 	md := tw.st.base.Metadata
 	cur := md.CurrentSnapshot()
 	keysOf := map[string][]string{}
@@ -142,8 +148,8 @@ func (tw *tableWriter) eachManifest(ctx context.Context, current bool, fn func(s
 			return err
 		}
 		for _, m := range ms {
-			keys, ok := keysOf[m.FilePath()]
-			if !ok {
+			keys, seen := keysOf[m.FilePath()]
+			if !seen {
 				uris, err := tw.reader.LivePaths(ctx, m)
 				if err != nil {
 					return err
@@ -158,11 +164,7 @@ func (tw *tableWriter) eachManifest(ctx context.Context, current bool, fn func(s
 				}
 				keysOf[m.FilePath()] = keys
 			}
-			done, err := fn(s, keys)
-			if err != nil {
-				return err
-			}
-			if done {
+			if fn(s, m.FilePath(), keys, !seen) {
 				break
 			}
 		}

@@ -126,7 +126,7 @@ func New(o Options) (*Writer, error) {
 	w.m.filesRemoved = counter("mink.writer.files_removed", "data files removed from snapshots (assembly, expiry, repairs)", "{file}")
 	w.m.records = counter("mink.writer.records_committed", "rows newly committed by append snapshots", "{record}")
 	w.m.assembled = counter("mink.writer.assembled_bytes", "bytes of merged files built by assembly", "By")
-	w.m.repaired = counter("mink.writer.files_repaired", "data files the file servers reported (rebuild differs, offsets gone), by outcome: rebuilt (replaced), emptied (dropped: no row left), expired (left to expiry), intact or stale (report cleared)", "{file}")
+	w.m.repaired = counter("mink.writer.files_repaired", "data files the file servers reported (rebuild differs, offsets gone) and the others of their compacted partitions that did not rebuild as recorded, by outcome: rebuilt (replaced), emptied (dropped: no row left), expired (left to expiry), unreadable (named by older snapshots only, which were expired), intact or stale (report cleared)", "{file}")
 	w.m.collected = counter("mink.writer.collected_rows", "rows deleted by collection, by kind (data_file, meta_file, range)", "{row}")
 	var e1, e2 error
 	w.m.commitTime, e1 = m.Float64Histogram("mink.writer.commit.duration",
