@@ -2,9 +2,10 @@ package objects
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/minkhq/mink/pkg/lease"
@@ -65,11 +66,19 @@ func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]Rec
 // lend one (a *pgxpool.Pool); the connection is closed at the end, not returned to the
 // pool, since it listens.
 func WatchCommits(ctx context.Context, db lease.DB, notify func()) error {
+	return listen(ctx, db, "mink_data_files", func(string) { notify() })
+}
+
+// listen calls notify with the payload of each notification on channel, and with ""
+// once when it starts listening (what was sent before the LISTEN took is found by the
+// look that prompts), until ctx ends or the connection fails: its error. It holds one
+// connection of db, closed at the end.
+func listen(ctx context.Context, db lease.DB, channel string, notify func(payload string)) error {
 	p, ok := db.(interface {
 		Acquire(context.Context) (*pgxpool.Conn, error)
 	})
 	if !ok {
-		return errors.New("watch commits: the database handle lends no connection to listen on")
+		return fmt.Errorf("listen on %s: the database handle lends no connection to listen on", channel)
 	}
 	pc, err := p.Acquire(ctx)
 	if err != nil {
@@ -77,14 +86,15 @@ func WatchCommits(ctx context.Context, db lease.DB, notify func()) error {
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN mink_data_files"); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
-	notify() // what was committed before the LISTEN took is found by the look it prompts
+	notify("")
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		notify()
+		notify(n.Payload)
 	}
 }

@@ -2,6 +2,7 @@ package objects
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,13 +51,32 @@ func recordTail(ctx context.Context, tx pgx.Tx, t Tail, ttl, maxTTL time.Duratio
 		max(1, ttl.Milliseconds()), maxTTL.Milliseconds(), t.Keys)
 }
 
+// problemsChannel is where ReportProblem tells the tables' writers of a report: the
+// payload is the table's id.
+const problemsChannel = "mink_file_problems"
+
 // ReportProblem records that node could not serve key with its recorded bytes, for
-// the table's writer to replace: a report again counts up.
+// the table's writer to replace: a report again counts up. The writer holding the
+// table's lease is told when the report commits (WatchProblems).
 func ReportProblem(ctx context.Context, db lease.DB, key string, table int64, reason, detail, node string) error {
-	_, err := db.Exec(ctx, `INSERT INTO mink_file_problems (key, table_id, reason, detail, reported_by)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (key) DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail,
-			reported_by = EXCLUDED.reported_by, last_seen = now(), reports = mink_file_problems.reports + 1`,
-		key, table, reason, detail, node)
+	_, err := db.Exec(ctx, `WITH r AS (
+			INSERT INTO mink_file_problems (key, table_id, reason, detail, reported_by)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (key) DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail,
+				reported_by = EXCLUDED.reported_by, last_seen = now(), reports = mink_file_problems.reports + 1
+			RETURNING table_id)
+		SELECT pg_notify($6, table_id::text) FROM r`,
+		key, table, reason, detail, node, problemsChannel)
 	return err
+}
+
+// WatchProblems calls notify with a table's id each time a file problem of the table is
+// reported (ReportProblem), and with 0 once when it starts listening (every table:
+// reports made while nobody listened wait), until ctx ends or the connection fails: its
+// error. It holds one connection of db, as WatchCommits does.
+func WatchProblems(ctx context.Context, db lease.DB, notify func(table int64)) error {
+	return listen(ctx, db, problemsChannel, func(payload string) {
+		id, _ := strconv.ParseInt(payload, 10, 64) // "" (listening): 0
+		notify(id)
+	})
 }

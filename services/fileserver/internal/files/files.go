@@ -620,11 +620,14 @@ func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
 			return 0, fmt.Errorf("build %s: %w", r.Key, err)
 		}
 		if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
-			// Only a changed index can do this (a range re-derived after compaction):
-			// never serve other bytes than the manifest describes.
-			return 0, apierr.DataLossErr(fmt.Errorf("%w: delete file %s rebuilt as %d bytes sha256 %s, recorded %d bytes sha256 %s",
-				rangefile.ErrMismatch, r.Key, fs.Size, fs.SHA256, r.Size, r.SHA256),
-				"file %s cannot be served: its bytes differ from the recorded ones", r.Key)
+			// Only a changed index can do this (a range re-derived after compaction, for
+			// the snapshots before it): never serve other bytes than the manifest
+			// describes, and tell the writer, which expires the snapshots naming it.
+			detail := fmt.Sprintf("delete file rebuilt from the index as %d bytes with sha256 %s, but %d bytes with sha256 %s were recorded; its partition's ranges were re-derived since (compaction)",
+				fs.Size, fs.SHA256, r.Size, r.SHA256)
+			err := replacing(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail), "the index of its records changed since (compaction)")
+			s.reportProblem(r, "", "mismatch", detail, err) // the log names the table by id
+			return 0, err
 		}
 		return fs.Size, nil
 	})
@@ -681,9 +684,8 @@ func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error 
 		if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
 			detail := fmt.Sprintf("rebuilt from topic %q partition %d offsets [%d, %d) it is %d bytes with sha256 %s, but %d bytes with sha256 %s were recorded; Kafka no longer yields the indexed records (compacted or rewritten?)",
 				t.Topic, r.Partition, r.Start, r.End, fs.Size, fs.SHA256, r.Size, r.SHA256)
-			err := apierr.DataLossErr(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail),
-				"file %s cannot be served: its bytes differ from the recorded ones; it is reported for replacement", r.Key)
-			s.reportProblem(t, r, "mismatch", detail, err)
+			err := replacing(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail), "Kafka no longer yields the records it was built from (compaction)")
+			s.reportProblem(r, t.FullName(), "mismatch", detail, err)
 			return 0, err
 		}
 		return fs.Size, nil
@@ -728,8 +730,8 @@ func (s *Store) buildErr(ctx context.Context, t tables.Table, r objects.Record, 
 	switch {
 	case errors.Is(err, kafkasrc.ErrOffsetsGone):
 		detail := where + " are no longer in Kafka (retention or deleted records)"
-		e := apierr.DataLossErr(err, "file %s cannot be built: %s; it is reported for replacement", r.Key, detail)
-		s.reportProblem(t, r, "offsets_gone", detail, e)
+		e := replacing(fmt.Errorf("%s: %w", detail, err), "Kafka no longer holds the records it was built from (retention)")
+		s.reportProblem(r, t.FullName(), "offsets_gone", detail, e)
 		return e
 	case errors.Is(err, kafkasrc.ErrUnavailable), errors.Is(err, kafkasrc.ErrUnknownTopic), errors.Is(err, kafkasrc.ErrNotStable):
 		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s from %s: kafka is unavailable", r.Key, where)
@@ -745,16 +747,23 @@ func (s *Store) buildErr(ctx context.Context, t tables.Table, r objects.Record, 
 	return fmt.Errorf("build %s from %s: %w", r.Key, where, err)
 }
 
+// replacing is the error of a file that Kafka no longer yields as recorded, why saying
+// so in a client's words: retryable (apierr.DataLossErr), as the writer replaces the file
+// at once. Nothing of the file (key, offsets, digests) is in what clients are told.
+func replacing(cause error, why string) error {
+	return apierr.DataLossErr(cause, "the file cannot be served now: %s; the table's writer is replacing it: retry, or load the table again", why)
+}
+
 // reportProblem reports a file that cannot be served with its recorded bytes, so that the
 // table's writer replaces it: an error log line, a metric, and a row in
-// mink_file_problems. The error is also remembered for ProblemTTL so that retries do not
-// each rebuild the file.
-func (s *Store) reportProblem(t tables.Table, r objects.Record, reason, detail string, err error) {
+// mink_file_problems, which notifies the writer. The error is also remembered for
+// ProblemTTL so that retries do not each rebuild the file.
+func (s *Store) reportProblem(r objects.Record, table, reason, detail string, err error) {
 	s.mu.Lock()
 	s.problems[r.Key] = problem{err: err, until: time.Now().Add(s.o.ProblemTTL)}
 	s.mu.Unlock()
 	s.log.Error("file cannot be served with its recorded bytes; reported for replacement",
-		"key", r.Key, "table", t.FullName(), "table_id", r.TableID, "partition", r.Partition,
+		"key", r.Key, "table", table, "table_id", r.TableID, "partition", r.Partition,
 		"start_offset", r.Start, "end_offset", r.End, "reason", reason, "detail", detail)
 	ctx, cancel := context.WithTimeout(s.base, s.o.LookupTimeout)
 	defer cancel()

@@ -56,7 +56,13 @@ type tableWriter struct {
 	assemblyDue  bool // files came or went since the last round was planned
 	assemblyDone chan []merge
 	repairing    bool
+	repairDue    bool // a file problem was reported, or files left to check, since the round began
 	repairDone   chan []repair
+	reported     <-chan struct{}                 // a file server reported a problem of the table (WatchProblems)
+	suspects     map[int32]bool                  // partitions Kafka compacted whose files are still to check
+	verified     map[string]int32                // suspect files that rebuilt as recorded, and their partitions
+	older        map[string]icebergmeta.DataFile // rows of files only older snapshots name (olderFiles)
+	expiredBelow map[int32]int64                 // the log starts below which snapshots were last expired
 	wg           sync.WaitGroup
 	pending      pendingDeletes // of the change being committed (upsert tables)
 }
@@ -74,7 +80,7 @@ type state struct {
 
 // open loads the table and its current metadata, creating the first metadata (no
 // snapshot: an empty table that loads) if there is none yet.
-func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*tableWriter, error) {
+func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger, reported <-chan struct{}) (*tableWriter, error) {
 	tbl, err := tables.GetByID(ctx, w.db, l.Table)
 	if err != nil {
 		if apierr.Classify(err) == apierr.NotFound {
@@ -94,6 +100,11 @@ func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*ta
 		logStart:     map[int32]int64{},
 		assemblyDone: make(chan []merge, 1),
 		repairDone:   make(chan []repair, 1),
+		reported:     reported,
+		suspects:     map[int32]bool{},
+		verified:     map[string]int32{},
+		older:        map[string]icebergmeta.DataFile{},
+		expiredBelow: map[int32]int64{},
 	}
 	// The series exists from the lease's start, so that increase() over a window counts
 	// this node's first commit too (alerts on a table that stopped committing use it).
@@ -266,6 +277,17 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 		case rs := <-tw.repairDone:
 			tw.repairing = false
 			if err := tw.commitRepairs(ctx, rs); err != nil {
+				return err
+			}
+			if tw.repairDue {
+				if err := tw.startRepairs(ctx); err != nil {
+					return err
+				}
+			}
+		case <-tw.reported:
+			// At once, not at the next maintenance: reads of the file answer 503 until
+			// the repair.
+			if err := tw.startRepairs(ctx); err != nil {
 				return err
 			}
 		case <-tick.C:
@@ -457,10 +479,11 @@ func fromRange(t tables.Table, r ranges.Range) icebergmeta.DataFile {
 
 // store makes res current in one transaction under the writer lease: the data files it
 // adds (rows for the file servers), its metadata files, the deletion of the file
-// problems reported for the files it removes (no longer the current snapshot's), and the
+// problems reported for the files it removes (no longer the current snapshot's) and of
+// those resolved (files of the snapshots it expires), and the
 // compare-and-set of the commit pointer from res.Version-1 to res.Version. Either all of
 // it happens or none.
-func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Result, add, remove []icebergmeta.DataFile) error {
+func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Result, add, remove []icebergmeta.DataFile, resolved ...string) error {
 	if tw.w.beforeStore != nil {
 		tw.w.beforeStore(ctx, op)
 	}
@@ -477,7 +500,7 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 	}
 	began := time.Now()
 	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: keysOf(remove), Rederived: pending.ranges,
+		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: append(keysOf(remove), resolved...), Rederived: pending.ranges,
 			Key: res.Key, Version: res.Version, SnapshotID: snapID})
 		if errors.Is(err, store.ErrStale) {
 			return fmt.Errorf("%w: version %d is no longer current", ErrConflict, res.Version-1)
