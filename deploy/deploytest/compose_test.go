@@ -352,6 +352,7 @@ func TestCompose(t *testing.T) {
 			continue
 		}
 		files := authFile.in(s)
+		checkNoSecretArgs(t, where+": entrypoint and command", p, append(slices.Clone(s.Entrypoint), s.Command...))
 		cfg, envOK := checkEnv(t, root, where+".environment", p, s.Environment, files)
 		if p.role == "" {
 			if hasTableCreate(s) {

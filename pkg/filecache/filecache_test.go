@@ -225,3 +225,35 @@ func TestConcurrent(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// The cache holds table data: its folder and files are the file server's user's alone,
+// and a cache an older version left open to others is made private when opened.
+func TestCacheIsPrivate(t *testing.T) {
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	dir := filepath.Join(root, "cache", "fs-1")
+	c, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, "ns/t/data/a.parquet", []byte("rows"))
+	private := func(when string) {
+		t.Helper()
+		for _, p := range []string{filepath.Join(root, "cache"), dir, filepath.Join(dir, fileName("ns/t/data/a.parquet"))} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s: %s has mode %04o, open to other users", when, p, fi.Mode().Perm())
+			}
+		}
+	}
+	private("new cache")
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Join(dir, fileName("ns/t/data/a.parquet")), 0o644)
+	if _, err := Open(dir, 1<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	private("reopened")
+}
