@@ -38,6 +38,9 @@ type Entry struct {
 	Size         int64     `json:"size"`
 	ETag         string    `json:"etag"` // as sent in HTTP, quoted
 	LastModified time.Time `json:"last_modified"`
+	// TableID is the table the file belongs to (0: not recorded, by an older version), so
+	// that the files of a dropped table are known without asking Postgres.
+	TableID int64 `json:"table_id,omitempty"`
 }
 
 // ErrNoSpace: the reservation cannot fit, even after evicting every committed file,
@@ -264,6 +267,21 @@ func (c *Cache) Remove(key string) {
 		c.removeLocked(el)
 		os.Remove(filepath.Join(c.dir, fileName(key)))
 	}
+}
+
+// RemoveFunc evicts every cached file whose entry match says so, and returns how many.
+func (c *Cache) RemoveFunc(match func(Entry) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for key, el := range c.entries {
+		if match(el.Value.(*item).Entry) {
+			c.removeLocked(el)
+			os.Remove(filepath.Join(c.dir, fileName(key)))
+			n++
+		}
+	}
+	return n
 }
 
 func (c *Cache) removeLocked(el *list.Element) {

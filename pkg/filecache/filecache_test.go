@@ -257,3 +257,44 @@ func TestCacheIsPrivate(t *testing.T) {
 	}
 	private("reopened")
 }
+
+// RemoveFunc evicts by entry (the files of one table), and a table id survives a restart.
+func TestRemoveFunc(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"ns/a/1", "ns/a/2", "ns/b/1"} {
+		p, err := c.Create(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Write([]byte("abc"))
+		table := int64(7)
+		if i == 2 {
+			table = 8
+		}
+		if err := p.Commit(Entry{Key: key, Size: 3, ETag: `"x"`, TableID: table}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err = Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := c.Get("ns/b/1"); !ok || f.TableID != 8 {
+		t.Fatalf("after a restart: %+v %v", f, ok)
+	} else {
+		f.Close()
+	}
+	if n := c.RemoveFunc(func(e Entry) bool { return e.TableID == 7 }); n != 2 {
+		t.Errorf("removed %d, want 2", n)
+	}
+	if c.Contains("ns/a/1") || c.Contains("ns/a/2") || !c.Contains("ns/b/1") || c.Stats().Files != 1 {
+		t.Errorf("after RemoveFunc: %+v", c.Stats())
+	}
+	if _, err := os.Stat(filepath.Join(dir, fileName("ns/a/1"))); !os.IsNotExist(err) {
+		t.Errorf("the file of a removed entry is still on disk: %v", err)
+	}
+}

@@ -441,3 +441,42 @@ func Namespaces(ctx context.Context, db lease.DB) ([]string, error) {
 	sort.Strings(ns)
 	return ns, err
 }
+
+// Channel is the Postgres notification channel told of every table created or dropped
+// (migration 0016), so file servers refresh Live at once.
+const Channel = "mink_tables"
+
+// LiveSet is the tables that exist at one moment: their ids, and the highest id handed out
+// by then. An id at or below Upto that is not in IDs is of a table dropped by then (or, for
+// an instant, of one whose creation had not committed).
+type LiveSet struct {
+	IDs  map[int64]bool
+	Upto int64
+}
+
+// Live reads which tables exist now.
+func Live(ctx context.Context, db lease.DB) (LiveSet, error) {
+	s := LiveSet{IDs: map[int64]bool{}}
+	var ids []int64
+	err := db.QueryRow(ctx, `SELECT coalesce((SELECT array_agg(id) FROM mink_tables), '{}'),
+		coalesce(pg_sequence_last_value(pg_get_serial_sequence('mink_tables', 'id')::regclass), 0)`).Scan(&ids, &s.Upto)
+	if err != nil {
+		return LiveSet{}, err
+	}
+	for _, id := range ids {
+		s.IDs[id] = true
+		s.Upto = max(s.Upto, id)
+	}
+	return s, nil
+}
+
+// Exists reports whether table id exists now.
+func Exists(ctx context.Context, db lease.DB, id int64) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mink_tables WHERE id = $1)`, id).Scan(&ok)
+	return ok, err
+}
+
+// Gone reports whether the table id did not exist when s was read though it had been
+// created: dropped.
+func (s LiveSet) Gone(id int64) bool { return id <= s.Upto && !s.IDs[id] }
