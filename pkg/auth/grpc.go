@@ -74,6 +74,7 @@ var methodAccess = map[string]Access{
 	adminv1.AdminService_CreateTable_FullMethodName:   AccessAdmin,
 	adminv1.AdminService_DropTable_FullMethodName:     AccessAdmin,
 	adminv1.AdminService_AlterTable_FullMethodName:    AccessAdmin,
+	adminv1.AdminService_ResetTable_FullMethodName:    AccessAdmin,
 }
 
 // Policy is what the gRPC method fullMethod ("/package.Service/Method") needs.

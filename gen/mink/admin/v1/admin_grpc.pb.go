@@ -44,6 +44,7 @@ const (
 	AdminService_ListTables_FullMethodName    = "/mink.admin.v1.AdminService/ListTables"
 	AdminService_DescribeTable_FullMethodName = "/mink.admin.v1.AdminService/DescribeTable"
 	AdminService_AlterTable_FullMethodName    = "/mink.admin.v1.AdminService/AlterTable"
+	AdminService_ResetTable_FullMethodName    = "/mink.admin.v1.AdminService/ResetTable"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -71,6 +72,13 @@ type AdminServiceClient interface {
 	// Changes a table: a JSON table's declared columns (each change keeps every Iceberg
 	// field id), and any table's properties. The writer commits the new schema.
 	AlterTable(ctx context.Context, in *AlterTableRequest, opts ...grpc.CallOption) (*AlterTableResponse, error)
+	// Starts a table over from its topic as Kafka has it now: for a table whose topic was
+	// deleted and created again (DescribeTable's topic_state TOPIC_STATE_RECREATED), which is
+	// not served until then. The table keeps its name, topic, columns, current schema and
+	// properties, and gets a new id: its index, files and snapshots start afresh from the
+	// topic's first offset, and what it held of the old topic is no longer served.
+	// FAILED_PRECONDITION when the topic does not exist.
+	ResetTable(ctx context.Context, in *ResetTableRequest, opts ...grpc.CallOption) (*ResetTableResponse, error)
 }
 
 type adminServiceClient struct {
@@ -181,6 +189,16 @@ func (c *adminServiceClient) AlterTable(ctx context.Context, in *AlterTableReque
 	return out, nil
 }
 
+func (c *adminServiceClient) ResetTable(ctx context.Context, in *ResetTableRequest, opts ...grpc.CallOption) (*ResetTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetTableResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResetTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -206,6 +224,13 @@ type AdminServiceServer interface {
 	// Changes a table: a JSON table's declared columns (each change keeps every Iceberg
 	// field id), and any table's properties. The writer commits the new schema.
 	AlterTable(context.Context, *AlterTableRequest) (*AlterTableResponse, error)
+	// Starts a table over from its topic as Kafka has it now: for a table whose topic was
+	// deleted and created again (DescribeTable's topic_state TOPIC_STATE_RECREATED), which is
+	// not served until then. The table keeps its name, topic, columns, current schema and
+	// properties, and gets a new id: its index, files and snapshots start afresh from the
+	// topic's first offset, and what it held of the old topic is no longer served.
+	// FAILED_PRECONDITION when the topic does not exist.
+	ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -245,6 +270,9 @@ func (UnimplementedAdminServiceServer) DescribeTable(context.Context, *DescribeT
 }
 func (UnimplementedAdminServiceServer) AlterTable(context.Context, *AlterTableRequest) (*AlterTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AlterTable not implemented")
+}
+func (UnimplementedAdminServiceServer) ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetTable not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -447,6 +475,24 @@ func _AdminService_AlterTable_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ResetTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResetTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResetTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResetTable(ctx, req.(*ResetTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -493,6 +539,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AlterTable",
 			Handler:    _AdminService_AlterTable_Handler,
+		},
+		{
+			MethodName: "ResetTable",
+			Handler:    _AdminService_ResetTable_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -680,6 +680,13 @@ func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error 
 		s.met.buildFailed(ctx, "data", reasonOf(err))
 		return err
 	}
+	if t.TopicLost != "" {
+		// Its topic was created again: Kafka holds other records at these offsets, so a
+		// build would only find bytes that differ (and report them for repair).
+		err := tables.TopicLostError(t, t.TopicLost)
+		s.met.buildFailed(ctx, "data", reasonOf(err))
+		return err
+	}
 	var settings parquetbuild.Settings
 	if err := json.Unmarshal(r.Settings, &settings); err != nil {
 		err = fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
