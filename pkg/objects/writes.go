@@ -75,8 +75,8 @@ func ReportProblem(ctx context.Context, db lease.DB, key string, table int64, re
 // reports made while nobody listened wait), until ctx ends or the connection fails: its
 // error. It holds one connection of db, as WatchCommits does.
 func WatchProblems(ctx context.Context, db lease.DB, notify func(table int64)) error {
-	return listen(ctx, db, problemsChannel, func(payload string) {
+	return Listen(ctx, db, func(_, payload string) {
 		id, _ := strconv.ParseInt(payload, 10, 64) // "" (listening): 0
 		notify(id)
-	})
+	}, problemsChannel)
 }

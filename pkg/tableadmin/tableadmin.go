@@ -127,13 +127,14 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	n, err := s.Kafka.Partitions(ctx, t.Topic)
+	id, n, err := s.Kafka.Topic(ctx, t.Topic)
 	if errors.Is(err, kafkasrc.ErrUnknownTopic) {
 		return nil, noTopic(t.Topic)
 	}
 	if err != nil {
 		return nil, kafkaErr(err)
 	}
+	t.TopicID = id.String()
 	var fields []iceberg.NestedField
 	var schemas []tables.RegistrySchema
 	if spec.Value != nil || spec.Key != nil {
@@ -290,6 +291,34 @@ func (s *Service) DropTable(ctx context.Context, req *adminv1.DropTableRequest) 
 	return &adminv1.DropTableResponse{}, nil
 }
 
+// ResetTable starts a table over from its topic as Kafka has it now (tables.Reset): what
+// an admin does once the topic was deleted and created again.
+func (s *Service) ResetTable(ctx context.Context, req *adminv1.ResetTableRequest) (*adminv1.ResetTableResponse, error) {
+	if req.GetName() == "" {
+		return nil, apierr.Invalid("name", "table name is empty")
+	}
+	t, err := tables.Get(ctx, s.DB, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	id, n, err := s.Kafka.Topic(ctx, t.Topic)
+	if errors.Is(err, kafkasrc.ErrUnknownTopic) {
+		return nil, apierr.New(apierr.FailedPrecondition, "table %s cannot be reset: its topic %q does not exist in Kafka; create it, or drop the table", t.FullName(), t.Topic)
+	}
+	if err != nil {
+		return nil, kafkaErr(err)
+	}
+	reset, err := tables.Reset(ctx, s.DB, t.Namespace, t.Name, id.String(), n)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.toProto(ctx, reset)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ResetTableResponse{Table: out}, nil
+}
+
 // ListTables lists tables, of one namespace or all: those the caller (auth.FromContext)
 // may read.
 func (s *Service) ListTables(ctx context.Context, req *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
@@ -349,16 +378,19 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 		}
 	}
 	hwm := map[int32]int64{}
-	if offs, err := s.Kafka.Offsets(ctx, t.Topic); err == nil {
-		for _, o := range offs {
-			hwm[o.Partition] = o.HighWatermark
-		}
+	topicID, offs, kerr := s.Kafka.TopicOffsets(ctx, t.Topic)
+	for _, o := range offs {
+		hwm[o.Partition] = o.HighWatermark
 	}
 	out, err := s.toProto(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	resp := &adminv1.DescribeTableResponse{Table: out}
+	resp.TopicState, resp.TopicError = topicState(t, topicID, hwm, ps, kerr)
+	if t.TopicLost != "" {
+		resp.TopicErrorSince = timestamppb.New(t.TopicLostAt)
+	}
 	for _, p := range ps {
 		st := &adminv1.PartitionStatus{Partition: p.Partition, IndexedEndOffset: p.IndexedEnd, RangeCount: p.Ranges,
 			HighWatermark: -1, LagRecords: -1, Holder: holders[p.Partition].Holder, Epoch: holders[p.Partition].Epoch}
@@ -393,6 +425,31 @@ func tableNames(ns, name string) error {
 	return names.Check("name", names.Table, name)
 }
 
+// topicState says whether the topic in Kafka (its id and high watermarks, or kerr) is the
+// one the table indexed, and if not, why and what to do.
+func topicState(t tables.Table, id kafkasrc.TopicID, hwm map[int32]int64, ps []ranges.Partition, kerr error) (adminv1.TopicState, string) {
+	reset := fmt.Sprintf("; the table is not served or indexed until an admin resets it (minkctl table reset %s): it then indexes the topic as it is now, from its first offset", t.FullName())
+	if t.TopicLost != "" {
+		return adminv1.TopicState_TOPIC_STATE_RECREATED, t.TopicLost + reset
+	}
+	switch {
+	case errors.Is(kerr, kafkasrc.ErrUnknownTopic):
+		return adminv1.TopicState_TOPIC_STATE_DELETED, fmt.Sprintf("topic %q does not exist in Kafka: it was deleted, and with it the table's rows; indexing is paused and live loads fail until it exists again, and a topic created anew under that name needs the table reset (minkctl table reset %s)", t.Topic, t.FullName())
+	case kerr != nil:
+		return adminv1.TopicState_TOPIC_STATE_UNREACHABLE, fmt.Sprintf("topic %q: Kafka did not answer: the high watermarks and lag are unknown", t.Topic)
+	}
+	indexed := map[int32]int64{}
+	for _, p := range ps {
+		if p.Indexed {
+			indexed[p.Partition] = p.IndexedEnd
+		}
+	}
+	if why := tables.TopicChanged(t, id.String(), hwm, indexed); why != "" {
+		return adminv1.TopicState_TOPIC_STATE_RECREATED, why + reset
+	}
+	return adminv1.TopicState_TOPIC_STATE_OK, ""
+}
+
 func kafkaErr(err error) error {
 	if errors.Is(err, kafkasrc.ErrUnavailable) {
 		return apierr.UnavailableErr("kafka", err)
@@ -404,7 +461,7 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 	out := &adminv1.Table{Id: t.ID, Namespace: t.Namespace, Name: t.Name, Topic: t.Topic,
 		Properties: t.Properties, Partitions: t.Partitions, CreatedAt: timestamppb.New(t.CreatedAt),
 		Format: formatProto(t.Spec.Format), Value: decodingProto(t.Spec.Value), Key: decodingProto(t.Spec.Key),
-		SchemaVersion: int32(t.Version), Mode: modeProto(t.Mode)}
+		SchemaVersion: int32(t.Version), Mode: modeProto(t.Mode), TopicId: t.TopicID}
 	for _, c := range t.Spec.Columns {
 		out.Columns = append(out.Columns, &adminv1.Column{Name: c.Name, Type: c.Type, Required: c.Required, JsonPath: c.JSONPath})
 	}

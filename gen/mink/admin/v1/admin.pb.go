@@ -316,6 +316,68 @@ func (SchemaMode) EnumDescriptor() ([]byte, []int) {
 	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
+// The table's topic as Kafka has it, against the one the table indexed.
+type TopicState int32
+
+const (
+	TopicState_TOPIC_STATE_UNSPECIFIED TopicState = 0
+	// The topic the table indexed.
+	TopicState_TOPIC_STATE_OK TopicState = 1
+	// The topic does not exist: deleted. Indexing is paused and live loads fail, naming it.
+	TopicState_TOPIC_STATE_DELETED TopicState = 2
+	// The topic was deleted and created again (another Kafka topic id), or truncated below
+	// the indexed offsets: the table's rows are no longer in Kafka. The table is neither
+	// loaded nor indexed until ResetTable.
+	TopicState_TOPIC_STATE_RECREATED TopicState = 3
+	// Kafka did not answer: the state is not known.
+	TopicState_TOPIC_STATE_UNREACHABLE TopicState = 4
+)
+
+// Enum value maps for TopicState.
+var (
+	TopicState_name = map[int32]string{
+		0: "TOPIC_STATE_UNSPECIFIED",
+		1: "TOPIC_STATE_OK",
+		2: "TOPIC_STATE_DELETED",
+		3: "TOPIC_STATE_RECREATED",
+		4: "TOPIC_STATE_UNREACHABLE",
+	}
+	TopicState_value = map[string]int32{
+		"TOPIC_STATE_UNSPECIFIED": 0,
+		"TOPIC_STATE_OK":          1,
+		"TOPIC_STATE_DELETED":     2,
+		"TOPIC_STATE_RECREATED":   3,
+		"TOPIC_STATE_UNREACHABLE": 4,
+	}
+)
+
+func (x TopicState) Enum() *TopicState {
+	p := new(TopicState)
+	*p = x
+	return p
+}
+
+func (x TopicState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TopicState) Descriptor() protoreflect.EnumDescriptor {
+	return file_mink_admin_v1_admin_proto_enumTypes[5].Descriptor()
+}
+
+func (TopicState) Type() protoreflect.EnumType {
+	return &file_mink_admin_v1_admin_proto_enumTypes[5]
+}
+
+func (x TopicState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TopicState.Descriptor instead.
+func (TopicState) EnumDescriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
 // One lease. holder is empty and expires_at unset when the lease is free.
 type Lease struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1442,8 +1504,11 @@ type Table struct {
 	SchemaVersion int32 `protobuf:"varint,12,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	SchemaId      int32 `protobuf:"varint,13,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
 	// Every top-level column of the current schema, the Kafka columns included.
-	Schema        []*SchemaColumn `protobuf:"bytes,14,rep,name=schema,proto3" json:"schema,omitempty"`
-	Mode          TableMode       `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
+	Schema []*SchemaColumn `protobuf:"bytes,14,rep,name=schema,proto3" json:"schema,omitempty"`
+	Mode   TableMode       `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
+	// The Kafka topic id of the topic's incarnation the table indexes (as Kafka's tools
+	// print it); empty until known.
+	TopicId       string `protobuf:"bytes,16,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1581,6 +1646,13 @@ func (x *Table) GetMode() TableMode {
 		return x.Mode
 	}
 	return TableMode_TABLE_MODE_UNSPECIFIED
+}
+
+func (x *Table) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 type CreateTableRequest struct {
@@ -2173,11 +2245,17 @@ func (x *PartitionStatus) GetIndexErrorSince() *timestamppb.Timestamp {
 }
 
 type DescribeTableResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	Partitions    []*PartitionStatus     `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Table      *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Partitions []*PartitionStatus     `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Whether the topic in Kafka is still the one the table indexed.
+	TopicState TopicState `protobuf:"varint,3,opt,name=topic_state,json=topicState,proto3,enum=mink.admin.v1.TopicState" json:"topic_state,omitempty"`
+	// Why not, naming the topic, and what to do; empty with TOPIC_STATE_OK.
+	TopicError string `protobuf:"bytes,4,opt,name=topic_error,json=topicError,proto3" json:"topic_error,omitempty"`
+	// Since when the table's topic is known lost (TOPIC_STATE_RECREATED, once recorded).
+	TopicErrorSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=topic_error_since,json=topicErrorSince,proto3" json:"topic_error_since,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeTableResponse) Reset() {
@@ -2220,6 +2298,27 @@ func (x *DescribeTableResponse) GetTable() *Table {
 func (x *DescribeTableResponse) GetPartitions() []*PartitionStatus {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetTopicState() TopicState {
+	if x != nil {
+		return x.TopicState
+	}
+	return TopicState_TOPIC_STATE_UNSPECIFIED
+}
+
+func (x *DescribeTableResponse) GetTopicError() string {
+	if x != nil {
+		return x.TopicError
+	}
+	return ""
+}
+
+func (x *DescribeTableResponse) GetTopicErrorSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TopicErrorSince
 	}
 	return nil
 }
@@ -2449,6 +2548,112 @@ func (x *RenameColumn) GetNewName() string {
 	return ""
 }
 
+type ResetTableRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// "default" when empty.
+	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetTableRequest) Reset() {
+	*x = ResetTableRequest{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetTableRequest) ProtoMessage() {}
+
+func (x *ResetTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetTableRequest.ProtoReflect.Descriptor instead.
+func (*ResetTableRequest) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResetTableRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ResetTableRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ResetTableRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResetTableResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The table as it starts over: its new id, the topic's current id and partitions.
+	Table         *Table `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetTableResponse) Reset() {
+	*x = ResetTableResponse{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetTableResponse) ProtoMessage() {}
+
+func (x *ResetTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetTableResponse.ProtoReflect.Descriptor instead.
+func (*ResetTableResponse) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ResetTableResponse) GetTable() *Table {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
 type AlterTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -2466,7 +2671,7 @@ type AlterTableRequest struct {
 
 func (x *AlterTableRequest) Reset() {
 	*x = AlterTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2683,7 @@ func (x *AlterTableRequest) String() string {
 func (*AlterTableRequest) ProtoMessage() {}
 
 func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2696,7 @@ func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableRequest.ProtoReflect.Descriptor instead.
 func (*AlterTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AlterTableRequest) GetNode() string {
@@ -2545,7 +2750,7 @@ type AlterTableResponse struct {
 
 func (x *AlterTableResponse) Reset() {
 	*x = AlterTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2762,7 @@ func (x *AlterTableResponse) String() string {
 func (*AlterTableResponse) ProtoMessage() {}
 
 func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2775,7 @@ func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableResponse.ProtoReflect.Descriptor instead.
 func (*AlterTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AlterTableResponse) GetTable() *Table {
@@ -2593,7 +2798,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2810,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2823,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Topic) GetName() string {
@@ -2657,7 +2862,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2874,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2887,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateTopicRequest) GetNode() string {
@@ -2722,7 +2927,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +2939,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +2952,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateTopicResponse) GetTopic() *Topic {
@@ -2766,7 +2971,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2983,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2996,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListTopicsRequest) GetNode() string {
@@ -2810,7 +3015,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +3027,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +3040,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -2950,7 +3155,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\fSchemaColumn\x12\x19\n" +
 	"\bfield_id\x18\x01 \x01(\x05R\afieldId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\xb6\x05\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\xd1\x05\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2972,7 +3177,8 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eschema_version\x18\f \x01(\x05R\rschemaVersion\x12\x1b\n" +
 	"\tschema_id\x18\r \x01(\x05R\bschemaId\x123\n" +
 	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x12,\n" +
-	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x1a=\n" +
+	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x12\x19\n" +
+	"\btopic_id\x18\x10 \x01(\tR\atopicId\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x05\n" +
@@ -3031,12 +3237,17 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\vindex_error\x18\t \x01(\tR\n" +
 	"indexError\x12F\n" +
 	"\x11index_error_since\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x0findexErrorSince\"\x83\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0findexErrorSince\"\xa8\x02\n" +
 	"\x15DescribeTableResponse\x12*\n" +
 	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\x12>\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1e.mink.admin.v1.PartitionStatusR\n" +
-	"partitions\"\xd5\x01\n" +
+	"partitions\x12:\n" +
+	"\vtopic_state\x18\x03 \x01(\x0e2\x19.mink.admin.v1.TopicStateR\n" +
+	"topicState\x12\x1f\n" +
+	"\vtopic_error\x18\x04 \x01(\tR\n" +
+	"topicError\x12F\n" +
+	"\x11topic_error_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ftopicErrorSince\"\xd5\x01\n" +
 	"\fColumnChange\x12)\n" +
 	"\x03add\x18\x01 \x01(\v2\x15.mink.admin.v1.ColumnH\x00R\x03add\x122\n" +
 	"\x05widen\x18\x02 \x01(\v2\x1a.mink.admin.v1.WidenColumnH\x00R\x05widen\x12%\n" +
@@ -3048,7 +3259,13 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x04type\x18\x02 \x01(\tR\x04type\"=\n" +
 	"\fRenameColumn\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
-	"\bnew_name\x18\x02 \x01(\tR\anewName\"\xdb\x02\n" +
+	"\bnew_name\x18\x02 \x01(\tR\anewName\"Y\n" +
+	"\x11ResetTableRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"@\n" +
+	"\x12ResetTableResponse\x12*\n" +
+	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\"\xdb\x02\n" +
 	"\x11AlterTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3104,7 +3321,14 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"SchemaMode\x12\x1b\n" +
 	"\x17SCHEMA_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SCHEMA_MODE_PREFIX\x10\x01\x12\x16\n" +
-	"\x12SCHEMA_MODE_LATEST\x10\x022\xf8\a\n" +
+	"\x12SCHEMA_MODE_LATEST\x10\x02*\x8e\x01\n" +
+	"\n" +
+	"TopicState\x12\x1b\n" +
+	"\x17TOPIC_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eTOPIC_STATE_OK\x10\x01\x12\x17\n" +
+	"\x13TOPIC_STATE_DELETED\x10\x02\x12\x19\n" +
+	"\x15TOPIC_STATE_RECREATED\x10\x03\x12\x1b\n" +
+	"\x17TOPIC_STATE_UNREACHABLE\x10\x042\xcb\b\n" +
 	"\fAdminService\x12N\n" +
 	"\tGetStatus\x12\x1f.mink.admin.v1.GetStatusRequest\x1a .mink.admin.v1.GetStatusResponse\x12N\n" +
 	"\tListNodes\x12\x1f.mink.admin.v1.ListNodesRequest\x1a .mink.admin.v1.ListNodesResponse\x12Q\n" +
@@ -3121,7 +3345,9 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"AlterTable\x12 .mink.admin.v1.AlterTableRequest\x1a!.mink.admin.v1.AlterTableResponse\x12T\n" +
 	"\vCreateTopic\x12!.mink.admin.v1.CreateTopicRequest\x1a\".mink.admin.v1.CreateTopicResponse\x12Q\n" +
 	"\n" +
-	"ListTopics\x12 .mink.admin.v1.ListTopicsRequest\x1a!.mink.admin.v1.ListTopicsResponseB\xa7\x01\n" +
+	"ListTopics\x12 .mink.admin.v1.ListTopicsRequest\x1a!.mink.admin.v1.ListTopicsResponse\x12Q\n" +
+	"\n" +
+	"ResetTable\x12 .mink.admin.v1.ResetTableRequest\x1a!.mink.admin.v1.ResetTableResponseB\xa7\x01\n" +
 	"\x11com.mink.admin.v1B\n" +
 	"AdminProtoP\x01Z0github.com/minkhq/mink/gen/mink/admin/v1;adminv1\xa2\x02\x03MAX\xaa\x02\rMink.Admin.V1\xca\x02\rMink\\Admin\\V1\xe2\x02\x19Mink\\Admin\\V1\\GPBMetadata\xea\x02\x0fMink::Admin::V1b\x06proto3"
 
@@ -3137,137 +3363,145 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_mink_admin_v1_admin_proto_rawDescData
 }
 
-var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
 	(RecordFormat)(0),             // 2: mink.admin.v1.RecordFormat
 	(TableMode)(0),                // 3: mink.admin.v1.TableMode
 	(SchemaMode)(0),               // 4: mink.admin.v1.SchemaMode
-	(*Lease)(nil),                 // 5: mink.admin.v1.Lease
-	(*LeaseStats)(nil),            // 6: mink.admin.v1.LeaseStats
-	(*Node)(nil),                  // 7: mink.admin.v1.Node
-	(*GetStatusRequest)(nil),      // 8: mink.admin.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 9: mink.admin.v1.GetStatusResponse
-	(*ListNodesRequest)(nil),      // 10: mink.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 11: mink.admin.v1.ListNodesResponse
-	(*ListLeasesRequest)(nil),     // 12: mink.admin.v1.ListLeasesRequest
-	(*ListLeasesResponse)(nil),    // 13: mink.admin.v1.ListLeasesResponse
-	(*DrainNodeRequest)(nil),      // 14: mink.admin.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),     // 15: mink.admin.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),    // 16: mink.admin.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),   // 17: mink.admin.v1.UndrainNodeResponse
-	(*Column)(nil),                // 18: mink.admin.v1.Column
-	(*RegistryDecoding)(nil),      // 19: mink.admin.v1.RegistryDecoding
-	(*SchemaColumn)(nil),          // 20: mink.admin.v1.SchemaColumn
-	(*Table)(nil),                 // 21: mink.admin.v1.Table
-	(*CreateTableRequest)(nil),    // 22: mink.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 23: mink.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),      // 24: mink.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 25: mink.admin.v1.DropTableResponse
-	(*ListTablesRequest)(nil),     // 26: mink.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 27: mink.admin.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 28: mink.admin.v1.DescribeTableRequest
-	(*PartitionStatus)(nil),       // 29: mink.admin.v1.PartitionStatus
-	(*DescribeTableResponse)(nil), // 30: mink.admin.v1.DescribeTableResponse
-	(*ColumnChange)(nil),          // 31: mink.admin.v1.ColumnChange
-	(*WidenColumn)(nil),           // 32: mink.admin.v1.WidenColumn
-	(*RenameColumn)(nil),          // 33: mink.admin.v1.RenameColumn
-	(*AlterTableRequest)(nil),     // 34: mink.admin.v1.AlterTableRequest
-	(*AlterTableResponse)(nil),    // 35: mink.admin.v1.AlterTableResponse
-	(*Topic)(nil),                 // 36: mink.admin.v1.Topic
-	(*CreateTopicRequest)(nil),    // 37: mink.admin.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 38: mink.admin.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),     // 39: mink.admin.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 40: mink.admin.v1.ListTopicsResponse
-	nil,                           // 41: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 42: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 43: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 44: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 45: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	nil,                           // 46: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
+	(TopicState)(0),               // 5: mink.admin.v1.TopicState
+	(*Lease)(nil),                 // 6: mink.admin.v1.Lease
+	(*LeaseStats)(nil),            // 7: mink.admin.v1.LeaseStats
+	(*Node)(nil),                  // 8: mink.admin.v1.Node
+	(*GetStatusRequest)(nil),      // 9: mink.admin.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 10: mink.admin.v1.GetStatusResponse
+	(*ListNodesRequest)(nil),      // 11: mink.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 12: mink.admin.v1.ListNodesResponse
+	(*ListLeasesRequest)(nil),     // 13: mink.admin.v1.ListLeasesRequest
+	(*ListLeasesResponse)(nil),    // 14: mink.admin.v1.ListLeasesResponse
+	(*DrainNodeRequest)(nil),      // 15: mink.admin.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),     // 16: mink.admin.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),    // 17: mink.admin.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),   // 18: mink.admin.v1.UndrainNodeResponse
+	(*Column)(nil),                // 19: mink.admin.v1.Column
+	(*RegistryDecoding)(nil),      // 20: mink.admin.v1.RegistryDecoding
+	(*SchemaColumn)(nil),          // 21: mink.admin.v1.SchemaColumn
+	(*Table)(nil),                 // 22: mink.admin.v1.Table
+	(*CreateTableRequest)(nil),    // 23: mink.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),   // 24: mink.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),      // 25: mink.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),     // 26: mink.admin.v1.DropTableResponse
+	(*ListTablesRequest)(nil),     // 27: mink.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),    // 28: mink.admin.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),  // 29: mink.admin.v1.DescribeTableRequest
+	(*PartitionStatus)(nil),       // 30: mink.admin.v1.PartitionStatus
+	(*DescribeTableResponse)(nil), // 31: mink.admin.v1.DescribeTableResponse
+	(*ColumnChange)(nil),          // 32: mink.admin.v1.ColumnChange
+	(*WidenColumn)(nil),           // 33: mink.admin.v1.WidenColumn
+	(*RenameColumn)(nil),          // 34: mink.admin.v1.RenameColumn
+	(*ResetTableRequest)(nil),     // 35: mink.admin.v1.ResetTableRequest
+	(*ResetTableResponse)(nil),    // 36: mink.admin.v1.ResetTableResponse
+	(*AlterTableRequest)(nil),     // 37: mink.admin.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),    // 38: mink.admin.v1.AlterTableResponse
+	(*Topic)(nil),                 // 39: mink.admin.v1.Topic
+	(*CreateTopicRequest)(nil),    // 40: mink.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 41: mink.admin.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),     // 42: mink.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 43: mink.admin.v1.ListTopicsResponse
+	nil,                           // 44: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 45: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 46: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 47: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 48: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 49: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 51: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	47, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	50, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	41, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	47, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	47, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	47, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	44, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	50, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	50, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	50, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	47, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	42, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	48, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
-	5,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
-	6,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	43, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
-	7,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
-	5,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
-	5,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
+	50, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	45, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	51, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	6,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
+	7,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
+	46, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	8,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
+	6,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
+	6,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
 	2,  // 17: mink.admin.v1.RegistryDecoding.format:type_name -> mink.admin.v1.RecordFormat
 	4,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
-	18, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	44, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	47, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
-	19, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
-	19, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
-	20, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
+	19, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
+	47, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	50, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	20, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
+	20, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
+	21, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
 	3,  // 26: mink.admin.v1.Table.mode:type_name -> mink.admin.v1.TableMode
 	2,  // 27: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
-	18, // 28: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	45, // 29: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	19, // 28: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
+	48, // 29: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
 	4,  // 30: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 31: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
 	4,  // 32: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
 	3,  // 33: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
-	21, // 34: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	21, // 35: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	47, // 36: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	47, // 37: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
-	21, // 38: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	29, // 39: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	18, // 40: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
-	32, // 41: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
-	33, // 42: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
-	31, // 43: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	46, // 44: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	21, // 45: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	36, // 46: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
-	36, // 47: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
-	8,  // 48: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	10, // 49: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	12, // 50: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	14, // 51: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	16, // 52: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	22, // 53: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	24, // 54: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	26, // 55: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	28, // 56: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	34, // 57: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	37, // 58: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
-	39, // 59: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
-	9,  // 60: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	11, // 61: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	13, // 62: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	15, // 63: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	17, // 64: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	23, // 65: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	25, // 66: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	27, // 67: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	30, // 68: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	35, // 69: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	38, // 70: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
-	40, // 71: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
-	60, // [60:72] is the sub-list for method output_type
-	48, // [48:60] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	22, // 34: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	22, // 35: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	50, // 36: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	50, // 37: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	22, // 38: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	30, // 39: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	5,  // 40: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
+	50, // 41: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
+	19, // 42: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	33, // 43: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	34, // 44: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	22, // 45: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
+	32, // 46: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	49, // 47: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	22, // 48: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	39, // 49: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
+	39, // 50: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
+	9,  // 51: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	11, // 52: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	13, // 53: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	15, // 54: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	17, // 55: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	23, // 56: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	25, // 57: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	27, // 58: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	29, // 59: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	37, // 60: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	40, // 61: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
+	42, // 62: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
+	35, // 63: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
+	10, // 64: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	12, // 65: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	14, // 66: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	16, // 67: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	18, // 68: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	24, // 69: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	26, // 70: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	28, // 71: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	31, // 72: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	38, // 73: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	41, // 74: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
+	43, // 75: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
+	36, // 76: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
+	64, // [64:77] is the sub-list for method output_type
+	51, // [51:64] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -3286,8 +3520,8 @@ func file_mink_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   42,
+			NumEnums:      6,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,7 @@ const (
 	AdminService_AlterTable_FullMethodName    = "/mink.admin.v1.AdminService/AlterTable"
 	AdminService_CreateTopic_FullMethodName   = "/mink.admin.v1.AdminService/CreateTopic"
 	AdminService_ListTopics_FullMethodName    = "/mink.admin.v1.AdminService/ListTopics"
+	AdminService_ResetTable_FullMethodName    = "/mink.admin.v1.AdminService/ResetTable"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -78,6 +79,13 @@ type AdminServiceClient interface {
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
 	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
+	// Starts a table over from its topic as Kafka has it now: for a table whose topic was
+	// deleted and created again (DescribeTable's topic_state TOPIC_STATE_RECREATED), which is
+	// not served until then. The table keeps its name, topic, columns, current schema and
+	// properties, and gets a new id: its index, files and snapshots start afresh from the
+	// topic's first offset, and what it held of the old topic is no longer served.
+	// FAILED_PRECONDITION when the topic does not exist.
+	ResetTable(ctx context.Context, in *ResetTableRequest, opts ...grpc.CallOption) (*ResetTableResponse, error)
 }
 
 type adminServiceClient struct {
@@ -208,6 +216,16 @@ func (c *adminServiceClient) ListTopics(ctx context.Context, in *ListTopicsReque
 	return out, nil
 }
 
+func (c *adminServiceClient) ResetTable(ctx context.Context, in *ResetTableRequest, opts ...grpc.CallOption) (*ResetTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetTableResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResetTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -238,6 +256,13 @@ type AdminServiceServer interface {
 	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
 	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
+	// Starts a table over from its topic as Kafka has it now: for a table whose topic was
+	// deleted and created again (DescribeTable's topic_state TOPIC_STATE_RECREATED), which is
+	// not served until then. The table keeps its name, topic, columns, current schema and
+	// properties, and gets a new id: its index, files and snapshots start afresh from the
+	// topic's first offset, and what it held of the old topic is no longer served.
+	// FAILED_PRECONDITION when the topic does not exist.
+	ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -283,6 +308,9 @@ func (UnimplementedAdminServiceServer) CreateTopic(context.Context, *CreateTopic
 }
 func (UnimplementedAdminServiceServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTopics not implemented")
+}
+func (UnimplementedAdminServiceServer) ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetTable not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -521,6 +549,24 @@ func _AdminService_ListTopics_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ResetTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResetTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResetTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResetTable(ctx, req.(*ResetTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -575,6 +621,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTopics",
 			Handler:    _AdminService_ListTopics_Handler,
+		},
+		{
+			MethodName: "ResetTable",
+			Handler:    _AdminService_ResetTable_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -12,7 +12,8 @@
 // (objects.Lookups), so a flood of unknown keys costs no query per GET.
 //
 // What a read needs when the file is cached is all in the cache, and the member list is
-// held in memory, so cached files are still served while Postgres or Kafka is down.
+// held in memory, so cached files are still served while Postgres or Kafka is down. So is
+// what says a cached file is gone (its table dropped, or the file collected): gone.go.
 package files
 
 import (
@@ -71,6 +72,9 @@ type Options struct {
 	DialOptions []grpc.DialOption
 	// MemberRefresh is how often the member list is read (default 1s).
 	MemberRefresh time.Duration
+	// TableRefresh is how often the live tables and the removed files are read besides
+	// when Postgres tells of a change (gone.go; default DefaultTableRefresh).
+	TableRefresh time.Duration
 	// LookupTimeout bounds each Postgres lookup (default 5s): an unreachable Postgres
 	// answers 503 within it even when the network drops packets silently.
 	LookupTimeout time.Duration
@@ -154,6 +158,7 @@ type Store struct {
 	peers   *peers.Pool
 	met     *metrics
 	objects *objects.Lookups
+	gone    goneFiles
 
 	inflight  atomic.Int64 // reads being served (opened and not yet closed): how busy the node is
 	warmStats struct {
@@ -286,6 +291,9 @@ func New(o Options) (*Store, error) {
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = 5 * time.Second
 	}
+	if o.TableRefresh <= 0 {
+		o.TableRefresh = DefaultTableRefresh
+	}
 	if o.BuildTimeout <= 0 {
 		o.BuildTimeout = 10 * time.Minute
 	}
@@ -354,10 +362,12 @@ func New(o Options) (*Store, error) {
 	return s, nil
 }
 
-// Run keeps the member list fresh, and warms newly committed files, until ctx ends.
+// Run keeps the member list and what is gone fresh, and warms newly committed files,
+// until ctx ends.
 func (s *Store) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.members.run(ctx) })
+	wg.Go(func() { s.watchGone(ctx) })
 	if s.warmEnabled() {
 		wg.Go(func() { s.warm(ctx) })
 	}
@@ -467,10 +477,13 @@ func (s *Store) openLocal(ctx context.Context, key string, rng *Range, infoOnly 
 	// builds in flight) is built again, a bounded number of times.
 	for attempt := range 3 {
 		if f, ok := s.o.Cache.Get(key); ok {
-			if attempt == 0 {
-				s.met.hit(ctx)
+			if !s.cachedGone(ctx, f.Entry) {
+				if attempt == 0 {
+					s.met.hit(ctx)
+				}
+				return s.fromFile(f, rng, infoOnly, attempt == 0)
 			}
-			return s.fromFile(f, rng, infoOnly, attempt == 0)
+			f.Close() // dropped or removed, and evicted: read as a miss
 		}
 		if attempt == 0 {
 			s.met.miss(ctx)
@@ -670,6 +683,13 @@ func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error 
 		s.met.buildFailed(ctx, "data", reasonOf(err))
 		return err
 	}
+	if t.TopicLost != "" {
+		// Its topic was created again: Kafka holds other records at these offsets, so a
+		// build would only find bytes that differ (and report them for repair).
+		err := tables.TopicLostError(t, t.TopicLost)
+		s.met.buildFailed(ctx, "data", reasonOf(err))
+		return err
+	}
 	var settings parquetbuild.Settings
 	if err := json.Unmarshal(r.Settings, &settings); err != nil {
 		err = fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
@@ -721,7 +741,7 @@ func (s *Store) commit(r objects.Record, sha string, write func(io.Writer) (int6
 		p.Abort()
 		return err
 	}
-	return p.Commit(filecache.Entry{Key: r.Key, Size: r.Size, ETag: objects.ETag(sha), LastModified: objects.LastModified(r.Created)})
+	return p.Commit(filecache.Entry{Key: r.Key, Size: r.Size, ETag: objects.ETag(sha), LastModified: objects.LastModified(r.Created), TableID: r.TableID})
 }
 
 // buildErr says why a build from Kafka failed, naming Kafka when it is Kafka's doing.

@@ -582,7 +582,7 @@ func (s *Store) measureOnce(req MeasureRequest, c *claim) (Measured, tailRow, er
 	if size != fs.Size || sha != fs.SHA256 {
 		return fail(fmt.Errorf("tail file %s is recorded with %d bytes and sha256 %s, built with %d bytes and sha256 %s", key, size, sha, fs.Size, fs.SHA256))
 	}
-	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: objects.ETag(fs.SHA256), LastModified: objects.LastModified(created)}); err != nil {
+	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: objects.ETag(fs.SHA256), LastModified: objects.LastModified(created), TableID: t.ID}); err != nil {
 		return fail(fmt.Errorf("cache tail file %s: %w", key, err))
 	}
 	s.met.built(ctx, "tail")

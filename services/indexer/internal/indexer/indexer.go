@@ -72,6 +72,7 @@ type partition struct {
 	partition int32
 	lag       atomic.Int64 // -1 until the first poll has measured it
 	paused    atomic.Bool
+	topicLost atomic.Bool // the table's topic was deleted (and maybe created again): topic.go
 }
 
 // Options are what an Indexer needs.
@@ -117,6 +118,8 @@ func New(o Options) (*Indexer, error) {
 		metric.WithUnit("{record}"))
 	paused, e2 := m.Int64ObservableGauge("mink.indexer.paused",
 		metric.WithDescription("1 while indexing of a partition this node holds is paused, retrying after a failure (GetStatus says why); 0 while it runs."))
+	topicLost, e5 := m.Int64ObservableGauge("mink.indexer.topic_lost",
+		metric.WithDescription("1 while the topic of a partition this node holds is not the one its table indexed: deleted, or deleted and created again (DescribeTable says which; the table needs a reset); 0 while it is."))
 	_, e3 := m.Int64ObservableGauge("mink.indexer.build_page_bytes",
 		metric.WithDescription("Bytes of finished Parquet pages the open ranges' builds hold in memory (bounded by --build-memory)."),
 		metric.WithUnit("By"),
@@ -131,7 +134,7 @@ func New(o Options) (*Indexer, error) {
 			o.Observe(ix.Pages.Spilled())
 			return nil
 		}))
-	if err = errors.Join(err, e1, e2, e3, e4); err != nil {
+	if err = errors.Join(err, e1, e2, e3, e4, e5); err != nil {
 		return nil, err
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -141,15 +144,12 @@ func New(o Options) (*Indexer, error) {
 			if n := p.lag.Load(); n >= 0 {
 				o.ObserveInt64(lag, n, attrs)
 			}
-			var n int64
-			if p.paused.Load() {
-				n = 1
-			}
-			o.ObserveInt64(paused, n, attrs)
+			o.ObserveInt64(paused, boolGauge(p.paused.Load()), attrs)
+			o.ObserveInt64(topicLost, boolGauge(p.topicLost.Load()), attrs)
 			return true
 		})
 		return nil
-	}, lag, paused)
+	}, lag, paused, topicLost)
 	return ix, err
 }
 
@@ -213,6 +213,14 @@ func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 // maxRebuilds bounds the ranges indexed again in a row, with no poll between, because a
 // schema change overtook them; past it indexing pauses and retries as after a failure.
 const maxRebuilds = 3
+
+// boolGauge is a gauge's value of a state: 1 while it holds.
+func boolGauge(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Paused reports the partitions whose indexing is paused on this node, and why, for the
 // node's status figures.
@@ -288,7 +296,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	if err != nil {
 		return err
 	}
-	offs, err := ix.Kafka.Offsets(ctx, tbl.Topic)
+	topicID, offs, err := ix.topicOffsets(ctx, l, ps, &tbl, st, log)
 	if err != nil {
 		return err
 	}
@@ -340,6 +348,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	checkGrowth()
 	log.Info("indexing", "from", start)
 	tail := kafkasrc.NewTailer(ix.Kafka, tbl.Topic, l.Partition, start)
+	tail.Pin(topicID)
 	defer tail.Close()
 	polls, stopPolls := pollAhead(ctx, tail)
 	defer stopPolls()

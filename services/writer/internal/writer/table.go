@@ -18,6 +18,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -316,12 +317,16 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 // ones read (a file that has since gone below the log start fails to build, and waits
 // for expiry).
 func (tw *tableWriter) maintain(ctx context.Context) error {
-	offs, err := tw.w.kafka.Offsets(ctx, tw.tbl.Topic)
+	id, offs, err := tw.w.kafka.TopicOffsets(ctx, tw.tbl.Topic)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		tw.log.Warn("cannot read Kafka's log start offsets; skipping file expiry, repairs and assembly", "error", err)
+	} else if why := tw.topicLost(id, offs); why != "" {
+		// Kafka holds another topic's records at the table's offsets: an assembly or a
+		// repair would build them into the table. The table waits for its reset.
+		tw.log.Warn("the table's topic is not the one it indexed; skipping file expiry, repairs and assembly until the table is reset", "reason", why)
 	} else {
 		for _, o := range offs {
 			tw.logStart[o.Partition] = o.LogStart
@@ -338,6 +343,23 @@ func (tw *tableWriter) maintain(ctx context.Context) error {
 		return err
 	}
 	return tw.collect(ctx)
+}
+
+// topicLost says why the topic Kafka has now (id, offs) is not the one the table indexed
+// up to its committed coverage, or "" (tables.TopicChanged; the indexer records it).
+func (tw *tableWriter) topicLost(id kafkasrc.TopicID, offs []kafkasrc.PartitionOffsets) string {
+	if tw.tbl.TopicLost != "" {
+		return tw.tbl.TopicLost
+	}
+	high := make(map[int32]int64, len(offs))
+	for _, o := range offs {
+		high[o.Partition] = o.HighWatermark
+	}
+	covered := make(map[int32]int64, len(tw.st.cover))
+	for p, c := range tw.st.cover {
+		covered[p] = c.End
+	}
+	return tables.TopicChanged(tw.tbl, id.String(), high, covered)
 }
 
 // dbNow is the database's clock: snapshot timestamps and retention use it, never a
