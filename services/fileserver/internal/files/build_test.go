@@ -72,11 +72,7 @@ func TestBuildConcurrencyCap(t *testing.T) {
 		wg.Go(func() { got[i], errs[i] = readAll(e.ctx, s, k) })
 	}
 	waitFor(t, "the first builds to take every slot", func() bool { return s.BuildStats().Running == slots })
-	waitFor(t, "every read to wait for its build", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.flights) == files
-	})
+	waitFor(t, "every read to wait for its build", func() bool { return s.fills.Len() == files })
 
 	// A reader that gives up while its build queues.
 	ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
@@ -89,10 +85,7 @@ func TestBuildConcurrencyCap(t *testing.T) {
 	if waited := time.Since(began); waited > 5*time.Second {
 		t.Fatalf("the read returned %v after its deadline", waited)
 	}
-	s.mu.Lock()
-	_, queued := s.flights[late]
-	s.mu.Unlock()
-	if queued {
+	if s.fills.Has(late) {
 		t.Fatal("the abandoned build is still queued")
 	}
 

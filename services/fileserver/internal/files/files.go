@@ -39,6 +39,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/atomicmax"
 	"github.com/minkhq/mink/pkg/filecache"
+	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/objects"
@@ -175,75 +176,31 @@ type Store struct {
 	buildsPeak    atomic.Int64      // the most builds that ran at once
 	slotTaken     func(what string) // tests: called by each build once it holds its slot
 
+	// Builds by key (fills) and tail measures by span and budget (measures): readers of
+	// one file share its build, and a build waits for a slot only while one of them
+	// still wants it (flight.Build), so readers that give up while builds queue leave no
+	// build behind them. Once begun, a build runs to its end under the store's context:
+	// the next reader will want the file.
+	fills    *flight.Group[struct{}]
+	measures *flight.Group[Measured]
+
 	mu       sync.Mutex
-	closed   bool
-	flights  map[string]*flight
-	measures map[string]*measureFlight // tail builds under way, by span and budget
-	measured map[string]recalled       // tail builds of the last minute
+	measured map[string]recalled // tail builds of the last minute
 	problems map[string]problem
 	logged   map[string]time.Time // rate-limited log lines: when last logged
 	created  time.Time            // the bucket's creation date, once read
-	builds   sync.WaitGroup
 }
 
-// flight is one build that every concurrent reader of the file waits for.
-type flight struct {
-	claim
-	done chan struct{}
-	err  error
-}
-
-// claim is what the readers waiting for a build hold on it until it starts: a build
-// waits for a slot only while one of them still wants it, so readers that give up (their
-// context ends) while builds queue leave no build behind them. Once started, a build runs
-// to its end under the store's context: the next reader will want the file. Guarded by
-// Store.mu.
-type claim struct {
-	waiters   int
-	started   bool
-	abandoned bool
-	wait      context.Context // ends when abandoned (or the store closes)
-	cancel    context.CancelFunc
-}
-
-func (s *Store) newClaim() claim {
-	ctx, cancel := context.WithCancel(s.base)
-	return claim{wait: ctx, cancel: cancel}
-}
-
-// leave drops one waiter of c and reports whether c is abandoned now: no one waits, and
-// its build has not started (it will not).
-func (s *Store) leave(c *claim) bool {
-	c.waiters--
-	if c.waiters == 0 && !c.started {
-		c.abandoned = true
-		c.cancel()
-	}
-	return c.abandoned
-}
-
-// begin marks c's build started, unless every reader has gone: then it must not start
-// (another reader's build of the same file may be under way).
-func (s *Store) begin(c *claim) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.abandoned {
-		return false
-	}
-	c.started = true
-	return true
-}
-
-// buildSlot waits for one of the BuildConcurrency build slots for c's build of what (a
+// buildSlot waits for one of the BuildConcurrency build slots for b, a build of what (a
 // key, or a tail's span); release it when the build ends. It fails when every reader of
 // the build has gone first.
-func (s *Store) buildSlot(c *claim, what string) (release func(), err error) {
+func (s *Store) buildSlot(b *flight.Build, what string) (release func(), err error) {
 	select {
 	case s.slots <- struct{}{}:
-	case <-c.wait.Done():
-		return nil, c.wait.Err()
+	case <-b.Context().Done():
+		return nil, b.Context().Err()
 	}
-	if !s.begin(c) { // the slot came as the last reader left
+	if !b.Begin() { // the slot came as the last reader left
 		<-s.slots
 		return nil, context.Canceled
 	}
@@ -349,8 +306,8 @@ func New(o Options) (*Store, error) {
 		stop:     stop,
 		slots:    make(chan struct{}, o.BuildConcurrency),
 		pages:    pages,
-		flights:  map[string]*flight{},
-		measures: map[string]*measureFlight{},
+		fills:    flight.New[struct{}](base),
+		measures: flight.New[Measured](base),
 		measured: map[string]recalled{},
 		problems: map[string]problem{},
 		logged:   map[string]time.Time{},
@@ -404,11 +361,9 @@ func (s *Store) RefreshMembers(ctx context.Context) error { return s.members.ref
 // Close cancels builds in progress, waits for them, and closes the connections to other
 // nodes. Reads after Close fail.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
 	s.stop()
-	s.builds.Wait()
+	s.fills.Close()
+	s.measures.Close()
 	return s.peers.Close()
 }
 
@@ -539,42 +494,16 @@ func (s *Store) known(key string) error {
 // not waste the build the next reader will want. A build that has not started yet (it
 // waits for a slot) is dropped when every reader waiting for it has gone.
 func (s *Store) fillShared(ctx context.Context, key string) error {
-	s.mu.Lock()
-	f, ok := s.flights[key]
-	if !ok {
-		if s.closed {
-			s.mu.Unlock()
-			return apierr.Wrap(apierr.Unavailable, errStopping, "file server %s", s.o.NodeID)
-		}
-		f = &flight{claim: s.newClaim(), done: make(chan struct{})}
-		s.flights[key] = f
-		s.builds.Add(1)
-		go func() {
-			defer s.builds.Done()
-			defer f.cancel()
-			err := s.fill(key, &f.claim)
-			s.mu.Lock()
-			if s.flights[key] == f {
-				delete(s.flights, key)
-			}
-			s.mu.Unlock()
-			f.err = err
-			close(f.done)
-		}()
+	_, _, err := s.fills.Do(ctx, key, func(b *flight.Build) (struct{}, error) { return struct{}{}, s.fill(key, b) })
+	return s.stopping(err)
+}
+
+// stopping is err, or the error of a read the store no longer serves once it closes.
+func (s *Store) stopping(err error) error {
+	if errors.Is(err, flight.ErrClosed) {
+		return apierr.Wrap(apierr.Unavailable, errStopping, "file server %s", s.o.NodeID)
 	}
-	f.waiters++
-	s.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.err
-	case <-ctx.Done():
-		s.mu.Lock()
-		if s.leave(&f.claim) && s.flights[key] == f {
-			delete(s.flights, key) // the next reader starts a build of its own
-		}
-		s.mu.Unlock()
-		return ctx.Err()
-	}
+	return err
 }
 
 // lookup reads what Postgres records of key.
@@ -588,8 +517,8 @@ func (s *Store) lookup(ctx context.Context, key string) (objects.Record, error) 
 	return r, err
 }
 
-// fill builds key into the cache; a data file's build waits for a slot (c's).
-func (s *Store) fill(key string, c *claim) error {
+// fill builds key into the cache, as b; a data file's build waits for a slot.
+func (s *Store) fill(key string, b *flight.Build) error {
 	ctx, cancel := context.WithTimeout(s.base, s.o.BuildTimeout)
 	defer cancel()
 	r, err := s.lookup(ctx, key)
@@ -600,19 +529,19 @@ func (s *Store) fill(key string, c *claim) error {
 		return err
 	}
 	if !r.Data {
-		if !s.begin(c) { // no slot to wait for: a copy of r.Content
+		if !b.Begin() { // no slot to wait for: a copy of r.Content
 			return context.Canceled
 		}
 		return s.fillMeta(ctx, r)
 	}
 	if r.DeletesOf != "" {
 		// From the index alone, not Kafka: no build slot, as for metadata.
-		if !s.begin(c) {
+		if !b.Begin() {
 			return context.Canceled
 		}
 		return s.fillDeletes(ctx, r)
 	}
-	return s.fillData(ctx, r, c)
+	return s.fillData(ctx, r, b)
 }
 
 // fillDeletes builds an upsert table's position delete file from the index alone (the
@@ -666,8 +595,8 @@ func (s *Store) fillMeta(ctx context.Context, r objects.Record) error {
 	return nil
 }
 
-func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error {
-	release, err := s.buildSlot(c, r.Key)
+func (s *Store) fillData(ctx context.Context, r objects.Record, b *flight.Build) error {
+	release, err := s.buildSlot(b, r.Key)
 	if err != nil {
 		return err // no reader wants it any more
 	}

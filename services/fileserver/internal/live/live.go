@@ -77,6 +77,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
@@ -188,9 +189,10 @@ type Loader struct {
 	base context.Context
 	stop context.CancelFunc
 
+	contents *flight.Group[Result] // load snapshots being made, by content key
+
 	mu      sync.Mutex
 	closed  bool
-	flights map[string]*flight // by content key
 	recent  map[string]recent  // by content key
 	streams map[string]*stream // by stream key
 	builds  sync.WaitGroup
@@ -201,8 +203,10 @@ type Loader struct {
 	n        struct{ loads, reused, found, committed, disabled, failed, measures, cut, ahead atomic.Int64 }
 }
 
-// flight is one read of what loads answer, which concurrent loads share.
-type flight struct {
+// refresh is one read of what a stream's loads answer, which the loads of the stream
+// that arrive within the reuse bound of its start share. It is not a single flight: a
+// load that finds one begun longer ago begins another beside it.
+type refresh struct {
 	started time.Time // before it read anything
 	ahead   bool      // begun before the stream's newest expired: no load waits for it
 	done    chan struct{}
@@ -219,8 +223,8 @@ type recent struct {
 // stream is the loads of one table, committed metadata and settings: the newest answer
 // and the refresh under way.
 type stream struct {
-	newest *fresh
-	flight *flight
+	newest  *fresh
+	refresh *refresh
 }
 
 // fresh is an answer and when its Kafka offsets were read, at the earliest.
@@ -264,7 +268,7 @@ func New(o Options) (*Loader, error) {
 		stop()
 		return nil, err
 	}
-	l := &Loader{o: o, log: o.Logger, base: base, stop: stop, flights: map[string]*flight{}, recent: map[string]recent{},
+	l := &Loader{o: o, log: o.Logger, base: base, stop: stop, contents: flight.New[Result](base), recent: map[string]recent{},
 		streams: map[string]*stream{}, covs: covs}
 	var err1, err2 error
 	l.loads, err1 = o.Meter.Int64Counter("mink.fileserver.live.loads",
@@ -287,6 +291,7 @@ func (l *Loader) Close() {
 	l.mu.Unlock()
 	l.stop()
 	l.builds.Wait()
+	l.contents.Close()
 }
 
 // Stats returns the Loader's counters.
@@ -346,7 +351,7 @@ func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, b
 	}
 	if st.newest != nil && arrived.Sub(st.newest.readAt) < bound {
 		res := st.newest.res
-		if st.flight == nil && !l.closed && arrived.Sub(st.newest.readAt) >= bound-props.LiveRefreshAhead() {
+		if st.refresh == nil && !l.closed && arrived.Sub(st.newest.readAt) >= bound-props.LiveRefreshAhead() {
 			// Refresh ahead: the newest expires soon and loads keep coming, so the next
 			// one is read now, while this load and the next ones answer with the newest;
 			// a load after the expiry finds it made (or joins it), rather than every load
@@ -357,7 +362,7 @@ func (l *Loader) load(ctx context.Context, t tables.Table, props tables.Props, b
 		l.mu.Unlock()
 		return l.answer(ctx, res, true), nil
 	}
-	f := st.flight
+	f := st.refresh
 	joined := f != nil && arrived.Sub(f.started) < bound
 	if !joined {
 		if l.closed {
@@ -394,10 +399,10 @@ func (l *Loader) answer(ctx context.Context, res Result, reused bool) Result {
 	return res
 }
 
-// startRefresh begins stream st's next read (l.mu held) and returns its flight.
-func (l *Loader) startRefresh(t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, st *stream, ahead bool) *flight {
-	f := &flight{started: time.Now(), ahead: ahead, done: make(chan struct{})}
-	st.flight = f
+// startRefresh begins stream st's next read (l.mu held).
+func (l *Loader) startRefresh(t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, st *stream, ahead bool) *refresh {
+	f := &refresh{started: time.Now(), ahead: ahead, done: make(chan struct{})}
+	st.refresh = f
 	l.builds.Add(1)
 	go l.refresh(t, props, base, cov, ttl, sk, st, f)
 	return f
@@ -407,7 +412,7 @@ func (l *Loader) startRefresh(t tables.Table, props tables.Props, base Base, cov
 // another file server recorded within the reuse bound, or one for the tail Kafka holds
 // now (shared by content key, built when new). It runs apart from the loads waiting for
 // it, bounded by LoadTimeout: one that gives up leaves it to the next.
-func (l *Loader) refresh(t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, st *stream, f *flight) {
+func (l *Loader) refresh(t tables.Table, props tables.Props, base Base, cov map[int32]icebergmeta.Coverage, ttl time.Duration, sk string, st *stream, f *refresh) {
 	defer l.builds.Done()
 	ctx, cancel := context.WithTimeout(l.base, l.o.LoadTimeout)
 	defer cancel()
@@ -416,8 +421,8 @@ func (l *Loader) refresh(t tables.Table, props tables.Props, base Base, cov map[
 		l.n.loads.Add(1) // no load answers as its maker: the ones after it reuse it
 	}
 	l.mu.Lock()
-	if st.flight == f {
-		st.flight = nil
+	if st.refresh == f {
+		st.refresh = nil
 	}
 	if err == nil && (st.newest == nil || readAt.After(st.newest.readAt)) {
 		st.newest = &fresh{res: res, readAt: readAt}
@@ -431,7 +436,7 @@ func (l *Loader) refresh(t tables.Table, props tables.Props, base Base, cov map[
 // prune forgets streams nobody loaded for a while (l.mu held).
 func (l *Loader) prune() {
 	for k, s := range l.streams {
-		if s.flight == nil && (s.newest == nil || time.Since(s.newest.readAt) > streamIdle) {
+		if s.refresh == nil && (s.newest == nil || time.Since(s.newest.readAt) > streamIdle) {
 			delete(l.streams, k)
 		}
 	}
@@ -533,44 +538,54 @@ func topicChanged(t tables.Table, id kafkasrc.TopicID, offs []kafkasrc.Partition
 func (l *Loader) byContent(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, sk string, spans []span, readAt *time.Time) (Result, error) {
 	key := loadKey(sk, spans)
 	window := reuseWindow(ttl)
-	l.mu.Lock()
-	if r, ok := l.recent[key]; ok && time.Since(r.at) < window {
-		l.mu.Unlock()
-		res := r.res
-		res.Reused = true
+	if res, ok := l.recentLoad(key, window); ok {
 		return res, nil
 	}
-	f, joined := l.flights[key]
-	if !joined {
-		f = &flight{started: time.Now(), done: make(chan struct{})}
-		l.flights[key] = f
-	}
-	l.mu.Unlock()
-	if joined {
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return Result{}, apierr.Wrap(apierr.Unavailable, ctx.Err(), "load table %s: its tail is still being built", t.FullName())
+	res, joined, err := l.contents.Do(ctx, key, func(b *flight.Build) (Result, error) {
+		if !b.Begin() {
+			return Result{}, context.Canceled // every caller gave up at once
 		}
-		res := f.res
-		res.Reused = true
-		return res, f.err
-	}
-	res, err := l.findOrBuild(ctx, t, props, ttl, base, sk, key, spans, readAt)
-	l.mu.Lock()
-	delete(l.flights, key)
-	if err == nil {
-		for k, r := range l.recent {
-			if time.Since(r.at) >= window {
-				delete(l.recent, k)
+		// One made since this caller looked is answered, not made again.
+		if res, ok := l.recentLoad(key, window); ok {
+			return res, nil
+		}
+		// Under the first caller's context: its refresh's bound.
+		res, err := l.findOrBuild(ctx, t, props, ttl, base, sk, key, spans, readAt)
+		if err == nil {
+			l.mu.Lock()
+			for k, r := range l.recent {
+				if time.Since(r.at) >= window {
+					delete(l.recent, k)
+				}
 			}
+			l.recent[key] = recent{res: res, at: time.Now()}
+			l.mu.Unlock()
 		}
-		l.recent[key] = recent{res: res, at: time.Now()}
+		return res, err
+	})
+	switch {
+	case errors.Is(err, flight.ErrClosed):
+		return Result{}, apierr.New(apierr.Unavailable, "file server is stopping")
+	case err != nil && err == ctx.Err():
+		return Result{}, apierr.Wrap(apierr.Unavailable, err, "load table %s: its tail is still being built", t.FullName())
 	}
-	l.mu.Unlock()
-	f.res, f.err = res, err
-	close(f.done)
+	if joined {
+		res.Reused = true
+	}
 	return res, err
+}
+
+// recentLoad is the load snapshot of content key this node made or found within window.
+func (l *Loader) recentLoad(key string, window time.Duration) (Result, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.recent[key]
+	if !ok || time.Since(r.at) >= window {
+		return Result{}, false
+	}
+	res := r.res
+	res.Reused = true
+	return res, true
 }
 
 // findOrBuild reads the load snapshot of key from Postgres, or builds and records it.
