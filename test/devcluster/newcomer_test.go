@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/devcluster"
 	"github.com/minkhq/mink/pkg/roleproc"
 	"github.com/minkhq/mink/test/cluster"
@@ -248,13 +249,10 @@ func (c *newcomerCluster) tour(t *testing.T, lines []string) {
 			node := strings.Fields(cmd)[len(strings.Fields(cmd))-1]
 			c.must(t, "tour", l)
 			leases := strings.Replace(cmd, " drain "+node, " leases", 1)
-			deadline := time.Now().Add(scanTimeout)
-			for out := c.must(t, "tour", leases); strings.Contains(out, " "+node+" "); out = c.must(t, "tour", leases) {
-				if time.Now().After(deadline) {
-					t.Fatalf("step: tour: %s still holds leases %v after %s:\n%s", node, scanTimeout, l, out)
-				}
-				time.Sleep(500 * time.Millisecond)
-			}
+			await.Every(t, scanTimeout, 500*time.Millisecond, fmt.Sprintf("step: tour: %s to hold no lease after %s", node, l), func() (string, bool) {
+				out := c.must(t, "tour", leases)
+				return "\n" + out, !strings.Contains(out, " "+node+" ")
+			})
 			// Still indexed, by the others.
 			c.produceRecords(t, topic, `{"user":"dee","ms":7}`)
 			c.waitRows(t, scanLine, "dee")
@@ -305,23 +303,15 @@ func (c *newcomerCluster) produceRecords(t *testing.T, topic string, values ...s
 // waitRows runs a scan line until its output holds every word of want.
 func (c *newcomerCluster) waitRows(t *testing.T, line string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(scanTimeout)
-	for {
+	await.Every(t, scanTimeout, time.Second, fmt.Sprintf("step: tour: %s to show %q", line, want), func() (string, bool) {
 		out, err := c.run(t, line)
-		missing := ""
 		for _, w := range want {
 			if !strings.Contains(out, w) {
-				missing = w
+				return fmt.Sprintf("no %q (%v):\n%s", w, err, out), false
 			}
 		}
-		if err == nil && missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step: tour: %s does not show %q within %v (%v):\n%s", line, missing, scanTimeout, err, out)
-		}
-		time.Sleep(time.Second)
-	}
+		return fmt.Sprintf("%v:\n%s", err, out), err == nil
+	})
 }
 
 // autoCreate: a plain producer to a topic nobody made makes it (one partition, as a
