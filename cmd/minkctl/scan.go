@@ -115,9 +115,9 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 		if o.limit > 0 {
 			opts = append(opts, table.WithLimit(o.limit)) // stops reading files once enough rows are in
 		}
-		schema, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
-		if err != nil {
-			return fmt.Errorf("plan the scan of %s: %w", name, err)
+		schema, recs, planErr := tbl.Scan(opts...).ToArrowRecords(ctx)
+		if planErr != nil {
+			return fmt.Errorf("plan the scan of %s: %w", name, planErr)
 		}
 		n, err = printRows(c.stdout, c.output, schema, columns, recs, o.limit)
 	}
