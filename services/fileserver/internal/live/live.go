@@ -697,7 +697,6 @@ type tail struct {
 	span
 	files    []icebergmeta.DataFile // with rows, in offset order
 	measured []string               // keys of files measured for this load
-	keyOf    map[string]int         // measured key -> index in files, filled after reading rows
 	// keyed are the keys of the tail's files that are not indexed ranges, rows or not,
 	// in offset order: an upsert table's deletes read their recorded keys.
 	keyed []string
