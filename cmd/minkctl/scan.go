@@ -8,7 +8,6 @@ import (
 	"io"
 	"iter"
 	"net"
-	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,9 +18,6 @@ import (
 	"github.com/apache/iceberg-go/catalog/rest"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers the s3:// FileIO the tables' files are read through
 	"github.com/apache/iceberg-go/table"
-	"github.com/apache/iceberg-go/utils"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/tablerows"
@@ -151,23 +147,13 @@ func (c *cli) findCatalog(ctx context.Context) (string, error) {
 }
 
 // catalogOptions carry --token and the --tls flags to the REST catalog, and the
-// --tls-ca-file CA to iceberg-go's S3 reads (it builds its S3 client on the AWS config
-// the context carries, when there is one). --tls-server-name is the node's, not theirs.
+// --tls-ca-file CA to iceberg-go's S3 reads. --tls-server-name is the node's, not theirs.
 func (c *cli) catalogOptions(ctx context.Context) (context.Context, []rest.Option, error) {
-	var opts []rest.Option
-	if c.token != "" {
-		opts = append(opts, rest.WithOAuthToken(c.token.Reveal()))
-	}
 	cfg, err := c.tlsConfig()
-	if err != nil || cfg == nil {
-		return ctx, opts, err
+	if err != nil {
+		return ctx, nil, err
 	}
-	opts = append(opts, rest.WithTLSConfig(cfg))
-	if cfg.RootCAs != nil {
-		s3TLS := cfg.Clone()
-		hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.TLSClientConfig = s3TLS })
-		ctx = utils.WithAwsConfig(ctx, &aws.Config{HTTPClient: hc})
-	}
+	ctx, opts := tablerows.CatalogOptions(ctx, c.token.Reveal(), cfg)
 	return ctx, opts, nil
 }
 

@@ -6,12 +6,14 @@ package tablerows
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"iter"
 	"math"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -24,8 +26,33 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog/rest"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // registers the s3:// FileIO the tables' files are read through
 	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/utils"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
+
+// CatalogOptions carry a bearer token (empty: none) and a TLS config (nil: the system's)
+// to the REST catalog, and the TLS config's CA to iceberg-go's S3 reads, which build
+// their S3 client on the AWS config the context carries, when there is one.
+func CatalogOptions(ctx context.Context, token string, cfg *tls.Config) (context.Context, []rest.Option) {
+	var opts []rest.Option
+	if token != "" {
+		opts = append(opts, rest.WithOAuthToken(token))
+	}
+	if cfg == nil {
+		return ctx, opts
+	}
+	opts = append(opts, rest.WithTLSConfig(cfg))
+	if cfg.RootCAs != nil {
+		s3TLS := cfg.Clone()
+		hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.TLSClientConfig = s3TLS })
+		ctx = utils.WithAwsConfig(ctx, &aws.Config{HTTPClient: hc})
+	}
+	return ctx, opts
+}
 
 // Read emits up to limit rows (0: every row, as the files are planned) of tbl's columns,
 // one call of emit per row with a cell per column. With a limit, a table with Kafka

@@ -1442,8 +1442,11 @@ type Table struct {
 	SchemaVersion int32 `protobuf:"varint,12,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	SchemaId      int32 `protobuf:"varint,13,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
 	// Every top-level column of the current schema, the Kafka columns included.
-	Schema        []*SchemaColumn `protobuf:"bytes,14,rep,name=schema,proto3" json:"schema,omitempty"`
-	Mode          TableMode       `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
+	Schema []*SchemaColumn `protobuf:"bytes,14,rep,name=schema,proto3" json:"schema,omitempty"`
+	Mode   TableMode       `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
+	// How far indexing and commits have got, summed over the partitions: set by ListTables
+	// when asked (with_summary).
+	Summary       *TableSummary `protobuf:"bytes,16,opt,name=summary,proto3" json:"summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1583,6 +1586,95 @@ func (x *Table) GetMode() TableMode {
 	return TableMode_TABLE_MODE_UNSPECIFIED
 }
 
+func (x *Table) GetSummary() *TableSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+// A table's state at a glance: what a listing of many tables shows per table.
+type TableSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records between the indexed end and Kafka's high watermark, over every partition;
+	// -1 when Kafka did not answer.
+	LagRecords int64 `protobuf:"varint,1,opt,name=lag_records,json=lagRecords,proto3" json:"lag_records,omitempty"`
+	// The longest lag of a partition (PartitionStatus.lag).
+	Lag *durationpb.Duration `protobuf:"bytes,2,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Partitions whose indexing is paused (index_error set), and those no indexer holds.
+	PausedPartitions int32 `protobuf:"varint,3,opt,name=paused_partitions,json=pausedPartitions,proto3" json:"paused_partitions,omitempty"`
+	UnheldPartitions int32 `protobuf:"varint,4,opt,name=unheld_partitions,json=unheldPartitions,proto3" json:"unheld_partitions,omitempty"`
+	// The current snapshot's commit; unset before the first commit.
+	CommittedAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TableSummary) Reset() {
+	*x = TableSummary{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TableSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TableSummary) ProtoMessage() {}
+
+func (x *TableSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TableSummary.ProtoReflect.Descriptor instead.
+func (*TableSummary) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TableSummary) GetLagRecords() int64 {
+	if x != nil {
+		return x.LagRecords
+	}
+	return 0
+}
+
+func (x *TableSummary) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
+func (x *TableSummary) GetPausedPartitions() int32 {
+	if x != nil {
+		return x.PausedPartitions
+	}
+	return 0
+}
+
+func (x *TableSummary) GetUnheldPartitions() int32 {
+	if x != nil {
+		return x.UnheldPartitions
+	}
+	return 0
+}
+
+func (x *TableSummary) GetCommittedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -1615,7 +1707,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1719,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1732,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateTableRequest) GetNode() string {
@@ -1757,7 +1849,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1861,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1874,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1804,7 +1896,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1908,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1921,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DropTableRequest) GetNode() string {
@@ -1861,7 +1953,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1965,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,21 +1978,28 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 type ListTablesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Only this namespace; empty for all.
-	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// At most this many tables (0: every table, in one answer), by namespace then name;
+	// more follow with page_token.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the answer before: the page after it.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Fill each table's summary (its lag, paused partitions, last commit).
+	WithSummary   bool `protobuf:"varint,5,opt,name=with_summary,json=withSummary,proto3" json:"with_summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2011,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2024,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTablesRequest) GetNode() string {
@@ -1942,16 +2041,39 @@ func (x *ListTablesRequest) GetNamespace() string {
 	return ""
 }
 
+func (x *ListTablesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTablesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListTablesRequest) GetWithSummary() bool {
+	if x != nil {
+		return x.WithSummary
+	}
+	return false
+}
+
 type ListTablesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tables        []*Table               `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tables []*Table               `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
+	// Set when more tables follow: the page_token of the next page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2085,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2098,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -1984,6 +2106,13 @@ func (x *ListTablesResponse) GetTables() []*Table {
 		return x.Tables
 	}
 	return nil
+}
+
+func (x *ListTablesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type DescribeTableRequest struct {
@@ -1998,7 +2127,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2139,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2152,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeTableRequest) GetNode() string {
@@ -2068,13 +2197,21 @@ type PartitionStatus struct {
 	// not. It resumes by itself.
 	IndexError      string                 `protobuf:"bytes,9,opt,name=index_error,json=indexError,proto3" json:"index_error,omitempty"`
 	IndexErrorSince *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=index_error_since,json=indexErrorSince,proto3" json:"index_error_since,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How long the indexed end has trailed: zero when lag_records is 0, else the time since
+	// indexing last moved the end (since the table's creation when it never has), by the
+	// database's clock. Unset when Kafka did not answer.
+	Lag *durationpb.Duration `protobuf:"bytes,11,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Data files of the partition in the table's current snapshot, and the first offset
+	// they do not cover: where the committed table ends (0 before the first commit).
+	CommittedFiles     int64 `protobuf:"varint,12,opt,name=committed_files,json=committedFiles,proto3" json:"committed_files,omitempty"`
+	CommittedEndOffset int64 `protobuf:"varint,13,opt,name=committed_end_offset,json=committedEndOffset,proto3" json:"committed_end_offset,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2223,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2236,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -2172,17 +2309,207 @@ func (x *PartitionStatus) GetIndexErrorSince() *timestamppb.Timestamp {
 	return nil
 }
 
-type DescribeTableResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	Partitions    []*PartitionStatus     `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+func (x *PartitionStatus) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
+func (x *PartitionStatus) GetCommittedFiles() int64 {
+	if x != nil {
+		return x.CommittedFiles
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetCommittedEndOffset() int64 {
+	if x != nil {
+		return x.CommittedEndOffset
+	}
+	return 0
+}
+
+// One snapshot the table's metadata keeps.
+type Snapshot struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SnapshotId  int64                  `protobuf:"varint,1,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	CommittedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	// Iceberg's operation: append, replace, overwrite, delete.
+	Operation     string `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	AddedRecords  int64  `protobuf:"varint,4,opt,name=added_records,json=addedRecords,proto3" json:"added_records,omitempty"`
+	TotalRecords  int64  `protobuf:"varint,5,opt,name=total_records,json=totalRecords,proto3" json:"total_records,omitempty"`
+	AddedFiles    int64  `protobuf:"varint,6,opt,name=added_files,json=addedFiles,proto3" json:"added_files,omitempty"`
+	TotalFiles    int64  `protobuf:"varint,7,opt,name=total_files,json=totalFiles,proto3" json:"total_files,omitempty"`
+	SchemaId      int32  `protobuf:"varint,8,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
+func (x *Snapshot) Reset() {
+	*x = Snapshot{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snapshot) ProtoMessage() {}
+
+func (x *Snapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
+func (*Snapshot) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Snapshot) GetSnapshotId() int64 {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return 0
+}
+
+func (x *Snapshot) GetCommittedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
+func (x *Snapshot) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *Snapshot) GetAddedRecords() int64 {
+	if x != nil {
+		return x.AddedRecords
+	}
+	return 0
+}
+
+func (x *Snapshot) GetTotalRecords() int64 {
+	if x != nil {
+		return x.TotalRecords
+	}
+	return 0
+}
+
+func (x *Snapshot) GetAddedFiles() int64 {
+	if x != nil {
+		return x.AddedFiles
+	}
+	return 0
+}
+
+func (x *Snapshot) GetTotalFiles() int64 {
+	if x != nil {
+		return x.TotalFiles
+	}
+	return 0
+}
+
+func (x *Snapshot) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
+// One schema version of a table and the top-level columns it added.
+type SchemaVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	SchemaId      int32                  `protobuf:"varint,2,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
+	Added         []*SchemaColumn        `protobuf:"bytes,3,rep,name=added,proto3" json:"added,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaVersion) Reset() {
+	*x = SchemaVersion{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaVersion) ProtoMessage() {}
+
+func (x *SchemaVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaVersion.ProtoReflect.Descriptor instead.
+func (*SchemaVersion) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SchemaVersion) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SchemaVersion) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
+func (x *SchemaVersion) GetAdded() []*SchemaColumn {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+type DescribeTableResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Table      *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Partitions []*PartitionStatus     `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The current snapshot's commit; unset before the first commit.
+	CommittedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	// The snapshots the metadata keeps, oldest first.
+	Snapshots []*Snapshot `protobuf:"bytes,4,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// Every schema version, oldest first.
+	SchemaVersions []*SchemaVersion `protobuf:"bytes,5,rep,name=schema_versions,json=schemaVersions,proto3" json:"schema_versions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2521,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2534,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -2220,6 +2547,27 @@ func (x *DescribeTableResponse) GetTable() *Table {
 func (x *DescribeTableResponse) GetPartitions() []*PartitionStatus {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetCommittedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetSnapshots() []*Snapshot {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetSchemaVersions() []*SchemaVersion {
+	if x != nil {
+		return x.SchemaVersions
 	}
 	return nil
 }
@@ -2240,7 +2588,7 @@ type ColumnChange struct {
 
 func (x *ColumnChange) Reset() {
 	*x = ColumnChange{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2600,7 @@ func (x *ColumnChange) String() string {
 func (*ColumnChange) ProtoMessage() {}
 
 func (x *ColumnChange) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2613,7 @@ func (x *ColumnChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnChange.ProtoReflect.Descriptor instead.
 func (*ColumnChange) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ColumnChange) GetChange() isColumnChange_Change {
@@ -2355,7 +2703,7 @@ type WidenColumn struct {
 
 func (x *WidenColumn) Reset() {
 	*x = WidenColumn{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2715,7 @@ func (x *WidenColumn) String() string {
 func (*WidenColumn) ProtoMessage() {}
 
 func (x *WidenColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2728,7 @@ func (x *WidenColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WidenColumn.ProtoReflect.Descriptor instead.
 func (*WidenColumn) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WidenColumn) GetName() string {
@@ -2407,7 +2755,7 @@ type RenameColumn struct {
 
 func (x *RenameColumn) Reset() {
 	*x = RenameColumn{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2767,7 @@ func (x *RenameColumn) String() string {
 func (*RenameColumn) ProtoMessage() {}
 
 func (x *RenameColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2780,7 @@ func (x *RenameColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameColumn.ProtoReflect.Descriptor instead.
 func (*RenameColumn) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RenameColumn) GetName() string {
@@ -2466,7 +2814,7 @@ type AlterTableRequest struct {
 
 func (x *AlterTableRequest) Reset() {
 	*x = AlterTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2826,7 @@ func (x *AlterTableRequest) String() string {
 func (*AlterTableRequest) ProtoMessage() {}
 
 func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2839,7 @@ func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableRequest.ProtoReflect.Descriptor instead.
 func (*AlterTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AlterTableRequest) GetNode() string {
@@ -2545,7 +2893,7 @@ type AlterTableResponse struct {
 
 func (x *AlterTableResponse) Reset() {
 	*x = AlterTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2905,7 @@ func (x *AlterTableResponse) String() string {
 func (*AlterTableResponse) ProtoMessage() {}
 
 func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2918,7 @@ func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableResponse.ProtoReflect.Descriptor instead.
 func (*AlterTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AlterTableResponse) GetTable() *Table {
@@ -2593,7 +2941,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2953,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2966,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Topic) GetName() string {
@@ -2657,7 +3005,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +3017,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +3030,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateTopicRequest) GetNode() string {
@@ -2722,7 +3070,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +3082,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +3095,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateTopicResponse) GetTopic() *Topic {
@@ -2766,7 +3114,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +3126,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +3139,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListTopicsRequest) GetNode() string {
@@ -2810,7 +3158,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +3170,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,12 +3183,189 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
 	if x != nil {
 		return x.Topics
+	}
+	return nil
+}
+
+type GetHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHistoryRequest) Reset() {
+	*x = GetHistoryRequest{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHistoryRequest) ProtoMessage() {}
+
+func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetHistoryRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// One counter or gauge of the node over time: times and values side by side.
+type Series struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// records_indexed (records, a counter) and lag_records (a gauge) per table, of an
+	// indexer; table_loads and s3_gets (counters) of a file server.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "namespace.name", for series of one table; empty otherwise.
+	Table         string                   `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Times         []*timestamppb.Timestamp `protobuf:"bytes,3,rep,name=times,proto3" json:"times,omitempty"`
+	Values        []float64                `protobuf:"fixed64,4,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Series) Reset() {
+	*x = Series{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Series) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Series) ProtoMessage() {}
+
+func (x *Series) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Series.ProtoReflect.Descriptor instead.
+func (*Series) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *Series) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Series) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Series) GetTimes() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.Times
+	}
+	return nil
+}
+
+func (x *Series) GetValues() []float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type GetHistoryResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// How often the node samples.
+	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	Series        []*Series            `protobuf:"bytes,3,rep,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHistoryResponse) Reset() {
+	*x = GetHistoryResponse{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHistoryResponse) ProtoMessage() {}
+
+func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetHistoryResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *GetHistoryResponse) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *GetHistoryResponse) GetSeries() []*Series {
+	if x != nil {
+		return x.Series
 	}
 	return nil
 }
@@ -2950,7 +3475,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\fSchemaColumn\x12\x19\n" +
 	"\bfield_id\x18\x01 \x01(\x05R\afieldId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\xb6\x05\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\xed\x05\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2972,10 +3497,18 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eschema_version\x18\f \x01(\x05R\rschemaVersion\x12\x1b\n" +
 	"\tschema_id\x18\r \x01(\x05R\bschemaId\x123\n" +
 	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x12,\n" +
-	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x1a=\n" +
+	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x125\n" +
+	"\asummary\x18\x10 \x01(\v2\x1b.mink.admin.v1.TableSummaryR\asummary\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
+	"\fTableSummary\x12\x1f\n" +
+	"\vlag_records\x18\x01 \x01(\x03R\n" +
+	"lagRecords\x12+\n" +
+	"\x03lag\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12+\n" +
+	"\x11paused_partitions\x18\x03 \x01(\x05R\x10pausedPartitions\x12+\n" +
+	"\x11unheld_partitions\x18\x04 \x01(\x05R\x10unheldPartitions\x12=\n" +
+	"\fcommitted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\"\xdd\x05\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3007,16 +3540,21 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\"\x13\n" +
-	"\x11DropTableResponse\"E\n" +
+	"\x11DropTableResponse\"\xa4\x01\n" +
 	"\x11ListTablesRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"B\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12!\n" +
+	"\fwith_summary\x18\x05 \x01(\bR\vwithSummary\"j\n" +
 	"\x12ListTablesResponse\x12,\n" +
-	"\x06tables\x18\x01 \x03(\v2\x14.mink.admin.v1.TableR\x06tables\"\\\n" +
+	"\x06tables\x18\x01 \x03(\v2\x14.mink.admin.v1.TableR\x06tables\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\\\n" +
 	"\x14DescribeTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xa1\x03\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xa9\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12,\n" +
 	"\x12indexed_end_offset\x18\x02 \x01(\x03R\x10indexedEndOffset\x12%\n" +
@@ -3031,12 +3569,34 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\vindex_error\x18\t \x01(\tR\n" +
 	"indexError\x12F\n" +
 	"\x11index_error_since\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x0findexErrorSince\"\x83\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0findexErrorSince\x12+\n" +
+	"\x03lag\x18\v \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12'\n" +
+	"\x0fcommitted_files\x18\f \x01(\x03R\x0ecommittedFiles\x120\n" +
+	"\x14committed_end_offset\x18\r \x01(\x03R\x12committedEndOffset\"\xb1\x02\n" +
+	"\bSnapshot\x12\x1f\n" +
+	"\vsnapshot_id\x18\x01 \x01(\x03R\n" +
+	"snapshotId\x12=\n" +
+	"\fcommitted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\x12#\n" +
+	"\radded_records\x18\x04 \x01(\x03R\faddedRecords\x12#\n" +
+	"\rtotal_records\x18\x05 \x01(\x03R\ftotalRecords\x12\x1f\n" +
+	"\vadded_files\x18\x06 \x01(\x03R\n" +
+	"addedFiles\x12\x1f\n" +
+	"\vtotal_files\x18\a \x01(\x03R\n" +
+	"totalFiles\x12\x1b\n" +
+	"\tschema_id\x18\b \x01(\x05R\bschemaId\"y\n" +
+	"\rSchemaVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x1b\n" +
+	"\tschema_id\x18\x02 \x01(\x05R\bschemaId\x121\n" +
+	"\x05added\x18\x03 \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x05added\"\xc0\x02\n" +
 	"\x15DescribeTableResponse\x12*\n" +
 	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\x12>\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1e.mink.admin.v1.PartitionStatusR\n" +
-	"partitions\"\xd5\x01\n" +
+	"partitions\x12=\n" +
+	"\fcommitted_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x125\n" +
+	"\tsnapshots\x18\x04 \x03(\v2\x17.mink.admin.v1.SnapshotR\tsnapshots\x12E\n" +
+	"\x0fschema_versions\x18\x05 \x03(\v2\x1c.mink.admin.v1.SchemaVersionR\x0eschemaVersions\"\xd5\x01\n" +
 	"\fColumnChange\x12)\n" +
 	"\x03add\x18\x01 \x01(\v2\x15.mink.admin.v1.ColumnH\x00R\x03add\x122\n" +
 	"\x05widen\x18\x02 \x01(\v2\x1a.mink.admin.v1.WidenColumnH\x00R\x05widen\x12%\n" +
@@ -3079,7 +3639,18 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x11ListTopicsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"B\n" +
 	"\x12ListTopicsResponse\x12,\n" +
-	"\x06topics\x18\x01 \x03(\v2\x14.mink.admin.v1.TopicR\x06topics*T\n" +
+	"\x06topics\x18\x01 \x03(\v2\x14.mink.admin.v1.TopicR\x06topics\"'\n" +
+	"\x11GetHistoryRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"|\n" +
+	"\x06Series\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x120\n" +
+	"\x05times\x18\x03 \x03(\v2\x1a.google.protobuf.TimestampR\x05times\x12\x16\n" +
+	"\x06values\x18\x04 \x03(\x01R\x06values\"\x93\x01\n" +
+	"\x12GetHistoryResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12-\n" +
+	"\x06series\x18\x03 \x03(\v2\x15.mink.admin.v1.SeriesR\x06series*T\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROLE_INDEXER\x10\x01\x12\x0f\n" +
@@ -3104,7 +3675,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"SchemaMode\x12\x1b\n" +
 	"\x17SCHEMA_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SCHEMA_MODE_PREFIX\x10\x01\x12\x16\n" +
-	"\x12SCHEMA_MODE_LATEST\x10\x022\xf8\a\n" +
+	"\x12SCHEMA_MODE_LATEST\x10\x022\xcb\b\n" +
 	"\fAdminService\x12N\n" +
 	"\tGetStatus\x12\x1f.mink.admin.v1.GetStatusRequest\x1a .mink.admin.v1.GetStatusResponse\x12N\n" +
 	"\tListNodes\x12\x1f.mink.admin.v1.ListNodesRequest\x1a .mink.admin.v1.ListNodesResponse\x12Q\n" +
@@ -3121,7 +3692,9 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"AlterTable\x12 .mink.admin.v1.AlterTableRequest\x1a!.mink.admin.v1.AlterTableResponse\x12T\n" +
 	"\vCreateTopic\x12!.mink.admin.v1.CreateTopicRequest\x1a\".mink.admin.v1.CreateTopicResponse\x12Q\n" +
 	"\n" +
-	"ListTopics\x12 .mink.admin.v1.ListTopicsRequest\x1a!.mink.admin.v1.ListTopicsResponseB\xa7\x01\n" +
+	"ListTopics\x12 .mink.admin.v1.ListTopicsRequest\x1a!.mink.admin.v1.ListTopicsResponse\x12Q\n" +
+	"\n" +
+	"GetHistory\x12 .mink.admin.v1.GetHistoryRequest\x1a!.mink.admin.v1.GetHistoryResponseB\xa7\x01\n" +
 	"\x11com.mink.admin.v1B\n" +
 	"AdminProtoP\x01Z0github.com/minkhq/mink/gen/mink/admin/v1;adminv1\xa2\x02\x03MAX\xaa\x02\rMink.Admin.V1\xca\x02\rMink\\Admin\\V1\xe2\x02\x19Mink\\Admin\\V1\\GPBMetadata\xea\x02\x0fMink::Admin::V1b\x06proto3"
 
@@ -3138,7 +3711,7 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
@@ -3162,49 +3735,55 @@ var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(*RegistryDecoding)(nil),      // 19: mink.admin.v1.RegistryDecoding
 	(*SchemaColumn)(nil),          // 20: mink.admin.v1.SchemaColumn
 	(*Table)(nil),                 // 21: mink.admin.v1.Table
-	(*CreateTableRequest)(nil),    // 22: mink.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 23: mink.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),      // 24: mink.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 25: mink.admin.v1.DropTableResponse
-	(*ListTablesRequest)(nil),     // 26: mink.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 27: mink.admin.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 28: mink.admin.v1.DescribeTableRequest
-	(*PartitionStatus)(nil),       // 29: mink.admin.v1.PartitionStatus
-	(*DescribeTableResponse)(nil), // 30: mink.admin.v1.DescribeTableResponse
-	(*ColumnChange)(nil),          // 31: mink.admin.v1.ColumnChange
-	(*WidenColumn)(nil),           // 32: mink.admin.v1.WidenColumn
-	(*RenameColumn)(nil),          // 33: mink.admin.v1.RenameColumn
-	(*AlterTableRequest)(nil),     // 34: mink.admin.v1.AlterTableRequest
-	(*AlterTableResponse)(nil),    // 35: mink.admin.v1.AlterTableResponse
-	(*Topic)(nil),                 // 36: mink.admin.v1.Topic
-	(*CreateTopicRequest)(nil),    // 37: mink.admin.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 38: mink.admin.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),     // 39: mink.admin.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 40: mink.admin.v1.ListTopicsResponse
-	nil,                           // 41: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 42: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 43: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 44: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 45: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	nil,                           // 46: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 48: google.protobuf.Duration
+	(*TableSummary)(nil),          // 22: mink.admin.v1.TableSummary
+	(*CreateTableRequest)(nil),    // 23: mink.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),   // 24: mink.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),      // 25: mink.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),     // 26: mink.admin.v1.DropTableResponse
+	(*ListTablesRequest)(nil),     // 27: mink.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),    // 28: mink.admin.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),  // 29: mink.admin.v1.DescribeTableRequest
+	(*PartitionStatus)(nil),       // 30: mink.admin.v1.PartitionStatus
+	(*Snapshot)(nil),              // 31: mink.admin.v1.Snapshot
+	(*SchemaVersion)(nil),         // 32: mink.admin.v1.SchemaVersion
+	(*DescribeTableResponse)(nil), // 33: mink.admin.v1.DescribeTableResponse
+	(*ColumnChange)(nil),          // 34: mink.admin.v1.ColumnChange
+	(*WidenColumn)(nil),           // 35: mink.admin.v1.WidenColumn
+	(*RenameColumn)(nil),          // 36: mink.admin.v1.RenameColumn
+	(*AlterTableRequest)(nil),     // 37: mink.admin.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),    // 38: mink.admin.v1.AlterTableResponse
+	(*Topic)(nil),                 // 39: mink.admin.v1.Topic
+	(*CreateTopicRequest)(nil),    // 40: mink.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 41: mink.admin.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),     // 42: mink.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 43: mink.admin.v1.ListTopicsResponse
+	(*GetHistoryRequest)(nil),     // 44: mink.admin.v1.GetHistoryRequest
+	(*Series)(nil),                // 45: mink.admin.v1.Series
+	(*GetHistoryResponse)(nil),    // 46: mink.admin.v1.GetHistoryResponse
+	nil,                           // 47: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 48: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 49: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 50: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 51: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 52: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 54: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	47, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	53, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	41, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	47, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	47, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	47, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	53, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	53, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	53, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	47, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	42, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	48, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	53, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	48, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	54, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
 	5,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
 	6,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	43, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	49, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
 	7,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
 	5,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
 	5,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
@@ -3212,62 +3791,76 @@ var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
 	18, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	44, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	47, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	50, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	53, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
 	19, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
 	19, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
 	20, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
 	3,  // 26: mink.admin.v1.Table.mode:type_name -> mink.admin.v1.TableMode
-	2,  // 27: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
-	18, // 28: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	45, // 29: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
-	4,  // 30: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	2,  // 31: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
-	4,  // 32: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	3,  // 33: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
-	21, // 34: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	21, // 35: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	47, // 36: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	47, // 37: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
-	21, // 38: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	29, // 39: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	18, // 40: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
-	32, // 41: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
-	33, // 42: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
-	31, // 43: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	46, // 44: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	21, // 45: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	36, // 46: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
-	36, // 47: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
-	8,  // 48: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	10, // 49: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	12, // 50: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	14, // 51: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	16, // 52: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	22, // 53: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	24, // 54: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	26, // 55: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	28, // 56: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	34, // 57: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	37, // 58: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
-	39, // 59: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
-	9,  // 60: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	11, // 61: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	13, // 62: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	15, // 63: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	17, // 64: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	23, // 65: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	25, // 66: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	27, // 67: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	30, // 68: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	35, // 69: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	38, // 70: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
-	40, // 71: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
-	60, // [60:72] is the sub-list for method output_type
-	48, // [48:60] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	22, // 27: mink.admin.v1.Table.summary:type_name -> mink.admin.v1.TableSummary
+	54, // 28: mink.admin.v1.TableSummary.lag:type_name -> google.protobuf.Duration
+	53, // 29: mink.admin.v1.TableSummary.committed_at:type_name -> google.protobuf.Timestamp
+	2,  // 30: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
+	18, // 31: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
+	51, // 32: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	4,  // 33: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	2,  // 34: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
+	4,  // 35: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	3,  // 36: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
+	21, // 37: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	21, // 38: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	53, // 39: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	53, // 40: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	54, // 41: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
+	53, // 42: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
+	20, // 43: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
+	21, // 44: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	30, // 45: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	53, // 46: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
+	31, // 47: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
+	32, // 48: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
+	18, // 49: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	35, // 50: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	36, // 51: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	34, // 52: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	52, // 53: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	21, // 54: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	39, // 55: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
+	39, // 56: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
+	53, // 57: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
+	54, // 58: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
+	45, // 59: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
+	8,  // 60: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	10, // 61: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	12, // 62: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	14, // 63: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	16, // 64: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	23, // 65: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	25, // 66: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	27, // 67: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	29, // 68: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	37, // 69: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	40, // 70: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
+	42, // 71: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
+	44, // 72: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
+	9,  // 73: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	11, // 74: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	13, // 75: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	15, // 76: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	17, // 77: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	24, // 78: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	26, // 79: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	28, // 80: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	33, // 81: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	38, // 82: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	41, // 83: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
+	43, // 84: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
+	46, // 85: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
+	73, // [73:86] is the sub-list for method output_type
+	60, // [60:73] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -3275,7 +3868,7 @@ func file_mink_admin_v1_admin_proto_init() {
 	if File_mink_admin_v1_admin_proto != nil {
 		return
 	}
-	file_mink_admin_v1_admin_proto_msgTypes[26].OneofWrappers = []any{
+	file_mink_admin_v1_admin_proto_msgTypes[29].OneofWrappers = []any{
 		(*ColumnChange_Add)(nil),
 		(*ColumnChange_Widen)(nil),
 		(*ColumnChange_MakeOptional)(nil),
@@ -3287,7 +3880,7 @@ func file_mink_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   42,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,6 +46,7 @@ const (
 	AdminService_AlterTable_FullMethodName    = "/mink.admin.v1.AdminService/AlterTable"
 	AdminService_CreateTopic_FullMethodName   = "/mink.admin.v1.AdminService/CreateTopic"
 	AdminService_ListTopics_FullMethodName    = "/mink.admin.v1.AdminService/ListTopics"
+	AdminService_GetHistory_FullMethodName    = "/mink.admin.v1.AdminService/GetHistory"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -78,6 +79,9 @@ type AdminServiceClient interface {
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
 	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
+	// The node's own counters of the last 15 minutes, sampled every few seconds: what the
+	// console charts (records indexed and lag per table, table loads and S3 GETs).
+	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
 }
 
 type adminServiceClient struct {
@@ -208,6 +212,16 @@ func (c *adminServiceClient) ListTopics(ctx context.Context, in *ListTopicsReque
 	return out, nil
 }
 
+func (c *adminServiceClient) GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetHistoryResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -238,6 +252,9 @@ type AdminServiceServer interface {
 	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
 	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
+	// The node's own counters of the last 15 minutes, sampled every few seconds: what the
+	// console charts (records indexed and lag per table, table loads and S3 GETs).
+	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -283,6 +300,9 @@ func (UnimplementedAdminServiceServer) CreateTopic(context.Context, *CreateTopic
 }
 func (UnimplementedAdminServiceServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTopics not implemented")
+}
+func (UnimplementedAdminServiceServer) GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetHistory not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -521,6 +541,24 @@ func _AdminService_ListTopics_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetHistory(ctx, req.(*GetHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -575,6 +613,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTopics",
 			Handler:    _AdminService_ListTopics_Handler,
+		},
+		{
+			MethodName: "GetHistory",
+			Handler:    _AdminService_GetHistory_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
