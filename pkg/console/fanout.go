@@ -211,6 +211,7 @@ func (c *Console) charts(w http.ResponseWriter, r *http.Request, s *sess) {
 	}
 	ans.Tables = busiest(ans.Tables, chartTables)
 	ans.Interval = interval.Seconds()
+	trimStart(&ans)
 	writeJSON(w, http.StatusOK, ans)
 }
 
@@ -250,4 +251,31 @@ func busiest(tables map[string]map[string][]*float64, k int) map[string]map[stri
 		out[s.name] = tables[s.name]
 	}
 	return out
+}
+
+// trimStart drops the steps before the first sample of any series: a young cluster's
+// charts span its life, not an empty quarter hour.
+func trimStart(a *chartsAnswer) {
+	first := len(a.Times) - 1
+	for _, group := range []map[string]map[string][]*float64{a.Tables, a.FileServers} {
+		for _, s := range group {
+			for _, vs := range s {
+				for i, v := range vs {
+					if v != nil {
+						first = min(first, i)
+						break
+					}
+				}
+			}
+		}
+	}
+	first = max(first, 0)
+	a.Times = a.Times[first:]
+	for _, group := range []map[string]map[string][]*float64{a.Tables, a.FileServers} {
+		for _, s := range group {
+			for k, vs := range s {
+				s[k] = vs[first:]
+			}
+		}
+	}
 }

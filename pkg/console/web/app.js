@@ -22,7 +22,7 @@ function el(tag, attrs, ...kids) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const k of kids.flat()) {
+  for (const k of kids.flat(Infinity)) {
     if (k === undefined || k === null) continue;
     e.append(k instanceof Node ? k : document.createTextNode(String(k)));
   }
@@ -167,7 +167,7 @@ function route() {
 // A view draws into a fresh container and swaps it in, keeping open forms.
 function draw(root, ...kids) {
   const keep = root.querySelector("[data-keep]");
-  root.replaceChildren(...kids);
+  root.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined));
   if (keep) { const slot = root.querySelector(`[data-slot="${keep.dataset.keep}"]`); if (slot) slot.replaceWith(keep); }
 }
 
@@ -387,7 +387,7 @@ function lineChart(id, into, data, labels) {
   const width = Math.max(320, into.clientWidth || 600);
   const colors = ["#2f5bd3", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#1098ad", "#e67700", "#495057"];
   const opts = { width, height: 220, scales: { x: { time: true } }, legend: { live: false },
-    series: [{}].concat(labels.map((l, i) => ({ label: l, stroke: colors[i % colors.length], width: 1.5, spanGaps: false }))) };
+    series: [{}].concat(labels.map((l, i) => ({ label: l, stroke: colors[i % colors.length], width: 1.5, spanGaps: true }))) };
   if (charts[id]) { charts[id].destroy(); }
   into.replaceChildren();
   charts[id] = new window.uPlot(opts, data, into);
@@ -401,10 +401,12 @@ async function viewCharts(root) {
   const boxes = [["rate", "Records indexed per second, per table"], ["lag", "Lag in records, per table"],
     ["table_loads", "Table loads per second, per file server"], ["s3_gets", "S3 GETs per second, per file server"]];
   if (!root.querySelector("#chart-rate")) {
-    root.replaceChildren(el("h1", {}, "Charts"), el("p", { class: "muted" }, `The last 15 minutes from each node's own counters, sampled every ${r.interval} s; the ${tables.length} busiest tables.`),
+    root.replaceChildren(el("h1", {}, "Charts"), el("p", { class: "muted", id: "charts-about" }), el("p", { class: "error", id: "charts-errors" }),
       el("div", { class: "grid" }, boxes.map(([id, title]) => el("div", { class: "card" }, el("h2", {}, title), el("div", { id: "chart-" + id })))));
   }
-  if (r.errors) root.append(el("p", { class: "error" }, Object.entries(r.errors).map(([n, e]) => `${n}: ${e.code}: ${e.message}`).join("\n")));
+  root.querySelector("#charts-about").textContent = `The last 15 minutes from each node's own counters, sampled every ${r.interval} s` +
+    (tables.length ? `; the ${tables.length} busiest table${tables.length === 1 ? "" : "s"}.` : ".");
+  root.querySelector("#charts-errors").textContent = Object.entries(r.errors || {}).map(([n, e]) => `${n}: ${e.code}: ${e.message}`).join("\n");
   if (!window.uPlot) return;
   const draw1 = (id, keys, src) => {
     const into = root.querySelector("#chart-" + id);
