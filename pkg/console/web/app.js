@@ -398,7 +398,7 @@ async function viewCharts(root) {
   const tables = Object.keys(r.tables).sort();
   const fss = Object.keys(r.fileservers).sort();
   const series = (src, keys, field) => keys.map((k) => (src[k][field] || []).map((v) => v));
-  const boxes = [["rate", "Records indexed per second, per table"], ["lag", "Lag in records, per table"],
+  const boxes = [["rate", "Records indexed per second, per table"], ["lag", "Records not yet read from Kafka, per table"],
     ["table_loads", "Table loads per second, per file server"], ["s3_gets", "S3 GETs per second, per file server"]];
   if (!root.querySelector("#chart-rate")) {
     root.replaceChildren(el("h1", {}, "Charts"), el("p", { class: "muted", id: "charts-about" }), el("p", { class: "error", id: "charts-errors" }),

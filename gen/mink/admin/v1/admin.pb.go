@@ -3240,7 +3240,8 @@ func (x *GetHistoryRequest) GetNode() string {
 // One counter or gauge of the node over time: times and values side by side.
 type Series struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// records_indexed (records, a counter) and lag_records (a gauge) per table, of an
+	// records_indexed (records read into ranges, a counter) and lag_records (records its
+	// indexers have not read yet, to the last stable offset: a gauge) per table, of an
 	// indexer; table_loads and s3_gets (counters) of a file server.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// "namespace.name", for series of one table; empty otherwise.
