@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,17 +65,41 @@ func consoleBrowser(t *testing.T, path string) context.Context {
 }
 
 // consoleProxy serves target under prefix, stripping it, over HTTPS: as an operator's
-// reverse proxy would.
-func consoleProxy(t *testing.T, target string, roots *tls.Config, prefix string) string {
+// reverse proxy would. It keeps the paths of the API requests it passes on.
+type consoleProxy struct {
+	URL  string
+	mu   sync.Mutex
+	seen []string
+}
+
+func newConsoleProxy(t *testing.T, target string, roots *tls.Config, prefix string) *consoleProxy {
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = &http.Transport{TLSClientConfig: roots}
-	srv := httptest.NewTLSServer(http.StripPrefix(prefix, rp))
+	p := &consoleProxy{}
+	srv := httptest.NewTLSServer(http.StripPrefix(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			p.mu.Lock()
+			p.seen = append(p.seen, r.URL.Path)
+			p.mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	})))
 	t.Cleanup(srv.Close)
-	return srv.URL + prefix + "/"
+	p.URL = srv.URL + prefix + "/"
+	return p
+}
+
+// requests are the API paths requested since the last call.
+func (p *consoleProxy) requests() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.seen
+	p.seen = nil
+	return out
 }
 
 // consoleRun runs actions within a deadline, failing the test with what was being done.
@@ -243,7 +268,8 @@ func TestConsole(t *testing.T) {
 		}
 		return "https://" + st.GetAddrs()["console"] + "/"
 	}
-	base := consoleProxy(t, consoleAddr("idx-1"), roots, "/ops/mink")
+	proxy := newConsoleProxy(t, consoleAddr("idx-1"), roots, "/ops/mink")
+	base := proxy.URL
 	browser := consoleBrowser(t, chromium)
 
 	t.Run("cluster", func(t *testing.T) {
@@ -467,4 +493,55 @@ func TestConsole(t *testing.T) {
 			t.Errorf("idx-1 after the forged drains: draining %v, %v", st.GetDraining(), err)
 		}
 	})
+
+	t.Run("many tables", func(t *testing.T) {
+		// 120 more tables: the tables view pages them 50 at a time, and each refresh is
+		// one request whatever the number of tables.
+		for i := range 120 {
+			if _, err := adm.CreateTable(ctx, &adminv1.CreateTableRequest{Name: fmt.Sprintf("t%03d", i), Topic: "clicks",
+				Format: adminv1.RecordFormat_RECORD_FORMAT_RAW}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		consoleGo(t, browser, "#tables", `tr[data-table="default.t048"]`)
+		pageOf := func() []string {
+			var names []string
+			consoleJSON(t, browser, `[...document.querySelectorAll("table.tables tbody tr")].map(r => r.dataset.table)`, &names)
+			return names
+		}
+		var all []string
+		for page := 0; ; page++ {
+			names := pageOf()
+			all = append(all, names...)
+			var more bool
+			consoleJSON(t, browser, `![...document.querySelectorAll(".pager button")].find(b => b.textContent.startsWith("Next")).disabled`, &more)
+			if !more {
+				break
+			}
+			if len(names) != 50 {
+				t.Fatalf("page %d has %d tables, want 50", page+1, len(names))
+			}
+			last := names[len(names)-1]
+			consoleRun(t, browser, "next page", chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll(".pager button")].find(b => b.textContent.startsWith("Next")).click()`))
+			consoleWait(t, browser, "the next page", `document.querySelector("table.tables tbody tr") && document.querySelector("table.tables tbody tr").dataset.table > `+strconv.Quote(last))
+		}
+		if len(all) != 121 || !slices.IsSorted(all) {
+			t.Errorf("the pages listed %d tables (sorted: %v), want 121", len(all), slices.IsSorted(all))
+		}
+		proxy.requests()
+		consoleWait(t, browser, "two refreshes", `document.getElementById("updated").textContent !== ""`)
+		time.Sleep(2 * time.Duration(consoleRefresh) * time.Second) // what the page asks for over two refreshes
+		reqs := proxy.requests()
+		for _, r := range reqs {
+			if r != "/api/call/ListTables" {
+				t.Errorf("the tables view asked for %s", r)
+			}
+		}
+		if len(reqs) < 1 || len(reqs) > 3 {
+			t.Errorf("the tables view made %d requests in two refreshes: %v", len(reqs), reqs)
+		}
+	})
 }
+
+// consoleRefresh is how often, in seconds, the page refreshes its view.
+const consoleRefresh = 5

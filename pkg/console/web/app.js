@@ -7,9 +7,11 @@ const REFRESH_MS = 5000;
 const PAGE = 50;
 let session = null;
 let timer = null;
+let generation = 0; // of route(): a view's refresh loop ends when another view is shown
 let tablesPage = { tokens: [""], i: 0 };
 let nodesPage = 0;
 let fsPage = 0;
+const rowsOpts = { limit: "50", from: "end" };
 const charts = {};
 
 // --- helpers ---
@@ -146,6 +148,7 @@ function stopRefresh() { if (timer) { clearTimeout(timer); timer = null; } }
 function route() {
   if (!session) return;
   stopRefresh();
+  const gen = ++generation;
   const [view, arg] = (location.hash.slice(1) || "cluster").split("/");
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("active", a.dataset.view === view || (view === "table" || view === "rows") && a.dataset.view === "tables");
   const views = { cluster: viewCluster, tables: viewTables, table: viewTable, rows: viewRows, fileservers: viewFileServers, charts: viewCharts };
@@ -153,22 +156,26 @@ function route() {
   const root = document.getElementById("view");
   root.replaceChildren();
   for (const k of Object.keys(charts)) { charts[k].destroy(); delete charts[k]; }
+  // Each view draws into a container of its own, swapped in only while it is still the
+  // one shown: a refresh in flight when the view changes is dropped.
   const tick = async () => {
     // A form being filled in is not redrawn under the user's hands.
     if (!root.querySelector("form.editing")) {
-      try { await fn(root, decodeURIComponent(arg || "")); } catch (e) { root.replaceChildren(errorBox(e)); }
+      const into = document.createElement("section");
+      try { await fn(into, decodeURIComponent(arg || "")); } catch (e) { into.replaceChildren(errorBox(e)); }
+      if (gen !== generation) return;
+      root.replaceChildren(...into.childNodes);
+      for (const k of Object.keys(charts)) if (!root.contains(charts[k].root)) { charts[k].destroy(); delete charts[k]; }
       document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
     }
-    if (fn.refresh !== false) timer = setTimeout(tick, REFRESH_MS);
+    if (gen === generation && fn.refresh !== false) timer = setTimeout(tick, REFRESH_MS);
   };
   tick();
 }
 
-// A view draws into a fresh container and swaps it in, keeping open forms.
+// draw fills a view's container.
 function draw(root, ...kids) {
-  const keep = root.querySelector("[data-keep]");
   root.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined));
-  if (keep) { const slot = root.querySelector(`[data-slot="${keep.dataset.keep}"]`); if (slot) slot.replaceWith(keep); }
 }
 
 // --- cluster ---
@@ -197,8 +204,8 @@ async function viewCluster(root) {
     const perTable = Object.entries(held.tables).sort().map(([t, c]) =>
       el("div", {}, t + ": " + [c.partition ? c.partition + " partition" + (c.partition > 1 ? "s" : "") : "", c.writer ? "writer" : ""].filter(Boolean).join(", ")));
     const actions = session.admin ? td(n.draining
-      ? el("button", { type: "button", "data-action": "undrain", onclick: () => drain(n.nodeId, false, root) }, "Undrain")
-      : el("button", { type: "button", "data-action": "drain", onclick: () => drain(n.nodeId, true, root) }, "Drain")) : null;
+      ? el("button", { type: "button", "data-action": "undrain", onclick: () => drain(n.nodeId, false) }, "Undrain")
+      : el("button", { type: "button", "data-action": "drain", onclick: () => drain(n.nodeId, true) }, "Drain")) : null;
     return el("tr", { class: stale ? "stale" : null, "data-node": n.nodeId },
       td(n.nodeId), td((n.roles || []).map((r) => badge(short(r)))),
       td(stale ? badge("not renewing: " + behind.toFixed(0) + " s behind", "bad") : badge("renewing", "ok")),
@@ -213,8 +220,8 @@ async function viewCluster(root) {
     list.length > PAGE ? pager(list.length, nodesPage, PAGE, (p) => { nodesPage = p; route(); }) : null);
 }
 
-async function drain(node, on, root) {
-  const out = root.querySelector("#action-error");
+async function drain(node, on) {
+  const out = document.getElementById("action-error");
   try {
     await call(on ? "DrainNode" : "UndrainNode", { node });
     route();
@@ -244,13 +251,13 @@ async function viewTables(root) {
     table(["Table", "Topic", "Format", "Mode", { text: "Partitions", cls: "num" }, { text: "Schema version", cls: "num" },
       { text: "Lag (records)", cls: "num" }, { text: "Lag", cls: "num" }, "Paused", "Unheld", "Last commit", ""], rows, "tables"),
     nav, session.admin ? el("div", { "data-slot": "create" }) : null);
-  if (session.admin && !root.querySelector("[data-keep]")) root.querySelector('[data-slot="create"]').replaceWith(createForm());
+  if (session.admin) root.querySelector('[data-slot="create"]').replaceWith(createForm());
 }
 
 // Forms show the API's answer as it is: its code and message.
 function apiForm(id, title, fields, submit) {
   const out = el("p", { class: "error", "data-error": id });
-  const f = el("form", { id, "data-keep": id, class: "card" }, el("h2", {}, title), fields, el("button", { type: "submit", class: "primary" }, title), out);
+  const f = el("form", { id, class: "card" }, el("h2", {}, title), fields, el("button", { type: "submit", class: "primary" }, title), out);
   f.addEventListener("focusin", () => f.classList.add("editing"));
   f.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -278,7 +285,7 @@ function createForm() {
     el("label", {}, "Name ", el("input", { name: "name" })),
     el("label", {}, "Topic ", el("input", { name: "topic" })),
     el("label", {}, "Format ", el("select", { name: "format" }, formats.map((f) => el("option", { value: f }, short(f))))),
-    el("label", {}, "Columns (JSON) ", el("input", { name: "columns", placeholder: "id:long, page:string" })),
+    el("label", {}, "Columns (JSON tables) ", el("input", { name: "columns", placeholder: "id:long, page:string" })),
   ], async (f) => {
     await call("CreateTable", { namespace: f.get("namespace"), name: f.get("name"), topic: f.get("topic"), format: f.get("format"), columns: columnsOf(f.get("columns")) });
   });
@@ -337,7 +344,7 @@ async function viewTable(root, name) {
     el("h2", {}, "Snapshots"), table(["Committed", "Snapshot", "Operation", { text: "Added records", cls: "num" }, { text: "Records", cls: "num" },
       { text: "Added files", cls: "num" }, { text: "Files", cls: "num" }], snapRows, "snapshots"),
     session.admin ? el("div", { "data-slot": "alter-table" }) : null);
-  if (session.admin && !root.querySelector("[data-keep]")) root.querySelector('[data-slot="alter-table"]').replaceWith(alterForm(t));
+  if (session.admin) root.querySelector('[data-slot="alter-table"]').replaceWith(alterForm(t));
   if (snaps.length > 0 && window.uPlot) {
     lineChart("snap", root.querySelector("#snapchart"), [snaps.map((s) => Date.parse(s.committedAt) / 1000), snaps.map((s) => Number(s.totalRecords))], ["records"]);
   }
@@ -346,12 +353,12 @@ async function viewTable(root, name) {
 // --- rows ---
 
 async function viewRows(root, name) {
-  const limit = root.dataset.limit || "50", from = root.dataset.from || "end";
+  const { limit, from } = rowsOpts;
   const r = await request("GET", `api/rows?table=${encodeURIComponent(name)}&limit=${limit}&from=${from}`);
   const head = r.columns.map((c) => ({ text: c.name, sub: c.type }));
   const rows = r.rows.map((row) => el("tr", {}, row.map((v) => v === null ? td("NULL", "null") : td(v))));
-  const pick = (what, opts) => el("select", { "data-pick": what, onchange: (ev) => { root.dataset[what] = ev.target.value; route(); } },
-    opts.map(([v, t]) => el("option", { value: v, selected: (root.dataset[what] || (what === "limit" ? "50" : "end")) === v }, t)));
+  const pick = (what, opts) => el("select", { "data-pick": what, onchange: (ev) => { rowsOpts[what] = ev.target.value; route(); } },
+    opts.map(([v, t]) => el("option", { value: v, selected: rowsOpts[what] === v }, t)));
   draw(root, el("h1", {}, "Rows of " + name), el("div", { class: "toolbar" },
     el("a", { href: "#table/" + encodeURIComponent(name) }, "table"),
     pick("limit", [["20", "20 rows"], ["50", "50 rows"], ["200", "200 rows"]]),
@@ -384,7 +391,8 @@ async function viewFileServers(root) {
 // --- charts ---
 
 function lineChart(id, into, data, labels) {
-  const width = Math.max(320, into.clientWidth || 600);
+  // Drawn before its container is shown: as wide as a card of the two-column grid.
+  const width = Math.max(320, Math.floor((document.getElementById("view").clientWidth - 16) / 2) - 26);
   const colors = ["#2f5bd3", "#d9480f", "#2b8a3e", "#862e9c", "#c92a2a", "#1098ad", "#e67700", "#495057"];
   const opts = { width, height: 220, scales: { x: { time: true } }, legend: { live: false },
     series: [{}].concat(labels.map((l, i) => ({ label: l, stroke: colors[i % colors.length], width: 1.5, spanGaps: true }))) };
@@ -400,10 +408,8 @@ async function viewCharts(root) {
   const series = (src, keys, field) => keys.map((k) => (src[k][field] || []).map((v) => v));
   const boxes = [["rate", "Records indexed per second, per table"], ["lag", "Records not yet read from Kafka, per table"],
     ["table_loads", "Table loads per second, per file server"], ["s3_gets", "S3 GETs per second, per file server"]];
-  if (!root.querySelector("#chart-rate")) {
-    root.replaceChildren(el("h1", {}, "Charts"), el("p", { class: "muted", id: "charts-about" }), el("p", { class: "error", id: "charts-errors" }),
-      el("div", { class: "grid" }, boxes.map(([id, title]) => el("div", { class: "card" }, el("h2", {}, title), el("div", { id: "chart-" + id })))));
-  }
+  root.replaceChildren(el("h1", {}, "Charts"), el("p", { class: "muted", id: "charts-about" }), el("p", { class: "error", id: "charts-errors" }),
+    el("div", { class: "grid" }, boxes.map(([id, title]) => el("div", { class: "card" }, el("h2", {}, title), el("div", { id: "chart-" + id })))));
   root.querySelector("#charts-about").textContent = `The last 15 minutes from each node's own counters, sampled every ${r.interval} s` +
     (tables.length ? `; the ${tables.length} busiest table${tables.length === 1 ? "" : "s"}.` : ".");
   root.querySelector("#charts-errors").textContent = Object.entries(r.errors || {}).map(([n, e]) => `${n}: ${e.code}: ${e.message}`).join("\n");
