@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -327,14 +329,22 @@ func TestAuthOff(t *testing.T) {
 type history struct {
 	admin
 	series map[string][]*adminv1.Series
+	asked  []string // the nodes GetStatus was asked of
 }
 
 func (h *history) ListNodes(context.Context, *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
 	out := &adminv1.ListNodesResponse{}
 	for id := range h.series {
-		out.Nodes = append(out.Nodes, &adminv1.Node{NodeId: id})
+		out.Nodes = append(out.Nodes, &adminv1.Node{NodeId: id, Roles: []adminv1.Role{adminv1.Role_ROLE_FILESERVER}})
 	}
 	return out, nil
+}
+
+func (h *history) GetStatus(_ context.Context, req *adminv1.GetStatusRequest) (*adminv1.GetStatusResponse, error) {
+	h.mu.Lock()
+	h.asked = append(h.asked, req.GetNode())
+	h.mu.Unlock()
+	return &adminv1.GetStatusResponse{NodeId: req.GetNode(), Figures: map[string]string{"cache_bytes": "1"}}, nil
 }
 
 func (h *history) GetHistory(_ context.Context, req *adminv1.GetHistoryRequest) (*adminv1.GetHistoryResponse, error) {
@@ -408,5 +418,33 @@ func TestCharts(t *testing.T) {
 	}
 	if len(got.Times) != 4 || got.Times[0] != now.Add(-15*time.Second).Unix() {
 		t.Errorf("axis %v: want 4 steps from the first sample", got.Times)
+	}
+}
+
+// TestFileServersPaged: a hundred file servers are shown 25 at a time, each page asking
+// its own 25 for their status, and no other.
+func TestFileServersPaged(t *testing.T) {
+	h := &history{series: map[string][]*adminv1.Series{}}
+	for i := range 100 {
+		h.series[fmt.Sprintf("fs-%03d", i)] = nil
+	}
+	c, err := console.New(console.Options{NodeID: "fs-000", Service: &adminv1.AdminService_ServiceDesc, Impl: h, Interceptor: door(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	b := newBrowser(t, srv)
+	b.do("GET", "api/session", nil, nil)
+	_, out := b.do("GET", "api/fileservers?page=3", nil, nil)
+	nodes, _ := out["nodes"].([]any)
+	if out["total"] != float64(100) || len(nodes) != 25 || nodes[0].(map[string]any)["node"] != "fs-075" {
+		t.Fatalf("page 4: %v", out)
+	}
+	if len(h.asked) != 25 || slices.Min(h.asked) != "fs-075" || slices.Max(h.asked) != "fs-099" {
+		t.Errorf("asked for the status of %v, want fs-075 to fs-099", h.asked)
+	}
+	if st := nodes[0].(map[string]any)["status"].(map[string]any); st["nodeId"] != "fs-075" {
+		t.Errorf("fs-075's status: %v", st)
 	}
 }

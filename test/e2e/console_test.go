@@ -449,6 +449,31 @@ func TestConsole(t *testing.T) {
 			t.Errorf("the form shows %q; the API says %q", shown, want)
 		}
 		consoleShot(t, browser, "create-error")
+		// Corrected, the same form creates the table.
+		consoleRun(t, browser, "create made_here",
+			chromedp.SetValue(chromedp.CSS(`#create-table input[name="name"]`), "made_here"),
+			chromedp.SetValue(chromedp.CSS(`#create-table input[name="columns"]`), "id:long, page:string"),
+			chromedp.Click(chromedp.CSS(`#create-table button[type="submit"]`)))
+		consoleWait(t, browser, "made_here listed", `document.querySelector('tr[data-table="default.made_here"]')`)
+		if d, err := adm.DescribeTable(ctx, &adminv1.DescribeTableRequest{Name: "made_here"}); err != nil || len(d.GetTable().GetColumns()) != 2 {
+			t.Errorf("the table the form made: %v %v", d.GetTable(), err)
+		}
+	})
+
+	t.Run("alter form", func(t *testing.T) {
+		consoleGo(t, browser, "#table/default.clicks", `form#alter-table`)
+		consoleRun(t, browser, "add a column",
+			chromedp.SetValue(chromedp.CSS(`#alter-table input[name="add"]`), "note:string"),
+			chromedp.Click(chromedp.CSS(`#alter-table button[type="submit"]`)))
+		consoleWait(t, browser, "schema version 1 shown", `[...document.querySelectorAll("table.versions tbody tr")].some(r => r.textContent.includes("note string"))`)
+		if d := describe(); d.GetTable().GetSchemaVersion() != 1 || len(d.GetSchemaVersions()) != 2 || d.GetSchemaVersions()[1].GetAdded()[0].GetName() != "note" {
+			t.Errorf("after the alter form: schema version %d, versions %v", d.GetTable().GetSchemaVersion(), d.GetSchemaVersions())
+		}
+		// A change the API refuses (the column exists) comes back as it said it.
+		consoleRun(t, browser, "add the column again",
+			chromedp.SetValue(chromedp.CSS(`#alter-table input[name="add"]`), "note:string"),
+			chromedp.Click(chromedp.CSS(`#alter-table button[type="submit"]`)))
+		consoleWait(t, browser, "the alter form's error", `document.querySelector('[data-error="alter-table"]').textContent.startsWith("InvalidArgument: ")`)
 	})
 
 	t.Run("reader", func(t *testing.T) {
@@ -495,7 +520,7 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("many tables", func(t *testing.T) {
-		// 120 more tables: the tables view pages them 50 at a time, and each refresh is
+		// 120 more tables (122 in all): the tables view pages them 50 at a time, and each refresh is
 		// one request whatever the number of tables.
 		for i := range 120 {
 			if _, err := adm.CreateTable(ctx, &adminv1.CreateTableRequest{Name: fmt.Sprintf("t%03d", i), Topic: "clicks",
@@ -503,7 +528,7 @@ func TestConsole(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		consoleGo(t, browser, "#tables", `tr[data-table="default.t048"]`)
+		consoleGo(t, browser, "#tables", `tr[data-table="default.t047"]`)
 		pageOf := func() []string {
 			var names []string
 			consoleJSON(t, browser, `[...document.querySelectorAll("table.tables tbody tr")].map(r => r.dataset.table)`, &names)
@@ -525,8 +550,8 @@ func TestConsole(t *testing.T) {
 			consoleRun(t, browser, "next page", chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll(".pager button")].find(b => b.textContent.startsWith("Next")).click()`))
 			consoleWait(t, browser, "the next page", `document.querySelector("table.tables tbody tr") && document.querySelector("table.tables tbody tr").dataset.table > `+strconv.Quote(last))
 		}
-		if len(all) != 121 || !slices.IsSorted(all) {
-			t.Errorf("the pages listed %d tables (sorted: %v), want 121", len(all), slices.IsSorted(all))
+		if len(all) != 122 || !slices.IsSorted(all) {
+			t.Errorf("the pages listed %d tables (sorted: %v), want 122", len(all), slices.IsSorted(all))
 		}
 		proxy.requests()
 		consoleWait(t, browser, "two refreshes", `document.getElementById("updated").textContent !== ""`)
