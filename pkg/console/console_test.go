@@ -351,6 +351,20 @@ func (h *history) GetHistory(_ context.Context, req *adminv1.GetHistoryRequest) 
 	return &adminv1.GetHistoryResponse{NodeId: req.GetNode(), Interval: durationpb.New(5 * time.Second), Series: h.series[req.GetNode()]}, nil
 }
 
+// anonymous is a browser with a session of node's console over impl, with auth off.
+func anonymous(t *testing.T, node string, impl adminv1.AdminServiceServer) *browser {
+	t.Helper()
+	c, err := console.New(console.Options{NodeID: node, Service: &adminv1.AdminService_ServiceDesc, Impl: impl, Interceptor: door(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, srv)
+	b.do("GET", "api/session", nil, nil)
+	return b
+}
+
 // TestCharts: the charts put every node's samples on one axis: counters as rates between
 // a node's samples, summed over nodes per table; a counter that went back (a restart)
 // gives no rate; gauges as they are, summed; file servers apart; the axis starts at the
@@ -371,14 +385,7 @@ func TestCharts(t *testing.T) {
 			{Name: "lag_records", Table: "default.t", Times: at(-3, -2, -1), Values: []float64{10, 20, 30}}},
 		"fs-1": {{Name: "s3_gets", Times: at(-2, -1), Values: []float64{0, 25}}, {Name: "table_loads", Times: at(-2, -1), Values: []float64{3, 3}}},
 	}}
-	c, err := console.New(console.Options{NodeID: "idx-a", Service: &adminv1.AdminService_ServiceDesc, Impl: h, Interceptor: door(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(c)
-	defer srv.Close()
-	b := newBrowser(t, srv)
-	b.do("GET", "api/session", nil, nil)
+	b := anonymous(t, "idx-a", h)
 	resp, err := b.c.Get(b.base + "api/charts")
 	if err != nil {
 		t.Fatal(err)
@@ -428,14 +435,7 @@ func TestFileServersPaged(t *testing.T) {
 	for i := range 100 {
 		h.series[fmt.Sprintf("fs-%03d", i)] = nil
 	}
-	c, err := console.New(console.Options{NodeID: "fs-000", Service: &adminv1.AdminService_ServiceDesc, Impl: h, Interceptor: door(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(c)
-	defer srv.Close()
-	b := newBrowser(t, srv)
-	b.do("GET", "api/session", nil, nil)
+	b := anonymous(t, "fs-000", h)
 	_, out := b.do("GET", "api/fileservers?page=3", nil, nil)
 	nodes, _ := out["nodes"].([]any)
 	if out["total"] != float64(100) || len(nodes) != 25 || nodes[0].(map[string]any)["node"] != "fs-075" {
