@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -29,16 +30,59 @@ const metaReadTimeout = 10 * time.Second
 type committed struct {
 	at        *timestamppb.Timestamp // nil before the first commit
 	snapshots []*adminv1.Snapshot
-	files     map[int32]objects.PartitionFiles
+	files     map[int32]objects.PartitionFiles // nil: not counted
+}
+
+// committedCache keeps what was read of recent metadata files, by key: a metadata file
+// never changes, so neither does what it says, and a table described again (the
+// console refreshing, minkctl status --cluster) is not read again until it commits.
+type committedCache struct {
+	mu sync.Mutex
+	m  map[string]committed
+}
+
+// maxCommitted bounds the cache: past it, it starts again empty.
+const maxCommitted = 1024
+
+func (c *committedCache) get(key string, files bool) (committed, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok && (!files || v.files != nil)
+}
+
+func (c *committedCache) put(key string, v committed) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCommitted {
+		c.m = map[string]committed{}
+	}
+	c.m[key] = v
 }
 
 // committedOf reads table t's current metadata: its snapshots and, with files, what the
 // current snapshot's data files hold per partition (its manifests are read for it).
 func (s *Service) committedOf(ctx context.Context, t tables.Table, files bool) (committed, error) {
+	key, _, found, err := tables.CurrentMetadata(ctx, s.DB, t.ID, false)
+	if err != nil || !found {
+		return committed{}, err
+	}
+	if c, ok := s.committed.get(key, files); ok {
+		return c, nil
+	}
+	c, err := s.readCommitted(ctx, t, key, files)
+	if err == nil {
+		s.committed.put(key, c)
+	}
+	return c, err
+}
+
+// readCommitted reads what metadata file key of table t says.
+func (s *Service) readCommitted(ctx context.Context, t tables.Table, key string, files bool) (committed, error) {
 	var c committed
-	_, body, found, err := tables.CurrentMetadata(ctx, s.DB, t.ID, true)
-	if err != nil || !found || body == nil {
-		return c, err
+	body, err := icebergmeta.MetaFile(ctx, s.DB, t.ID, key)
+	if err != nil {
+		return c, fmt.Errorf("table %s.%s: its current metadata: %w", t.Namespace, t.Name, err)
 	}
 	md, err := table.ParseMetadataBytes(body)
 	if err != nil {
@@ -65,6 +109,7 @@ func (s *Service) committedOf(ctx context.Context, t tables.Table, files bool) (
 	if !files {
 		return c, nil
 	}
+	c.files = map[int32]objects.PartitionFiles{}
 	fio := icebergmeta.FileIO(ctx, icebergmeta.TableStore(s.DB, t.ID, metaReadTimeout))
 	manifests, err := cur.Manifests(fio)
 	if err != nil {
@@ -85,7 +130,9 @@ func (s *Service) committedOf(ctx context.Context, t tables.Table, files bool) (
 			}
 		}
 	}
-	c.files, err = objects.ByPartition(ctx, s.DB, t.ID, keys)
+	if len(keys) > 0 {
+		c.files, err = objects.ByPartition(ctx, s.DB, t.ID, keys)
+	}
 	return c, err
 }
 

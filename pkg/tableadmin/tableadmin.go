@@ -34,6 +34,8 @@ type Service struct {
 	DB     lease.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // schema versions and the schema registry
+
+	committed committedCache
 }
 
 var formats = map[adminv1.RecordFormat]tableschema.Format{
