@@ -243,9 +243,9 @@ type Proc struct {
 // Start runs a role binary ("indexer", "writer", "fileserver") as node id against the
 // database at dbURL, on loopback with free ports, with a lease TTL and extra flags.
 func (e *Env) Start(role, id, dbURL string, ttl time.Duration, extra ...string) (*Proc, error) {
-	args := roleproc.Flags{NodeID: id, PostgresURL: dbURL, KafkaBrokers: e.Brokers, GRPCAddr: "127.0.0.1:0",
-		LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second, LogLevel: "warn", Extra: extra}.Args()
-	rp, err := roleproc.Start(roleproc.Spec{Name: id, Path: filepath.Join(e.BinDir, roleproc.Binary(role)), Args: args,
+	f := roleproc.Flags{NodeID: id, PostgresURL: dbURL, KafkaBrokers: e.Brokers, GRPCAddr: "127.0.0.1:0",
+		LeaseTTL: ttl, ShutdownTimeout: 5 * time.Second, LogLevel: "warn", Extra: extra}
+	rp, err := roleproc.Start(roleproc.Spec{Name: id, Path: filepath.Join(e.BinDir, roleproc.Binary(role)), Args: f.Args(), Env: f.Env(),
 		LogPath: filepath.Join(e.Work, "logs", id+".log")})
 	if err != nil {
 		return nil, err

@@ -57,6 +57,8 @@ commands:
                          [--rename OLD:NEW] (json tables; repeatable, applied in order)
                          [--set KEY=VALUE] [--unset KEY] (properties; repeatable); all or nothing
   table drop NAME
+  table reset NAME       start a table over from its topic as Kafka has it now (after the topic was
+                         deleted and created again: table describe's TOPIC STATE)
   table list [--namespace NS]
   table describe NAME
   topic create NAME [--partitions N] [--replication-factor R]
@@ -348,6 +350,7 @@ var commands = map[string]command{
 	"table create":   {args: 1, argsHelp: "NAME", flags: createFlags, run: (*cli).tableCreate},
 	"table alter":    {args: 1, argsHelp: "NAME", flags: alterFlags, run: (*cli).tableAlter},
 	"table drop":     {args: 1, argsHelp: "NAME", run: (*cli).tableDrop},
+	"table reset":    {args: 1, argsHelp: "NAME", run: (*cli).tableReset},
 	"table list":     {flags: listFlags, run: (*cli).tableList},
 	"table describe": {args: 1, argsHelp: "NAME", run: (*cli).tableDescribe},
 	"topic create":   {args: 1, argsHelp: "NAME", flags: topicCreateFlags, run: (*cli).topicCreate},

@@ -197,7 +197,11 @@ func printTable(w io.Writer, t *adminv1.Table) {
 	if t.GetPartitions() == 1 {
 		plural = ""
 	}
-	fmt.Fprintf(w, "TOPIC\t%s (%d partition%s)\n", t.GetTopic(), t.GetPartitions(), plural)
+	id := ""
+	if t.GetTopicId() != "" {
+		id = ", topic id " + t.GetTopicId()
+	}
+	fmt.Fprintf(w, "TOPIC\t%s (%d partition%s%s)\n", t.GetTopic(), t.GetPartitions(), plural, id)
 	fmt.Fprintf(w, "FORMAT\t%s\n", format(t.GetFormat()))
 	if t.GetMode() == adminv1.TableMode_TABLE_MODE_UPSERT {
 		// Only upsert tables say so: append is what a table is unless told otherwise.
@@ -247,6 +251,14 @@ func printTable(w io.Writer, t *adminv1.Table) {
 
 func printDescribe(w io.Writer, d *adminv1.DescribeTableResponse) {
 	printTable(w, d.GetTable())
+	if st := d.GetTopicState(); st != adminv1.TopicState_TOPIC_STATE_OK && st != adminv1.TopicState_TOPIC_STATE_UNSPECIFIED {
+		// First, before the figures it makes meaningless: the topic is not the table's.
+		state := strings.TrimPrefix(st.String(), "TOPIC_STATE_")
+		if d.GetTopicErrorSince() != nil {
+			state += " since " + ts(d.GetTopicErrorSince())
+		}
+		fmt.Fprintf(w, "TOPIC STATE\t%s: %s\n", state, oneLine(d.GetTopicError()))
+	}
 	fmt.Fprintln(w, "\nPARTITION\tINDEXED END\tHIGH WATERMARK\tLAG\tRANGES\tLAST RANGE\tHOLDER\tEPOCH\tINDEXING")
 	var total int64
 	unknown := false

@@ -322,6 +322,20 @@ func (c *cli) tableDrop(ctx context.Context, args []string, _ any) error {
 	return c.print(resp, func(w io.Writer) { fmt.Fprintf(w, "dropped %s\n", args[0]) })
 }
 
+// tableReset starts a table over from its topic as Kafka has it now: after the topic was
+// deleted and created again (table describe says so).
+func (c *cli) tableReset(ctx context.Context, args []string, _ any) error {
+	ns, name := splitName(args[0])
+	resp, err := c.client.ResetTable(ctx, &adminv1.ResetTableRequest{Node: c.node, Namespace: ns, Name: name})
+	if err != nil {
+		return err
+	}
+	return c.print(resp, func(w io.Writer) {
+		fmt.Fprintf(w, "reset %s: it indexes topic %s anew from its first offset\n\n", args[0], resp.GetTable().GetTopic())
+		printTable(w, resp.GetTable())
+	})
+}
+
 func listFlags(fs *flag.FlagSet) any {
 	return fs.String("namespace", "", "only this namespace")
 }

@@ -355,6 +355,7 @@ func TestCompose(t *testing.T) {
 		}
 		files := authFile.in(s)
 		maps.Copy(files, metricsFile.in(s))
+		checkNoSecretArgs(t, where+": entrypoint and command", p, append(slices.Clone(s.Entrypoint), s.Command...))
 		cfg, envOK := checkEnv(t, root, where+".environment", p, s.Environment, files)
 		if p.role == "" {
 			if hasTableCreate(s) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -132,6 +133,8 @@ type keyRef struct {
 type container struct {
 	Name    string   `yaml:"name"`
 	Image   string   `yaml:"image"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
 	Env     []envVar `yaml:"env"`
 	EnvFrom []struct {
 		Prefix       string `yaml:"prefix"`
@@ -488,6 +491,8 @@ func checkWorkload(t *testing.T, root string, df *dockerfile, byKind map[string]
 			out.ports[port.Name] = port.ContainerPort
 		}
 
+		checkNoSecretArgs(t, cwhere+": command and args", p, append(slices.Clone(c.Command), c.Args...))
+		checkSecretsFromSecrets(t, cwhere, byKind, p, c)
 		env, envOK := podEnv(t, cwhere, byKind, d.Metadata.Name, c)
 		files := secretFiles(t, cwhere, byKind, c, spec.Template.Spec.Volumes, spec.Template.Spec.SecurityContext.FSGroup)
 		cfg, cfgOK := checkEnv(t, root, cwhere+": env", p, env, files)
@@ -550,6 +555,47 @@ func checkWorkload(t *testing.T, root string, df *dockerfile, byKind map[string]
 		t.Errorf("%s: no container runs a Mink role image (minkhq/mink-indexer, ...)", where)
 	}
 	return out
+}
+
+// checkSecretsFromSecrets checks that each secret flag of p the container sets (the
+// Postgres URL above all) comes from a Secret, never from a ConfigMap or a value written
+// in the manifest, and that no value outside a Secret is a URL with a password.
+func checkSecretsFromSecrets(t *testing.T, where string, byKind map[string]map[string]*k8sDoc, p program, c container) {
+	t.Helper()
+	secret := map[string]bool{}
+	for _, f := range secretFlags(p) {
+		secret[flagenv.EnvName(f)] = true
+	}
+	plain := func(how, name, value string) {
+		if secret[name] {
+			t.Errorf("%s: %s comes from %s; it is a secret: take it from a Secret (envFrom secretRef or valueFrom.secretKeyRef)", where, name, how)
+		}
+		if u, err := url.Parse(value); err == nil && u.User != nil {
+			if _, has := u.User.Password(); has {
+				t.Errorf("%s: %s (from %s) is a URL with a password: it belongs in a Secret", where, name, how)
+			}
+		}
+	}
+	for _, ef := range c.EnvFrom {
+		if ef.ConfigMapRef == nil {
+			continue
+		}
+		if cm := byKind["ConfigMap"][ef.ConfigMapRef.Name]; cm != nil {
+			for k, v := range cm.Data {
+				plain("ConfigMap "+ef.ConfigMapRef.Name, ef.Prefix+k, v)
+			}
+		}
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			plain("a value in the manifest", e.Name, e.Value)
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			if cm := byKind["ConfigMap"][e.ValueFrom.ConfigMapKeyRef.Name]; cm != nil {
+				plain("ConfigMap "+e.ValueFrom.ConfigMapKeyRef.Name, e.Name, cm.Data[e.ValueFrom.ConfigMapKeyRef.Key])
+			}
+		}
+	}
 }
 
 // podEnv resolves a container's environment as the kubelet would: envFrom first, then env

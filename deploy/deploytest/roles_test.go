@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -182,7 +183,41 @@ func flagNamesInDir(dir string) ([]string, error) {
 
 // fileFlags are the flags that name a file the node reads at start: a deployment must
 // mount each one it sets into the container.
-var fileFlags = []string{"auth-config", "tls-cert-file", "tls-key-file", "tls-client-ca-file", "schema-registry-ca-file", "metrics-token-file"}
+var fileFlags = []string{"auth-config", "tls-cert-file", "tls-key-file", "tls-client-ca-file", "schema-registry-ca-file", "metrics-token-file", "postgres-url-file"}
+
+// secretFlags are a role's flags whose values are secrets (flagenv.Secret): a deployment
+// gives each through the environment (from a Kubernetes Secret), never on a command line,
+// where every user of the machine sees it.
+func secretFlags(p program) []string {
+	if p.role == "" {
+		return nil
+	}
+	fs := flag.NewFlagSet(p.binary, flag.ContinueOnError)
+	cfg := p.nodeConfig()
+	cfg.RegisterFlags(fs)
+	var out []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, secret := f.Value.(interface{ Reveal() string }); secret {
+			out = append(out, f.Name)
+		}
+	})
+	return out
+}
+
+// checkNoSecretArgs fails on a command line (a container's args or command) that gives
+// one of p's secret flags.
+func checkNoSecretArgs(t *testing.T, where string, p program, cmdline []string) {
+	t.Helper()
+	for _, f := range secretFlags(p) {
+		for _, a := range cmdline {
+			if a == "-"+f || a == "--"+f || strings.HasPrefix(a, "-"+f+"=") || strings.HasPrefix(a, "--"+f+"=") ||
+				strings.Contains(a, " --"+f+" ") || strings.Contains(a, " --"+f+"=") {
+				t.Errorf("%s: the command line gives --%s: a secret on a command line is visible to every user of the machine; set %s from a Secret",
+					where, f, flagenv.EnvName(f))
+			}
+		}
+	}
+}
 
 // checkEnv checks one program's environment as a deployment file sets it: every MINK_*
 // variable is a flag's twin, and for a role, auth is on (MINK_AUTH_CONFIG), every file a
@@ -208,12 +243,15 @@ func checkEnv(t *testing.T, root, where string, p program, env map[string]string
 	if p.role == "" {
 		return node.Config{}, ok
 	}
-	for _, req := range []string{"postgres-url", "kafka-brokers"} {
-		if env[flagenv.EnvName(req)] == "" {
-			t.Errorf("%s: environment: %s is required by %s (--%s) and is not set",
-				where, flagenv.EnvName(req), p.binary, req)
-			ok = false
-		}
+	if env[flagenv.EnvName("postgres-url")] == "" && env[flagenv.EnvName("postgres-url-file")] == "" {
+		t.Errorf("%s: environment: %s (or %s) is required by %s (--postgres-url) and is not set",
+			where, flagenv.EnvName("postgres-url"), flagenv.EnvName("postgres-url-file"), p.binary)
+		ok = false
+	}
+	if env[flagenv.EnvName("kafka-brokers")] == "" {
+		t.Errorf("%s: environment: %s is required by %s (--kafka-brokers) and is not set",
+			where, flagenv.EnvName("kafka-brokers"), p.binary)
+		ok = false
 	}
 	if env[flagenv.EnvName("auth-config")] == "" {
 		t.Errorf("%s: environment: %s is not set, so the node runs with auth off (anyone may do anything); auth is on in every deployment file",
@@ -376,6 +414,21 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	return strconv.ParseInt(s, 10, 64)
+}
+
+// The secret checks know the secrets: the Postgres URL and the registry's credentials.
+func TestSecretFlagDiscovery(t *testing.T) {
+	for _, p := range programs {
+		if p.role == "" {
+			continue
+		}
+		got := secretFlags(p)
+		for _, want := range []string{"postgres-url", "schema-registry-password", "schema-registry-bearer-token"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("%s: secret flags %v lack --%s", p.binary, got, want)
+			}
+		}
+	}
 }
 
 func TestFlagDiscovery(t *testing.T) {

@@ -358,6 +358,10 @@ func (tables) AlterTable(_ context.Context, r *adminv1.AlterTableRequest) (*admi
 	return nil, apierr.Invalid("changes[0]", "widen %q: string cannot become long", r.GetName())
 }
 
+func (tables) ResetTable(_ context.Context, r *adminv1.ResetTableRequest) (*adminv1.ResetTableResponse, error) {
+	return &adminv1.ResetTableResponse{Table: &adminv1.Table{Name: r.GetName()}}, nil
+}
+
 func TestTablesErrorsMapped(t *testing.T) {
 	db := migrated(t)
 	noLeaks(t)

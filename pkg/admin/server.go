@@ -37,6 +37,7 @@ type Tables interface {
 	ListTables(context.Context, *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error)
 	DescribeTable(context.Context, *adminv1.DescribeTableRequest) (*adminv1.DescribeTableResponse, error)
 	AlterTable(context.Context, *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error)
+	ResetTable(context.Context, *adminv1.ResetTableRequest) (*adminv1.ResetTableResponse, error)
 }
 
 // Topics is Kafka topic administration (pkg/tableadmin): making the topic a table is
@@ -168,6 +169,16 @@ func (s *Server) DropTable(ctx context.Context, req *adminv1.DropTableRequest) (
 				return nil, errNoTables
 			}
 			return s.tables.DropTable(ctx, req)
+		})
+}
+
+func (s *Server) ResetTable(ctx context.Context, req *adminv1.ResetTableRequest) (*adminv1.ResetTableResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_ResetTable_FullMethodName, req,
+		func(ctx context.Context, req *adminv1.ResetTableRequest) (*adminv1.ResetTableResponse, error) {
+			if s.tables == nil {
+				return nil, errNoTables
+			}
+			return s.tables.ResetTable(ctx, req)
 		})
 }
 

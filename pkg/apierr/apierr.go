@@ -50,7 +50,7 @@ const (
 	Unauthenticated  // no credentials, or ones that do not verify: who is asking is unknown
 	PermissionDenied // the caller is known and may not do this
 	OutOfRange       // a byte range outside the object (RangeErr): Error.Size is its size
-	DataLoss         // recorded bytes that can no longer be produced (DataLossErr)
+	DataLoss         // recorded bytes that can no longer be produced until a repair (DataLossErr)
 )
 
 var kindNames = [...]string{"internal", "invalid argument", "not found", "already exists",
@@ -322,7 +322,7 @@ func (e *cutStatus) GRPCStatus() *status.Status { return e.st }
 // their text"), and whether anything was cut. Nothing cut away leaves the kind's name.
 func public(err error) (string, bool) {
 	var e *Error
-	msg := err.Error()
+	msg := text(err) // a DataLoss error: its own message, never its cause
 	if !errors.As(err, &e) {
 		if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 			msg = st.Message()
@@ -399,7 +399,7 @@ var toHTTP = map[Kind]int{
 	DeadlineExceeded: http.StatusGatewayTimeout, Canceled: 499, // client closed request
 	ResourceExhausted: http.StatusTooManyRequests, Unauthenticated: http.StatusUnauthorized,
 	PermissionDenied: http.StatusForbidden, OutOfRange: http.StatusRequestedRangeNotSatisfiable,
-	DataLoss: http.StatusInternalServerError,
+	DataLoss: http.StatusServiceUnavailable,
 }
 
 // HTTPStatus is the HTTP status of err for the HTTP APIs (Iceberg REST, S3); their error

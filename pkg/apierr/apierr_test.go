@@ -104,7 +104,7 @@ func TestCodes(t *testing.T) {
 		// Classified by type, not wording: words alone are no outage.
 		{"outage in words only", errors.New("closed pool: conn closed, failed to connect"), codes.Internal, 500},
 		{"range", apierr.RangeErr(10, "range bytes=20- is not satisfiable"), codes.OutOfRange, 416},
-		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k"), codes.DataLoss, 500},
+		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k"), codes.DataLoss, 503},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

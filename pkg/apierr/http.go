@@ -59,11 +59,24 @@ func rangeSize(err error) (int64, bool) {
 	return 0, false
 }
 
-// DataLossErr says the bytes that were recorded can no longer be produced: a file rebuilt
+// DataLossErr says the bytes that were recorded cannot be produced now: a file rebuilt
 // from Kafka with another size or checksum than its manifest names, or offsets Kafka has
-// deleted. Such a file is never served. S3 InternalError (500), gRPC DATA_LOSS.
+// deleted. Such a file is never served; the file server reports it and the table's
+// writer replaces it within a lease round, so the answer is retryable: S3 SlowDown (503
+// with Retry-After), Iceberg 503, gRPC DATA_LOSS between nodes. Only format's text is
+// ever told to a client (it must name no digest, offset or key: clients match words in
+// it, such as "301"); cause, with the digests, is for the log.
 func DataLossErr(cause error, format string, args ...any) error {
 	return &Error{Kind: DataLoss, Msg: fmt.Sprintf(format, args...), Err: cause}
+}
+
+// text is err's text for a client: a DataLoss error's own message without its cause.
+func text(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == DataLoss {
+		return e.Msg
+	}
+	return err.Error()
 }
 
 // message is what a client is told, truncated: for a status from another node, its
@@ -117,8 +130,9 @@ func Iceberg(err error, notFound string) IcebergErrorModel {
 		code, typ = http.StatusConflict, "AlreadyExistsException"
 	case FailedPrecondition, Aborted:
 		code, typ = http.StatusConflict, "CommitFailedException"
-	case Unavailable, DeadlineExceeded:
-		// A dependency is down or too slow: retry later, unlike a 500.
+	case Unavailable, DeadlineExceeded, DataLoss:
+		// A dependency is down or too slow, or a file is being repaired: retry later,
+		// unlike a 500.
 		code, typ = http.StatusServiceUnavailable, "ServiceUnavailableException"
 	case Unimplemented:
 		// The spec's UnsupportedOperationResponse (Java's server maps
@@ -186,9 +200,9 @@ type S3Error struct {
 
 // S3 is the S3 error of err (the caller fills in bucket, key, resource and request id).
 //
-// A file whose rebuilt bytes differ from the record (DataLossErr) is a 500 InternalError:
-// it is no client's fault, and unlike an outage (503) waiting does not mend it; only a
-// new snapshot without the file does, which the client sees after reloading the table.
+// A file whose rebuilt bytes differ from the record (DataLossErr) is a 503 SlowDown, as
+// S3 answers a read it cannot serve now: the table's writer replaces the file within a
+// lease round, and S3 clients retry SlowDown (aws-sdk-go-v2 counts it as throttling).
 func S3(err error) S3Error {
 	e := S3Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: message(err)}
 	switch Classify(err) {
@@ -207,7 +221,7 @@ func S3(err error) S3Error {
 		e.Status, e.Code = http.StatusNotFound, "NoSuchKey"
 	case Unavailable, DeadlineExceeded, Aborted:
 		e.Status, e.Code = http.StatusServiceUnavailable, "ServiceUnavailable"
-	case ResourceExhausted:
+	case ResourceExhausted, DataLoss:
 		e.Status, e.Code = http.StatusServiceUnavailable, "SlowDown"
 	case Unimplemented:
 		e.Status, e.Code = http.StatusNotImplemented, "NotImplemented"

@@ -34,14 +34,14 @@ func TestHTTPMappings(t *testing.T) {
 		{"busy", apierr.New(apierr.ResourceExhausted, "no space"), 429, "TooManyRequestsException", 503, "SlowDown"},
 		{"range", apierr.RangeErr(9, "range bytes=9- is not satisfiable"), 400, "BadRequestException", 416, "InvalidRange"},
 		{"wrapped range", fmt.Errorf("read: %w", apierr.RangeErr(-1, "no")), 400, "BadRequestException", 416, "InvalidRange"},
-		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k cannot be served"), 500, "ServiceFailureException", 500, "InternalError"},
+		{"data loss", apierr.DataLossErr(errors.New("sha256 differs"), "file k cannot be served"), 503, "ServiceUnavailableException", 503, "SlowDown"},
 		{"unimplemented", apierr.New(apierr.Unimplemented, "later"), 406, "UnsupportedOperationException", 501, "NotImplemented"},
 		{"bug", errors.New("boom"), 500, "ServiceFailureException", 500, "InternalError"},
 		// Answers forwarded from another node keep their meaning.
 		{"remote not found", status.Error(codes.NotFound, "no file k"), 404, "NoSuchTableException", 404, "NoSuchKey"},
 		{"remote unavailable", status.Error(codes.Unavailable, "kafka is unavailable"), 503, "ServiceUnavailableException", 503, "ServiceUnavailable"},
 		{"remote range", status.Error(codes.OutOfRange, "not satisfiable"), 400, "BadRequestException", 416, "InvalidRange"},
-		{"remote data loss", status.Error(codes.DataLoss, "differs"), 500, "ServiceFailureException", 500, "InternalError"},
+		{"remote data loss", status.Error(codes.DataLoss, "differs"), 503, "ServiceUnavailableException", 503, "SlowDown"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +81,36 @@ func TestHTTPMappings(t *testing.T) {
 	}
 	if got := status.Code(apierr.GRPC(apierr.DataLossErr(nil, "gone"))); got != codes.DataLoss {
 		t.Errorf("GRPC(data loss) = %v", got)
+	}
+}
+
+// A file the writer is replacing answers what clients retry, and tells them none of its
+// cause: digests and offsets stay in the log, here and through another node. (An S3
+// library matching "301" in a message took a digest that held it for a missing bucket.)
+func TestDataLossIsRetryableAndSaysNoCause(t *testing.T) {
+	cause := fmt.Errorf("rebuilt as 1301 bytes sha256 %s, recorded sha256 %s", strings.Repeat("3a01", 16), strings.Repeat("b3", 32))
+	err := fmt.Errorf("build: %w", apierr.DataLossErr(cause, "the file cannot be served now; retry"))
+	for name, e := range map[string]error{"local": err, "forwarded": apierr.GRPC(err)} {
+		s3 := apierr.S3(e)
+		ice := apierr.Iceberg(e, "")
+		if s3.Status != 503 || s3.Code != "SlowDown" || ice.Code != 503 || ice.Type != "ServiceUnavailableException" || apierr.HTTPStatus(e) != 503 {
+			t.Errorf("%s: S3 %+v, Iceberg %+v, HTTP %d", name, s3, ice, apierr.HTTPStatus(e))
+		}
+		for _, m := range []string{s3.Message, ice.Message} {
+			if m != "the file cannot be served now; retry" {
+				t.Errorf("%s: a client is told %q", name, m)
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	apierr.WriteS3(rec, httptest.NewRequest("GET", "/mink/k", nil), apierr.S3(err))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || strings.Contains(rec.Body.String(), "sha256") {
+		t.Errorf("S3 answer: %d, Retry-After %q: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	apierr.WriteIceberg(rec, httptest.NewRequest("GET", "/v1/namespaces/x/tables/y", nil), err, "")
+	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || strings.Contains(rec.Body.String(), "sha256") {
+		t.Errorf("Iceberg answer: %d, Retry-After %q: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
 }
 

@@ -78,6 +78,7 @@ var methodAccess = map[string]Access{
 	// Topics are not tables: a reader's patterns say nothing of them.
 	adminv1.AdminService_CreateTopic_FullMethodName: AccessAdmin,
 	adminv1.AdminService_ListTopics_FullMethodName:  AccessAdmin,
+	adminv1.AdminService_ResetTable_FullMethodName:  AccessAdmin,
 }
 
 // Policy is what the gRPC method fullMethod ("/package.Service/Method") needs.

@@ -34,6 +34,7 @@ var wantPolicy = map[string]Access{
 	"/mink.admin.v1.AdminService/AlterTable":    AccessAdmin,
 	"/mink.admin.v1.AdminService/CreateTopic":   AccessAdmin,
 	"/mink.admin.v1.AdminService/ListTopics":    AccessAdmin,
+	"/mink.admin.v1.AdminService/ResetTable":    AccessAdmin,
 	"/mink.file.v1.FileService/ReadFile":        AccessPeer,
 
 	"/grpc.health.v1.Health/Check":                                    AccessOpen,

@@ -99,8 +99,8 @@ func TestAuthConfigThatDoesNotParseStopsTheLauncher(t *testing.T) {
 func TestRolesGetTheAuthConfig(t *testing.T) {
 	c := Defaults
 	n := c.Nodes()[0]
-	on := strings.Join(roleArgs(&c, n, "postgres://x", []string{"k:9092"}, registry.Config{}, "/d/auth.json"), " ")
-	off := strings.Join(roleArgs(&c, n, "postgres://x", []string{"k:9092"}, registry.Config{}, ""), " ")
+	on := strings.Join(roleFlags(&c, n, "postgres://x", []string{"k:9092"}, registry.Config{}, "/d/auth.json").Args(), " ")
+	off := strings.Join(roleFlags(&c, n, "postgres://x", []string{"k:9092"}, registry.Config{}, "").Args(), " ")
 	if !strings.Contains(on, "--auth-config /d/auth.json") || strings.Contains(off, "--auth-config") {
 		t.Errorf("auth on: %s\nauth off: %s", on, off)
 	}

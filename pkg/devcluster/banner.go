@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/minkhq/mink/pkg/flagenv"
 )
 
 // printBanner tells a newcomer where everything is, the credentials (da; nil with auth
@@ -43,7 +45,7 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 	}
 	fmt.Fprintf(tw, "  Iceberg REST catalog\t%s\n", catalog)
 	fmt.Fprintf(tw, "  S3 endpoint\t%s  bucket mink, path-style%s\n", info.S3URL, others(func(n Node) string { return "http://" + Addr(n.S3Port) }))
-	fmt.Fprintf(tw, "  Postgres\t%s\n", redact(info.PostgresURL))
+	fmt.Fprintf(tw, "  Postgres\t%s\n", flagenv.RedactURL(info.PostgresURL))
 	registry := info.SchemaRegistryURL + "  (external)"
 	if info.SchemaRegistryEmbedded {
 		registry = fmt.Sprintf("%s  (embedded; schemas kept in %s)", info.SchemaRegistryURL, rel(filepath.Join(c.Dir, RegistryFile)))

@@ -29,10 +29,10 @@ type Config struct {
 	Dir    string // state and logs: postgres/, kafka/, registry/, cache/<node>/, logs/
 	BinDir string // where mink-indexer, mink-writer, mink-fileserver and minkctl are
 
-	PostgresURL  string       // an existing database; empty: a private server under Dir/postgres
-	PostgresPort int          // the private server's port
-	KafkaBrokers flagenv.List // existing brokers; empty: kfake under Dir/kafka
-	KafkaPort    int          // kfake's port
+	PostgresURL  flagenv.Secret // an existing database; empty: a private server under Dir/postgres
+	PostgresPort int            // the private server's port
+	KafkaBrokers flagenv.List   // existing brokers; empty: kfake under Dir/kafka
+	KafkaPort    int            // kfake's port
 	// Registry is an existing Schema Registry (--schema-registry-*, as every role takes
 	// them); an empty URL: the embedded registry, on RegistryPort, schemas in RegistryFile.
 	Registry     registry.Config
@@ -95,7 +95,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := Defaults
 	fs.StringVar(&c.Dir, "dir", d.Dir, "folder of the cluster's data and logs (kept across runs)")
 	fs.StringVar(&c.BinDir, "bin-dir", d.BinDir, "folder of the built binaries (make build)")
-	fs.StringVar(&c.PostgresURL, "postgres-url", "", "use this database instead of a private PostgreSQL under --dir")
+	fs.Var(&c.PostgresURL, "postgres-url", "use this database instead of a private PostgreSQL under --dir; it may hold a password, so give it as MINK_POSTGRES_URL (a command line is visible to every local user): the roles get it through their environment, and it is shown and written down without its password")
 	fs.IntVar(&c.PostgresPort, "postgres-port", d.PostgresPort, "port of the private PostgreSQL")
 	fs.Var(&c.KafkaBrokers, "kafka-brokers", "use these Kafka brokers (host:port,...) instead of the embedded broker")
 	fs.IntVar(&c.KafkaPort, "kafka-port", d.KafkaPort, "port of the embedded Kafka broker")

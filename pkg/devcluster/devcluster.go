@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/registry"
 )
@@ -42,7 +43,7 @@ const RunFile = "run.json"
 // RunInfo is RunFile's content.
 type RunInfo struct {
 	LauncherPid  int       `json:"launcher_pid"`
-	PostgresURL  string    `json:"postgres_url"`
+	PostgresURL  string    `json:"postgres_url"`           // without its password (flagenv.RedactURL)
 	PostgresPid  int       `json:"postgres_pid,omitempty"` // 0 with an external server
 	KafkaBrokers []string  `json:"kafka_brokers"`
 	CatalogURL   string    `json:"catalog_url"`
@@ -103,8 +104,17 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
 		return err
 	}
-	for _, d := range []string{c.Dir, filepath.Join(c.Dir, "logs"), filepath.Join(c.Dir, "cache")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	// The folder stays open to others: the private Postgres may run as another user (the
+	// postgres user when the launcher is root) and must reach its data under it. The
+	// caches hold table data: private.
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{c.Dir, 0o755}, {filepath.Join(c.Dir, "logs"), 0o755}, {filepath.Join(c.Dir, "cache"), 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil { // one made by an older version keeps its mode
 			return err
 		}
 	}
@@ -115,7 +125,7 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 	defer unlock()
 	logPath := filepath.Join(c.Dir, "logs", "minkdev.log")
 	os.Rename(logPath, logPath+".prev")
-	logf, err := os.Create(logPath)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -151,9 +161,10 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 		say("auth: OFF (--auth=false): anyone who reaches the cluster's ports may read every table, create and drop tables and drain nodes")
 	}
 
-	// Postgres.
-	info.PostgresURL = c.PostgresURL
-	if info.PostgresURL == "" {
+	// Postgres. Its URL may hold a password: the roles get it through their environment,
+	// and the terminal, the log and RunFile show it without.
+	dbURL := c.PostgresURL.Reveal()
+	if dbURL == "" {
 		pg, err := pgtest.Open(filepath.Join(c.Dir, "postgres"), c.PostgresPort)
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
@@ -165,16 +176,18 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 		if err := ensureDatabase(ctx, pg.URL("postgres"), Database); err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
-		info.PostgresURL, info.PostgresPid = pg.URL(Database), pg.Pid()
+		dbURL, info.PostgresPid = pg.URL(Database), pg.Pid()
+		info.PostgresURL = flagenv.RedactURL(dbURL)
 		say("postgres: %s (data in %s)", info.PostgresURL, rel(filepath.Join(c.Dir, "postgres")))
 	} else {
-		say("postgres: %s (external)", redact(info.PostgresURL))
+		info.PostgresURL = flagenv.RedactURL(dbURL)
+		say("postgres: %s (external)", info.PostgresURL)
 	}
 
 	// Kafka.
 	info.KafkaBrokers = c.KafkaBrokers
 	if len(info.KafkaBrokers) == 0 {
-		klog, err := os.OpenFile(filepath.Join(c.Dir, "logs", "kafka.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		klog, err := os.OpenFile(filepath.Join(c.Dir, "logs", "kafka.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return err
 		}
@@ -207,15 +220,15 @@ func Run(ctx context.Context, c Config, out io.Writer, force <-chan struct{}) (e
 		info.SchemaRegistryEmbedded = true
 		say("schema registry: %s (embedded, %d schemas kept in %s)", er.URL(), er.n, rel(er.path))
 	} else {
-		say("schema registry: %s (external)", redactURL(reg.URL))
+		say("schema registry: %s (external)", registry.ShownURL(reg.URL))
 	}
-	info.SchemaRegistryURL = redactURL(reg.URL)
+	info.SchemaRegistryURL = registry.ShownURL(reg.URL)
 
 	// The roles.
 	var procs []*process
 	st.push("roles", func() error { return stopAll(procs, c.stopGrace(), force, say) })
 	for _, n := range c.Nodes() {
-		p, err := startRole(&c, n, info.PostgresURL, info.KafkaBrokers, reg, info.AuthConfig)
+		p, err := startRole(&c, n, dbURL, info.KafkaBrokers, reg, info.AuthConfig)
 		if err != nil {
 			return err
 		}
@@ -494,7 +507,8 @@ func writeRunInfo(dir string, info RunInfo) error {
 		return err
 	}
 	tmp := filepath.Join(dir, RunFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	os.Remove(tmp) // WriteFile keeps the mode of a file left behind
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(dir, RunFile)) // readers never see half a file
@@ -561,13 +575,4 @@ func rel(p string) string {
 		return p
 	}
 	return r
-}
-
-// redact hides a password in a URL printed to the terminal.
-func redact(u string) string {
-	cfg, err := pgx.ParseConfig(u)
-	if err != nil || cfg.Password == "" {
-		return u
-	}
-	return strings.Replace(u, cfg.Password, "xxxxx", 1)
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,20 +126,39 @@ func TestFlagsAndValidate(t *testing.T) {
 	}
 }
 
-// The roles get every registry setting, the secrets through their environment only.
+// The roles get every registry setting, the secrets (and the URL, which may carry basic
+// auth) through their environment only.
 func TestRegistrySettingsOfTheRoles(t *testing.T) {
 	reg := registry.Config{URL: "https://sr.example.com", Username: "u", Password: "pw-secret", CAFile: "/ca.pem", Timeout: 3 * time.Second}
 	args, env := strings.Join(registryArgs(reg), " "), strings.Join(registrySecrets(reg), " ")
-	if args != "--schema-registry-url https://sr.example.com --schema-registry-username u --schema-registry-ca-file /ca.pem --schema-registry-timeout 3s" ||
-		env != "MINK_SCHEMA_REGISTRY_PASSWORD=pw-secret" {
+	if args != "--schema-registry-username u --schema-registry-ca-file /ca.pem --schema-registry-timeout 3s" ||
+		env != "MINK_SCHEMA_REGISTRY_URL=https://sr.example.com MINK_SCHEMA_REGISTRY_PASSWORD=pw-secret" {
 		t.Errorf("args %q, env %q", args, env)
 	}
 	tok := registry.Config{URL: "https://sr.example.com", BearerToken: "tok-secret"}
-	if a := strings.Join(registryArgs(tok), " "); strings.Contains(a, "secret") || registrySecrets(tok)[0] != "MINK_SCHEMA_REGISTRY_BEARER_TOKEN=tok-secret" {
+	if a := strings.Join(registryArgs(tok), " "); strings.Contains(a, "secret") || registrySecrets(tok)[1] != "MINK_SCHEMA_REGISTRY_BEARER_TOKEN=tok-secret" {
 		t.Errorf("bearer token: args %q, env %q", a, registrySecrets(tok))
 	}
-	if redactURL("https://u:pw-secret@sr.example.com:8081") != "https://sr.example.com:8081" {
-		t.Errorf("redactURL keeps user info: %s", redactURL("https://u:pw-secret@sr.example.com:8081"))
+	basic := registry.Config{URL: "https://u:pw-secret@sr.example.com:8081"}
+	if a := strings.Join(registryArgs(basic), " "); strings.Contains(a, "pw-secret") {
+		t.Errorf("a URL with basic auth on the command line: %q", a)
+	}
+	if shown := registry.ShownURL(basic.URL); shown != "https://sr.example.com:8081" {
+		t.Errorf("the registry URL shows as %s", shown)
+	}
+}
+
+// A role gets the Postgres URL through its environment, never on its command line.
+func TestRolesGetThePostgresURLInTheirEnvironment(t *testing.T) {
+	c := Defaults
+	for _, n := range c.Nodes() {
+		f := roleFlags(&c, n, "postgres://mink:pg-s3cret@db:5432/mink", []string{"k:9092"}, registry.Config{}, "")
+		if args := strings.Join(f.Args(), " "); strings.Contains(args, "pg-s3cret") || strings.Contains(args, "postgres-url") {
+			t.Errorf("%s: args %q", n.ID, args)
+		}
+		if env := f.Env(); !slices.Contains(env, "MINK_POSTGRES_URL=postgres://mink:pg-s3cret@db:5432/mink") {
+			t.Errorf("%s: env %q", n.ID, env)
+		}
 	}
 }
 

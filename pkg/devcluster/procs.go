@@ -24,9 +24,10 @@ type process struct {
 func startRole(c *Config, n Node, postgresURL string, brokers []string, reg registry.Config, authConfig string) (*process, error) {
 	logPath := filepath.Join(c.Dir, "logs", n.ID+".log")
 	os.Rename(logPath, logPath+".prev")
+	f := roleFlags(c, n, postgresURL, brokers, reg, authConfig)
 	p, err := roleproc.Start(roleproc.Spec{
 		Name: n.ID, Path: filepath.Join(c.BinDir, roleproc.Binary(n.Role)),
-		Args: roleArgs(c, n, postgresURL, brokers, reg, authConfig), Env: registrySecrets(reg), LogPath: logPath,
+		Args: f.Args(), Env: append(f.Env(), registrySecrets(reg)...), LogPath: logPath,
 		// Its own process group: Ctrl-C in the terminal reaches only the launcher, which
 		// stops the roles in order (they need Postgres to release their leases). A killed
 		// launcher still takes its roles with it.
@@ -38,9 +39,10 @@ func startRole(c *Config, n Node, postgresURL string, brokers []string, reg regi
 	return &process{node: n, Process: p}, nil
 }
 
-// roleArgs are a role's flags: where everything is, and with auth on the auth config
-// (every role reads the same file, as every node of a real cluster does).
-func roleArgs(c *Config, n Node, postgresURL string, brokers []string, reg registry.Config, authConfig string) []string {
+// roleFlags are a role's flags: where everything is, and with auth on the auth config
+// (every role reads the same file, as every node of a real cluster does). The Postgres URL
+// goes in the environment (Flags.Env), as the registry's secrets do.
+func roleFlags(c *Config, n Node, postgresURL string, brokers []string, reg registry.Config, authConfig string) roleproc.Flags {
 	f := roleproc.Flags{
 		NodeID: n.ID, PostgresURL: postgresURL, KafkaBrokers: brokers, GRPCAddr: Addr(n.GRPCPort),
 		LeaseTTL: c.LeaseTTL, ShutdownTimeout: c.ShutdownTimeout, LogLevel: c.LogLevel.String(),
@@ -55,14 +57,15 @@ func roleArgs(c *Config, n Node, postgresURL string, brokers []string, reg regis
 	if n.Role == roleproc.FileServer {
 		f.CatalogAddr, f.S3Addr, f.CacheDir = Addr(n.CatalogPort), Addr(n.S3Port), filepath.Join(c.Dir, "cache", n.ID)
 	}
-	return f.Args()
+	return f
 }
 
-// registryArgs are the --schema-registry-* flags of a role, but for the secrets.
+// registryArgs are the --schema-registry-* flags of a role, but for the secrets and the
+// URL, which may hold basic auth credentials.
 func registryArgs(reg registry.Config) []string {
 	var args []string
 	for _, f := range []struct{ name, value string }{
-		{"schema-registry-url", reg.URL}, {"schema-registry-username", reg.Username}, {"schema-registry-ca-file", reg.CAFile},
+		{"schema-registry-username", reg.Username}, {"schema-registry-ca-file", reg.CAFile},
 	} {
 		if f.value != "" {
 			args = append(args, "--"+f.name, f.value)
@@ -74,10 +77,13 @@ func registryArgs(reg registry.Config) []string {
 	return args
 }
 
-// registrySecrets are the registry's password and token as the role's environment, where
-// ps does not show them.
+// registrySecrets are the registry's URL (its user info may hold a password), password and
+// token as the role's environment, where ps does not show them.
 func registrySecrets(reg registry.Config) []string {
 	var env []string
+	if reg.URL != "" {
+		env = append(env, flagenv.EnvName("schema-registry-url")+"="+reg.URL)
+	}
 	if reg.Password != "" {
 		env = append(env, flagenv.EnvName("schema-registry-password")+"="+reg.Password.Reveal())
 	}

@@ -259,13 +259,3 @@ func srClient(cfg registry.Config) (*sr.Client, error) {
 	}
 	return c.SR(), nil
 }
-
-// redactURL is a registry URL without its user info, for the terminal and RunFile.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(bad URL)"
-	}
-	u.User = nil
-	return u.String()
-}

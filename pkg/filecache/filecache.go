@@ -38,6 +38,9 @@ type Entry struct {
 	Size         int64     `json:"size"`
 	ETag         string    `json:"etag"` // as sent in HTTP, quoted
 	LastModified time.Time `json:"last_modified"`
+	// TableID is the table the file belongs to (0: not recorded, by an older version), so
+	// that the files of a dropped table are known without asking Postgres.
+	TableID int64 `json:"table_id,omitempty"`
 }
 
 // ErrNoSpace: the reservation cannot fit, even after evicting every committed file,
@@ -80,8 +83,15 @@ func Open(dir string, maxBytes int64, log *slog.Logger) (*Cache, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The files are table data, for the file server's user alone: the folder is made
+	// private, and so is every file in it (a cache of an older version's made them 0644).
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("filecache: %w", err)
+	}
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, fi.Mode().Perm()&0o700); err != nil {
+			log.Warn("filecache: the cache folder is open to other users and cannot be made private", "dir", dir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()), "error", err)
+		}
 	}
 	c := &Cache{dir: dir, max: maxBytes, log: log, entries: map[string]*list.Element{}, lru: list.New()}
 	des, err := os.ReadDir(dir)
@@ -108,6 +118,9 @@ func Open(dir string, maxBytes int64, log *slog.Logger) (*Cache, error) {
 			log.Warn("filecache: removing a damaged cache file", "path", path, "error", err)
 			os.Remove(path)
 			continue
+		}
+		if info, err := de.Info(); err == nil && info.Mode().Perm()&0o077 != 0 {
+			os.Chmod(path, 0o600)
 		}
 		all = append(all, found{it, mtime})
 	}
@@ -256,6 +269,21 @@ func (c *Cache) Remove(key string) {
 	}
 }
 
+// RemoveFunc evicts every cached file whose entry match says so, and returns how many.
+func (c *Cache) RemoveFunc(match func(Entry) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for key, el := range c.entries {
+		if match(el.Value.(*item).Entry) {
+			c.removeLocked(el)
+			os.Remove(filepath.Join(c.dir, fileName(key)))
+			n++
+		}
+	}
+	return n
+}
+
 func (c *Cache) removeLocked(el *list.Element) {
 	it := el.Value.(*item)
 	c.lru.Remove(el)
@@ -315,7 +343,7 @@ func (c *Cache) Create(size int64) (*Pending, error) {
 	var b [8]byte
 	rand.Read(b[:])
 	path := filepath.Join(c.dir, tmpPrefix+hex.EncodeToString(b[:]))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		c.release(size)
 		return nil, fmt.Errorf("filecache: %w", err)

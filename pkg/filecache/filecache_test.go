@@ -225,3 +225,76 @@ func TestConcurrent(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// The cache holds table data: its folder and files are the file server's user's alone,
+// and a cache an older version left open to others is made private when opened.
+func TestCacheIsPrivate(t *testing.T) {
+	root := t.TempDir()
+	os.Chmod(root, 0o755)
+	dir := filepath.Join(root, "cache", "fs-1")
+	c, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, "ns/t/data/a.parquet", []byte("rows"))
+	private := func(when string) {
+		t.Helper()
+		for _, p := range []string{filepath.Join(root, "cache"), dir, filepath.Join(dir, fileName("ns/t/data/a.parquet"))} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s: %s has mode %04o, open to other users", when, p, fi.Mode().Perm())
+			}
+		}
+	}
+	private("new cache")
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Join(dir, fileName("ns/t/data/a.parquet")), 0o644)
+	if _, err := Open(dir, 1<<20, nil); err != nil {
+		t.Fatal(err)
+	}
+	private("reopened")
+}
+
+// RemoveFunc evicts by entry (the files of one table), and a table id survives a restart.
+func TestRemoveFunc(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"ns/a/1", "ns/a/2", "ns/b/1"} {
+		p, err := c.Create(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Write([]byte("abc"))
+		table := int64(7)
+		if i == 2 {
+			table = 8
+		}
+		if err := p.Commit(Entry{Key: key, Size: 3, ETag: `"x"`, TableID: table}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err = Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := c.Get("ns/b/1"); !ok || f.TableID != 8 {
+		t.Fatalf("after a restart: %+v %v", f, ok)
+	} else {
+		f.Close()
+	}
+	if n := c.RemoveFunc(func(e Entry) bool { return e.TableID == 7 }); n != 2 {
+		t.Errorf("removed %d, want 2", n)
+	}
+	if c.Contains("ns/a/1") || c.Contains("ns/a/2") || !c.Contains("ns/b/1") || c.Stats().Files != 1 {
+		t.Errorf("after RemoveFunc: %+v", c.Stats())
+	}
+	if _, err := os.Stat(filepath.Join(dir, fileName("ns/a/1"))); !os.IsNotExist(err) {
+		t.Errorf("the file of a removed entry is still on disk: %v", err)
+	}
+}

@@ -112,6 +112,10 @@ type Change struct {
 	Summary  map[string]string // more summary properties ("mink.*")
 	// Now is the database's time: the snapshot's timestamp and the clock of expiry.
 	Now time.Time
+	// Expire are snapshots to expire whatever retention keeps: ones naming a file Kafka
+	// no longer yields (compaction, retention), which no reader could read. The snapshot
+	// that stays current is never expired (ids not in the metadata are ignored).
+	Expire []int64
 }
 
 // Commit builds the metadata version that applies ch to base: a new snapshot whose
@@ -146,6 +150,13 @@ func Commit(ctx context.Context, r *Reader, t Table, base Base, ch Change) (*Res
 		res.Snapshot, res.Files, newID = snap, files, &snap.SnapshotID
 	}
 	res.Expired = Expirable(md, newID, ch.Now, RetentionOf(t.Properties))
+	for _, id := range ch.Expire {
+		cur := md.CurrentSnapshot()
+		if md.SnapshotByID(id) != nil && (newID != nil || cur == nil || id != cur.SnapshotID) && !slices.Contains(res.Expired, id) {
+			res.Expired = append(res.Expired, id)
+		}
+	}
+	slices.Sort(res.Expired)
 	if len(res.Expired) > 0 {
 		if err := b.RemoveSnapshots(res.Expired, false); err != nil {
 			return nil, fmt.Errorf("icebergmeta: expire snapshots: %w", err)

@@ -74,6 +74,18 @@ func le64(v int64) []byte {
 	return b
 }
 
+// created stores a new table's first metadata in s and returns it as the base of the
+// next commit.
+func created(t *testing.T, s store, tbl icebergmeta.Table) icebergmeta.Base {
+	t.Helper()
+	res, err := icebergmeta.Create(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(res)
+	return current(t, s, res)
+}
+
 // current parses the metadata JSON of res back, as any reader would.
 func current(t *testing.T, s store, res *icebergmeta.Result) icebergmeta.Base {
 	t.Helper()
@@ -324,12 +336,7 @@ func TestExpirable(t *testing.T) {
 	// Iceberg's own rule alone: live loads off (with them on, a replaced snapshot is also
 	// kept for the live TTL: TestRetentionKeepsReplacedSnapshotsForLiveLoads).
 	tbl := testTable(t, map[string]string{table.MinSnapshotsToKeepKey: "1", table.MaxSnapshotAgeMsKey: "1000", tables.PropLiveLoad: "false"})
-	res, err := icebergmeta.Create(tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.put(res)
-	base := current(t, s, res)
+	base := created(t, s, tbl)
 	now := time.Now()
 	for i := range 3 {
 		res, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{
@@ -344,6 +351,60 @@ func TestExpirable(t *testing.T) {
 		if n := len(base.Metadata.Snapshots()); i > 0 && n != 1 {
 			t.Fatalf("commit %d: %d snapshots", i, n)
 		}
+	}
+}
+
+// TestExpireUnreadable: a change expires the snapshots it names however young (the
+// writer's repairs: they name files Kafka no longer yields), with or without a new
+// snapshot; the one that stays current is kept, and the replaced current one may go.
+func TestExpireUnreadable(t *testing.T) {
+	ctx := context.Background()
+	s := store{}
+	r := icebergmeta.NewReader(s)
+	tbl := testTable(t, nil) // retention keeps every snapshot of the last hour
+	base := created(t, s, tbl)
+	now := time.Now()
+	var ids []int64
+	for i := range 4 {
+		res, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{
+			Operation: table.OpAppend, Add: []icebergmeta.DataFile{file(0, int64(i), int64(i+1), 1)}, Now: now.Add(time.Duration(i) * time.Second),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.put(res)
+		base = current(t, s, res)
+		ids = append(ids, res.Snapshot.SnapshotID)
+	}
+	snapshots := func() []int64 {
+		var out []int64
+		for _, sn := range base.Metadata.Snapshots() {
+			out = append(out, sn.SnapshotID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	sorted := func(xs ...int64) []int64 { slices.Sort(xs); return xs }
+	// Metadata only: the current one stays whatever the change names.
+	res, err := icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{Now: now.Add(5 * time.Second), Expire: []int64{ids[0], ids[3], 12345}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(res)
+	base = current(t, s, res)
+	if !slices.Equal(res.Expired, []int64{ids[0]}) || !slices.Equal(snapshots(), sorted(ids[1], ids[2], ids[3])) || base.Metadata.CurrentSnapshot().SnapshotID != ids[3] {
+		t.Fatalf("metadata-only expiry: expired %v, left %v", res.Expired, snapshots())
+	}
+	// With a new snapshot, the replaced current one goes too.
+	res, err = icebergmeta.Commit(ctx, r, tbl, base, icebergmeta.Change{Operation: table.OpDelete,
+		Remove: []icebergmeta.DataFile{file(0, 3, 4, 1)}, Now: now.Add(6 * time.Second), Expire: []int64{ids[3], ids[2]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.put(res)
+	base = current(t, s, res)
+	if !slices.Equal(res.Expired, sorted(ids[2], ids[3])) || !slices.Equal(snapshots(), sorted(ids[1], res.Snapshot.SnapshotID)) {
+		t.Fatalf("expiry with a new snapshot: expired %v, left %v", res.Expired, snapshots())
 	}
 }
 

@@ -29,6 +29,7 @@ package kafkasrc
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -53,6 +54,9 @@ var (
 	ErrUnavailable = errors.New("kafkasrc: kafka unavailable")
 	// ErrClosed: the Client or Tailer was closed.
 	ErrClosed = errors.New("kafkasrc: closed")
+	// ErrTopicChanged: the topic a Tailer reads was deleted and created again (Kafka
+	// names it by another TopicID): its offsets start over, with other records.
+	ErrTopicChanged = errors.New("kafkasrc: topic deleted and created again")
 )
 
 // PartitionOffsets are a partition's bounds: records live in [LogStart, HighWatermark),
@@ -151,27 +155,58 @@ func (c *Client) Close() {
 
 // Partitions returns the topic's partition count, from fresh metadata.
 func (c *Client) Partitions(ctx context.Context, topic string) (int32, error) {
+	_, n, err := c.Topic(ctx, topic)
+	return n, err
+}
+
+// Topic returns the topic's id and partition count, from fresh metadata.
+func (c *Client) Topic(ctx context.Context, topic string) (TopicID, int32, error) {
 	var n int32
+	var id TopicID
 	err := c.retry(ctx, "metadata of "+topic, func(ctx context.Context) error {
 		tm, err := c.topic(ctx, topic, 0)
 		if err != nil {
 			return err
 		}
-		n = int32(len(tm.parts))
+		n, id = int32(len(tm.parts)), tm.id
 		return nil
 	})
-	return n, err
+	return id, n, err
+}
+
+// TopicID names one incarnation of a topic (Kafka 2.8 and later): a topic deleted and
+// created again under the same name has a new one. The zero TopicID: the broker names
+// none.
+type TopicID [16]byte
+
+// IsZero reports whether the broker named no id.
+func (id TopicID) IsZero() bool { return id == TopicID{} }
+
+// String is the id as Kafka's tools print it (base64, URL alphabet, unpadded); "" for
+// the zero id.
+func (id TopicID) String() string {
+	if id.IsZero() {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
 // Offsets returns the bounds of every partition of topic. The three lists are read in
 // the order log start, last stable, high watermark, so LastStable <= HighWatermark
 // holds even while producers write.
 func (c *Client) Offsets(ctx context.Context, topic string) ([]PartitionOffsets, error) {
+	_, offs, err := c.listOffsets(ctx, topic, -1)
+	return offs, err
+}
+
+// TopicOffsets is Offsets with the id of the topic they were read from (from the same
+// fresh metadata), so a caller can tell a topic created again from the one it knew.
+func (c *Client) TopicOffsets(ctx context.Context, topic string) (TopicID, []PartitionOffsets, error) {
 	return c.listOffsets(ctx, topic, -1)
 }
 
 func (c *Client) partitionOffsets(ctx context.Context, topic string, partition int32) (PartitionOffsets, error) {
-	pos, err := c.listOffsets(ctx, topic, partition)
+	_, pos, err := c.listOffsets(ctx, topic, partition)
 	if err != nil {
 		return PartitionOffsets{}, err
 	}
@@ -179,8 +214,9 @@ func (c *Client) partitionOffsets(ctx context.Context, topic string, partition i
 }
 
 // listOffsets lists one partition, or all when partition < 0.
-func (c *Client) listOffsets(ctx context.Context, topic string, partition int32) ([]PartitionOffsets, error) {
+func (c *Client) listOffsets(ctx context.Context, topic string, partition int32) (TopicID, []PartitionOffsets, error) {
 	var out []PartitionOffsets
+	var id TopicID
 	err := c.retry(ctx, "list offsets of "+topic, func(ctx context.Context) error {
 		// All partitions: fresh metadata, so that new partitions are listed at once.
 		maxAge := time.Duration(0)
@@ -254,9 +290,10 @@ func (c *Client) listOffsets(ctx context.Context, topic string, partition int32)
 		for _, p := range parts {
 			out = append(out, PartitionOffsets{Partition: p, LogStart: start[p], HighWatermark: high[p], LastStable: stable[p]})
 		}
+		id = tm.id
 		return nil
 	})
-	return out, err
+	return id, out, err
 }
 
 // transient marks an error worth retrying (leader moved, connection lost); retry turns
@@ -359,7 +396,7 @@ const metaMaxAge = 30 * time.Second
 
 type topicMeta struct {
 	name  string
-	id    [16]byte
+	id    TopicID
 	parts []partMeta // indexed by partition
 	at    time.Time
 }

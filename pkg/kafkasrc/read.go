@@ -42,7 +42,7 @@ func (c *Client) ReadRange(ctx context.Context, topic string, partition int32, f
 	fetchAhead := func(pos int64) {
 		pending = make(chan result, 1)
 		go func(ch chan<- result) {
-			f, err := c.fetch(ctx, topic, partition, pos)
+			f, err := c.fetch(ctx, topic, TopicID{}, partition, pos)
 			ch <- result{f, err}
 		}(pending)
 	}
@@ -92,8 +92,9 @@ type fetched struct {
 }
 
 // fetch reads from pos with one short (MaxWait 0) fetch, retrying leader moves and
-// lost connections for up to the client's timeout.
-func (c *Client) fetch(ctx context.Context, topic string, partition int32, pos int64) (fetched, error) {
+// lost connections for up to the client's timeout. With a non-zero want, only that
+// incarnation of the topic is read: ErrTopicChanged once fresh metadata names another.
+func (c *Client) fetch(ctx context.Context, topic string, want TopicID, partition int32, pos int64) (fetched, error) {
 	var (
 		f        fetched
 		gone     bool
@@ -104,6 +105,16 @@ func (c *Client) fetch(ctx context.Context, topic string, partition int32, pos i
 			tm, leader, err := c.leader(ctx, topic, partition)
 			if err != nil {
 				return err
+			}
+			if !want.IsZero() && !tm.id.IsZero() && tm.id != want {
+				// Cached metadata may predate the incarnation want names: ask afresh.
+				c.meta.invalidate(topic, tm)
+				if tm, leader, err = c.leader(ctx, topic, partition); err != nil {
+					return err
+				}
+				if !tm.id.IsZero() && tm.id != want {
+					return fmt.Errorf("%w: %s is topic id %s now, not %s", ErrTopicChanged, topic, tm.id, want)
+				}
 			}
 			req := fetchRequest(0)
 			addFetchPartition(req, tm, partition, pos, maxBytes)

@@ -19,6 +19,7 @@ import (
 type Tailer struct {
 	c         *Client
 	topic     string
+	topicID   TopicID // zero: any incarnation of topic
 	partition int32
 
 	ctx    context.Context // ends when the Tailer is closed
@@ -68,7 +69,7 @@ func (t *Tailer) Poll(ctx context.Context) ([]record.Record, int64, error) {
 		if t.ctx.Err() != nil {
 			return fail(ErrClosed)
 		}
-		f, err := t.c.fetch(ctx, t.topic, t.partition, next)
+		f, err := t.c.fetch(ctx, t.topic, t.topicID, t.partition, next)
 		if err != nil {
 			return fail(err)
 		}
@@ -91,6 +92,12 @@ func (t *Tailer) Poll(ctx context.Context) ([]record.Record, int64, error) {
 		}
 	}
 }
+
+// Pin makes the Tailer read only the incarnation id of its topic (the one its caller
+// checked, kafkasrc.TopicOffsets): once the topic is deleted and created again, Poll fails
+// with ErrTopicChanged rather than go on reading the new one's records at the old
+// offsets. A zero id pins nothing. Call it before the first Poll.
+func (t *Tailer) Pin(id TopicID) { t.topicID = id }
 
 // Next is the offset the Tailer stands at: where it started, or the last next that
 // Poll returned.

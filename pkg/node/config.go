@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,13 +40,16 @@ type Config struct {
 	// before RegisterFlags, and read by the role's Setup.
 	RoleConfig RoleConfig
 
-	NodeID        string
-	PostgresURL   string
-	KafkaBrokers  flagenv.List
-	GRPCAddr      string
-	AdvertiseAddr string
-	LeaseTTL      time.Duration
-	MetricsAddr   string
+	NodeID string
+	// PostgresURL is the cluster's database (a secret: it usually holds a password), or
+	// PostgresURLFile names a file holding it; DatabaseURL reads whichever is set.
+	PostgresURL     flagenv.Secret
+	PostgresURLFile string
+	KafkaBrokers    flagenv.List
+	GRPCAddr        string
+	AdvertiseAddr   string
+	LeaseTTL        time.Duration
+	MetricsAddr     string
 	// ConsoleAddr is where the browser console is served (pkg/console); empty: off.
 	ConsoleAddr string
 	// MetricsToken or MetricsTokenFile is the bearer token /metrics asks for (none: it
@@ -130,7 +135,8 @@ const DefaultGRPCAddr = ":7070"
 // RegisterFlags adds the node's flags and its RoleConfig's to fs, with their defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NodeID, "node-id", "", "this node's id, unique in the cluster (default <hostname>-<grpc port>)")
-	fs.StringVar(&c.PostgresURL, "postgres-url", "", "Postgres connection URL of the cluster's database (required)")
+	fs.Var(&c.PostgresURL, "postgres-url", "Postgres connection URL of the cluster's database, postgres://user:password@host:5432/db (this or --postgres-url-file is required); it holds a password, so give it as MINK_POSTGRES_URL or in the file: a command line is visible to every local user")
+	fs.StringVar(&c.PostgresURLFile, "postgres-url-file", "", "file holding the Postgres connection URL instead of --postgres-url (one line; private to its owner, mode 0600 or 0400, or the node refuses it)")
 	fs.Var(&c.KafkaBrokers, "kafka-brokers", "comma-separated Kafka bootstrap brokers, host:port (required)")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", DefaultGRPCAddr, "address to serve gRPC (admin, health, reflection) on")
 	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "gRPC address other nodes reach this one at (default <hostname>:<grpc port>, or --grpc-addr when it names a host)")
@@ -178,10 +184,8 @@ func (c *Config) Validate() error {
 	if c.NodeID != "" && !nodeIDPattern.MatchString(c.NodeID) {
 		bad("node-id", "%q is not a node id (letters, digits, '.', '_', ':', '-'; at most 128)", c.NodeID)
 	}
-	if c.PostgresURL == "" {
-		bad("postgres-url", "required (postgres://user@host:5432/db)")
-	} else if _, err := pgxpool.ParseConfig(c.PostgresURL); err != nil {
-		bad("postgres-url", "%v", err)
+	if _, err := c.DatabaseURL(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.KafkaBrokers) == 0 {
 		bad("kafka-brokers", "required (host:port,host:port)")
@@ -260,6 +264,60 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// DatabaseURL is the Postgres URL, from --postgres-url or read from --postgres-url-file,
+// checked: an error names the flag, and never quotes the password.
+func (c *Config) DatabaseURL() (flagenv.Secret, error) {
+	u := c.PostgresURL
+	flagName := "postgres-url"
+	switch {
+	case c.PostgresURLFile != "" && u != "":
+		return "", flagenv.Errorf("postgres-url-file", "conflicts with --postgres-url; give the URL one way")
+	case c.PostgresURLFile != "":
+		flagName = "postgres-url-file"
+		v, err := flagenv.ReadSecretFile(c.PostgresURLFile)
+		if err != nil {
+			return "", flagenv.Errorf(flagName, "%v", err)
+		}
+		u = flagenv.Secret(v)
+	case u == "":
+		return "", flagenv.Errorf(flagName, "required (postgres://user:password@host:5432/db), or --postgres-url-file")
+	}
+	if _, err := pgxpool.ParseConfig(u.Reveal()); err != nil {
+		return "", flagenv.Errorf(flagName, "%s is not a Postgres URL: %s", flagenv.RedactURL(u.Reveal()), parseCause(err, u.Reveal()))
+	}
+	return u, nil
+}
+
+// parseCause is why pgx could not parse raw, without raw: pgx quotes the string it was
+// given, masking the password only as well as it can parse it.
+func parseCause(err error, raw string) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "cannot parse `"); ok {
+		if i := strings.LastIndex(rest, "`: "); i >= 0 {
+			msg = rest[i+len("`: "):]
+		} else {
+			msg = "cannot parse it"
+		}
+	}
+	return scrubPassword(msg, raw)
+}
+
+// scrubPassword masks in msg every form of raw's password that could stand there.
+func scrubPassword(msg, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return msg
+	}
+	pw, ok := u.User.Password()
+	if !ok || pw == "" {
+		return msg
+	}
+	for _, form := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw)} {
+		msg = strings.ReplaceAll(msg, form, "xxxxx")
+	}
+	return msg
 }
 
 // CheckAddr checks a host:port; a listen address may omit the host and use port 0.

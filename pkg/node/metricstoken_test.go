@@ -57,7 +57,7 @@ func TestMetricsToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, cancel, done := runNode(t, cfg)
+	n, cancel, done := startNode(t, cfg)
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -179,9 +179,13 @@ func (n *Node) Run(ctx context.Context) error {
 	meter := mp.Meter("github.com/minkhq/mink/pkg/node")
 
 	// pgxpool connects lazily: a node may start before Postgres and wait for it.
-	pc, err := pgxpool.ParseConfig(cfg.PostgresURL)
+	dbURL, err := cfg.DatabaseURL()
 	if err != nil {
-		return fmt.Errorf("node: --postgres-url: %w", err)
+		return err
+	}
+	pc, err := pgxpool.ParseConfig(dbURL.Reveal())
+	if err != nil {
+		return err // DatabaseURL checked it
 	}
 	// A transaction left idle for a whole lease_ttl (its process paused or cut off inside
 	// a fenced write) is ended by Postgres: the lease row it locks, which takeover waits
@@ -191,7 +195,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return fmt.Errorf("node: --postgres-url: %w", err)
+		return fmt.Errorf("node: postgres %s: %s", flagenv.RedactURL(dbURL.Reveal()), scrubPassword(err.Error(), dbURL.Reveal()))
 	}
 	defer pool.Close()
 
@@ -321,7 +325,8 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 
 	log.Info("starting", "grpc_addr", n.grpcLis.Addr().String(), "advertise_addr", n.advertise,
-		"metrics_addr", addrs["metrics"], "console_addr", addrs["console"], "lease_ttl", cfg.LeaseTTL.String(), "version", cfg.Version)
+		"metrics_addr", addrs["metrics"], "console_addr", addrs["console"], "lease_ttl", cfg.LeaseTTL.String(), "version", cfg.Version,
+		"postgres", flagenv.RedactURL(dbURL.Reveal()))
 
 	g, gctx := errgroup.WithContext(ctx)
 	// The lease actor has its own context: shutdown ends it only after health has gone

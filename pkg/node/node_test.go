@@ -2,10 +2,16 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -198,7 +204,7 @@ func TestRunReplaced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return runNode(t, cfg)
+		return startNode(t, cfg)
 	}
 	n1, cancel1, done1 := start()
 	defer cancel1()
@@ -223,9 +229,9 @@ func TestRunReplaced(t *testing.T) {
 	}
 }
 
-// runNode makes a node of cfg, its log discarded, and runs it until cancel; done gets
+// startNode makes a node of cfg, its log discarded, and runs it until cancel; done gets
 // what Run returned.
-func runNode(t *testing.T, cfg node.Config) (n *node.Node, cancel context.CancelFunc, done chan error) {
+func startNode(t *testing.T, cfg node.Config) (n *node.Node, cancel context.CancelFunc, done chan error) {
 	t.Helper()
 	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	n, err := node.New(cfg)
@@ -316,4 +322,142 @@ func countKind(ls []*adminv1.Lease, k adminv1.LeaseKind) int {
 		}
 	}
 	return n
+}
+
+// The Postgres URL is a secret: wherever a config or its errors are printed, the password
+// is not, however it is written (equal to the user name, percent-encoded, with '@' or
+// ':'); a file holding it must be private to its owner.
+func TestPostgresURLIsASecret(t *testing.T) {
+	base := []string{"--kafka-brokers", "k:9092"}
+	for _, c := range []struct {
+		url    string
+		hidden []string
+	}{
+		{"postgres://mink:pg%40s3cr%3At@127.0.0.1:5432/mink", []string{"pg%40s3cr", "pg@s3cr", "s3cr:t", "s3cr%3At"}},
+		{"postgres://mink:pg@s3cr:t@127.0.0.1:5432/mink", []string{"pg@s3cr", "s3cr:t"}},
+		{"postgres://mink:pg@s3cr:t@127.0.0.1:notaport/mink", []string{"pg@s3cr", "s3cr:t", "s3cr"}},
+		{"postgres://mink:pg%zzs3cr@127.0.0.1:5432/mink", []string{"pg%zz", "s3cr"}},
+		{"postgres://mink@127.0.0.1:5432/mink?password=s3cr3t&sslmode=bogus", []string{"s3cr3t"}},
+	} {
+		for _, env := range []bool{false, true} {
+			args, vars := append([]string{"--postgres-url", c.url}, base...), map[string]string(nil)
+			if env {
+				args, vars = base, map[string]string{"MINK_POSTGRES_URL": c.url}
+			}
+			cfg, err := parse(t, lease.RoleWriter, args, vars)
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			var defaults strings.Builder
+			fs.SetOutput(&defaults)
+			probe := node.Config{Role: lease.RoleWriter, PostgresURL: cfg.PostgresURL}
+			probe.RegisterFlags(fs)
+			fs.PrintDefaults()
+			js, _ := json.Marshal(cfg)
+			var logged strings.Builder
+			slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "config", cfg, "url", cfg.PostgresURL)
+			shown := fmt.Sprintf("%v | %+v | %#v | %s | %s | %s | %s", err, cfg, cfg, js, logged.String(), defaults.String(), fs.Lookup("postgres-url").Value)
+			for _, h := range c.hidden {
+				if strings.Contains(shown, h) {
+					t.Errorf("%s (env %v): %q shows in %s", c.url, env, h, shown)
+				}
+			}
+			if err != nil && !strings.Contains(err.Error(), "--postgres-url") || env && err != nil && !strings.Contains(err.Error(), "MINK_POSTGRES_URL") {
+				t.Errorf("%s (env %v): the error does not name the flag and its source: %v", c.url, env, err)
+			}
+		}
+	}
+
+	dir := t.TempDir()
+	file := func(name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("postgres://mink:f1le-s3cret@127.0.0.1:5432/mink\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	private := file("private", 0o600)
+	cfg, err := parse(t, lease.RoleWriter, append([]string{"--postgres-url-file", private}, base...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := cfg.DatabaseURL(); err != nil || u.Reveal() != "postgres://mink:f1le-s3cret@127.0.0.1:5432/mink" {
+		t.Errorf("--postgres-url-file: %v", err)
+	}
+	open := file("open", 0o644)
+	_, err = parse(t, lease.RoleWriter, base, map[string]string{"MINK_POSTGRES_URL_FILE": open})
+	nodetest.Refused(t, err, "--postgres-url-file", "MINK_POSTGRES_URL_FILE", "0644", "chmod 600 "+open)
+	if err != nil && strings.Contains(err.Error(), "f1le-s3cret") {
+		t.Errorf("the error shows the secret: %v", err)
+	}
+	_, err = parse(t, lease.RoleWriter, append([]string{"--postgres-url-file", private, "--postgres-url", "postgres://u@h/db"}, base...), nil)
+	nodetest.Refused(t, err, "--postgres-url-file", "conflicts with --postgres-url")
+	_, err = parse(t, lease.RoleWriter, append([]string{"--postgres-url-file", filepath.Join(dir, "none")}, base...), nil)
+	nodetest.Refused(t, err, "--postgres-url-file", "no such file")
+}
+
+// A node run with a password in its Postgres URL logs where its database is, without
+// the password.
+func TestRunLogsNoPostgresPassword(t *testing.T) {
+	_, url := pgtest.DB(t)
+	// The test cluster trusts every local connection: any password connects.
+	const pw = "run-p@ss:w0rd/x"
+	withPW := strings.Replace(url, "postgres://postgres@", "postgres://postgres:"+neturl.QueryEscape(pw)+"@", 1)
+	if withPW == url {
+		t.Fatalf("unexpected test URL %s", url)
+	}
+	cfg, err := parse(t, lease.RoleWriter, []string{"--node-id", "pw1", "--grpc-addr", "127.0.0.1:0", "--kafka-brokers", "127.0.0.1:9", "--lease-ttl", "1500ms"},
+		map[string]string{"MINK_POSTGRES_URL": withPW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "node.log")
+	logf, err := os.Create(logPath) // an *os.File takes concurrent writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cfg.Logger = slog.New(slog.NewJSONHandler(logf, nil))
+	_, _, stop := runNode(t, cfg)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	b, _ := os.ReadFile(logPath)
+	logged := string(b)
+	if !strings.Contains(logged, `"postgres":"postgres://postgres:xxxxx@127.0.0.1:`) {
+		t.Errorf("the starting line does not say where the database is, password masked:\n%s", logged)
+	}
+	for _, h := range []string{pw, neturl.QueryEscape(pw), "p@ss", "w0rd"} {
+		if strings.Contains(logged, h) {
+			t.Errorf("the log shows %q:\n%s", h, logged)
+		}
+	}
+}
+
+// runNode runs a node of cfg in process until it serves, and returns it with a gRPC
+// connection to it (closed when the test ends) and stop, which ends Run and returns its
+// error.
+func runNode(t *testing.T, cfg node.Config) (*node.Node, *grpc.ClientConn, func() error) {
+	t.Helper()
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	conn, err := grpc.NewClient(n.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	waitServing(t, conn)
+	return n, conn, func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			return errors.New("Run did not return within 20s")
+		}
+	}
 }

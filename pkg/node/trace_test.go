@@ -7,15 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/lease"
-	"github.com/minkhq/mink/pkg/node"
 	"github.com/minkhq/mink/pkg/pgtest"
 )
 
@@ -68,30 +65,12 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	n, err := node.New(cfg)
-	if err != nil {
+	_, conn, stop := runNode(t, cfg)
+	if _, err := adminv1.NewAdminServiceClient(conn).GetStatus(context.Background(), &adminv1.GetStatusRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	conn, err := grpc.NewClient(n.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitServing(t, conn)
-	if _, err := adminv1.NewAdminServiceClient(conn).GetStatus(ctx, &adminv1.GetStatusRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not return")
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()

@@ -4,7 +4,8 @@
 //
 // Lookup finds any recorded key, live-load tails included (Lookups adds a negative
 // cache of the keys it did not find; Recent and WatchCommits tell file servers of new
-// commits, to warm them); List names only the committed
+// commits, to warm them, and Removed of collected files, to evict them); List names only
+// the committed
 // files: the writer's metadata files (metadata JSON, manifest lists, manifests) and the
 // data files its snapshots added. A live load's tail files (data rows marked live) and
 // metadata files (under metadata/live/, with an expiry) belong to that one load, are

@@ -2,9 +2,10 @@ package objects
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/minkhq/mink/pkg/lease"
@@ -61,15 +62,26 @@ func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]Rec
 
 // WatchCommits calls notify each time a transaction that recorded committed data files
 // commits (the mink_data_files_notify trigger), and once when it starts listening, until
-// ctx ends or the connection fails: its error. It holds one connection of db, which must
-// lend one (a *pgxpool.Pool); the connection is closed at the end, not returned to the
-// pool, since it listens.
+// ctx ends or the connection fails: its error. It holds one connection of db (Listen).
 func WatchCommits(ctx context.Context, db lease.DB, notify func()) error {
+	return Listen(ctx, db, func(string, string) { notify() }, "mink_data_files")
+}
+
+// RemovedChannel is told of every file row deleted while its table lives on (migration
+// 0017): read them with Removed.
+const RemovedChannel = "mink_removed_files"
+
+// Listen calls notify with the channel and payload each time a notification arrives on
+// one of channels, and once with "", "" when it starts listening (what happened before is
+// for the caller to read then), until ctx ends or the connection fails: its error. It
+// holds one connection of db, which must lend one (a *pgxpool.Pool); the connection is
+// closed at the end, not returned to the pool, since it listens.
+func Listen(ctx context.Context, db lease.DB, notify func(channel, payload string), channels ...string) error {
 	p, ok := db.(interface {
 		Acquire(context.Context) (*pgxpool.Conn, error)
 	})
 	if !ok {
-		return errors.New("watch commits: the database handle lends no connection to listen on")
+		return fmt.Errorf("listen on %v: the database handle lends no connection to listen on", channels)
 	}
 	pc, err := p.Acquire(ctx)
 	if err != nil {
@@ -77,14 +89,45 @@ func WatchCommits(ctx context.Context, db lease.DB, notify func()) error {
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN mink_data_files"); err != nil {
-		return err
-	}
-	notify() // what was committed before the LISTEN took is found by the look it prompts
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}
-		notify()
 	}
+	notify("", "")
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		notify(n.Channel, n.Payload)
+	}
+}
+
+// RemovedKeepsFor is how long a removed file is recorded (migration 0017): a file server
+// cut off from Postgres longer may miss the removal of a file it caches.
+const RemovedKeepsFor = time.Hour
+
+// Removed reads the keys of the files removed at since or later (while their tables
+// lived on: collected), and the database's clock now: the since of the next call, less
+// the longest a removing transaction may run (removed_at is when it removed the row).
+func Removed(ctx context.Context, db lease.DB, since time.Time) ([]string, time.Time, error) {
+	rows, err := db.Query(ctx, `SELECT n.now, r.key FROM (SELECT clock_timestamp() AS now) n
+		LEFT JOIN mink_removed_files r ON r.removed_at >= $1`, since)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer rows.Close()
+	var now time.Time
+	var keys []string
+	for rows.Next() {
+		var key *string
+		if err := rows.Scan(&now, &key); err != nil {
+			return nil, time.Time{}, err
+		}
+		if key != nil {
+			keys = append(keys, *key)
+		}
+	}
+	return keys, now, rows.Err()
 }

@@ -27,6 +27,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/minkhq/mink/pkg/await"
 )
 
 // Cluster is one private PostgreSQL server.
@@ -401,4 +403,16 @@ func DB(tb testing.TB) (*pgxpool.Pool, string) {
 	}
 	tb.Cleanup(pool.Close)
 	return pool, url
+}
+
+// WaitLockWaiter waits until a session of db's database waits for a lock: a test that
+// holds a row lock knows another session has reached it.
+func WaitLockWaiter(tb testing.TB, db *pgxpool.Pool) {
+	tb.Helper()
+	await.True(tb, 10*time.Second, "a session to wait for a lock", func() bool {
+		var n int
+		err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n > 0
+	})
 }

@@ -168,13 +168,24 @@ func parseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// redactURL is u for messages: user info, query and fragment dropped, so no message
-// shows a secret even in part (Redacted alone keeps the user name).
+// redactURL is u for messages: without user info (a registry's user is often an API
+// key), query or fragment, through flagenv.RedactURL, the one redaction of every URL
+// that may hold a password.
 func redactURL(u *url.URL) string {
 	r := *u
 	r.User = nil
 	r.RawQuery, r.ForceQuery, r.Fragment, r.RawFragment = "", false, "", ""
-	return r.Redacted()
+	return flagenv.RedactURL(r.String())
+}
+
+// ShownURL is a registry URL as messages and files show it (redactURL); one that does not
+// parse shows as flagenv.RedactURL leaves it.
+func ShownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return flagenv.RedactURL(raw)
+	}
+	return redactURL(u)
 }
 
 // authName is how messages name the credentials in use, never their values.

@@ -3,14 +3,18 @@ package roleproc
 import (
 	"strings"
 	"time"
+
+	"github.com/minkhq/mink/pkg/flagenv"
 )
 
 // Flags are the flags a role is started with on this machine: where Postgres and Kafka
 // are, where it listens, and for a file server its catalog, S3 and cache. Empty values are
-// left out (the role's defaults apply); Extra goes last, so it can override.
+// left out (the role's defaults apply); Extra goes last, so it can override. Args are the
+// flags that are no secret, for the command line; Env the ones that are, for the
+// environment, where ps does not show them to other users.
 type Flags struct {
 	NodeID          string
-	PostgresURL     string
+	PostgresURL     string // a secret (it may hold a password): in Env, never in Args
 	KafkaBrokers    []string
 	GRPCAddr        string // "127.0.0.1:0": a free port, found with WaitStarted
 	MetricsAddr     string
@@ -44,7 +48,6 @@ func (f Flags) Args() []string {
 		return d.String()
 	}
 	add("node-id", f.NodeID)
-	add("postgres-url", f.PostgresURL)
 	add("kafka-brokers", strings.Join(f.KafkaBrokers, ","))
 	add("grpc-addr", f.GRPCAddr)
 	add("metrics-addr", f.MetricsAddr)
@@ -58,4 +61,12 @@ func (f Flags) Args() []string {
 	add("cache-dir", f.CacheDir)
 	add("cache-bytes", f.CacheBytes)
 	return append(args, f.Extra...)
+}
+
+// Env are the secret flags as environment twins (KEY=value): MINK_POSTGRES_URL.
+func (f Flags) Env() []string {
+	if f.PostgresURL == "" {
+		return nil
+	}
+	return []string{flagenv.EnvName("postgres-url") + "=" + f.PostgresURL}
 }

@@ -89,7 +89,8 @@ func Start(s Spec) (*Process, error) {
 	if err := os.MkdirAll(filepath.Dir(s.LogPath), 0o755); err != nil {
 		return nil, err
 	}
-	logf, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// Private: a role's log is for its operator, not for every user of the machine.
+	logf, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -106,10 +106,14 @@ func TestKillEndsAPausedProcess(t *testing.T) {
 func TestFlagsArgs(t *testing.T) {
 	got := Flags{NodeID: "fs-1", PostgresURL: "postgres://x", KafkaBrokers: []string{"a:1", "b:2"}, GRPCAddr: "127.0.0.1:0",
 		LeaseTTL: 1500 * time.Millisecond, AuthConfig: "/a.json", CatalogAddr: "127.0.0.1:0", Extra: []string{"--lease-ttl", "3s"}}.Args()
-	want := []string{"--node-id", "fs-1", "--postgres-url", "postgres://x", "--kafka-brokers", "a:1,b:2", "--grpc-addr", "127.0.0.1:0",
+	want := []string{"--node-id", "fs-1", "--kafka-brokers", "a:1,b:2", "--grpc-addr", "127.0.0.1:0",
 		"--lease-ttl", "1.5s", "--auth-config", "/a.json", "--catalog-addr", "127.0.0.1:0", "--lease-ttl", "3s"}
 	if !slices.Equal(got, want) {
 		t.Errorf("args\n got %q\nwant %q", got, want)
+	}
+	// The Postgres URL may hold a password: in the environment, never on the command line.
+	if env := (Flags{PostgresURL: "postgres://u:pw@db/x"}).Env(); !slices.Equal(env, []string{"MINK_POSTGRES_URL=postgres://u:pw@db/x"}) {
+		t.Errorf("env %q", env)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -128,13 +129,14 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	n, err := s.Kafka.Partitions(ctx, t.Topic)
+	id, n, err := s.Kafka.Topic(ctx, t.Topic)
 	if errors.Is(err, kafkasrc.ErrUnknownTopic) {
 		return nil, noTopic(t.Topic)
 	}
 	if err != nil {
 		return nil, kafkaErr(err)
 	}
+	t.TopicID = id.String()
 	var fields []iceberg.NestedField
 	var schemas []tables.RegistrySchema
 	if spec.Value != nil || spec.Key != nil {
@@ -155,7 +157,10 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 
 // AlterTable applies column changes (JSON tables) as a new schema version and the
 // property changes, each validated, in one transaction: nothing is applied when any is
-// bad.
+// bad. A new version takes effect on each partition at a schema point after every
+// record Kafka held when the alter began (and every record a build has recorded): the
+// records produced after the alter returns decode with it, the ones a load or a range
+// has shown already keep the version they were shown with.
 func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest) (*adminv1.AlterTableResponse, error) {
 	if err := tableNames(req.GetNamespace(), req.GetName()); err != nil {
 		return nil, err
@@ -191,12 +196,27 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 	if len(changes) == 0 && len(req.GetSetProperties()) == 0 && len(req.GetRemoveProperties()) == 0 {
 		return nil, apierr.Invalid("changes", "nothing to change (give changes, set_properties or remove_properties)")
 	}
+	// Where a new version takes effect: past Kafka's end of each partition now, read
+	// before the transaction (and past what builds recorded, read in it).
+	from := map[int32]int64{}
+	if len(changes) > 0 {
+		offs, err := s.Kafka.Offsets(ctx, t.Topic)
+		if err != nil && !errors.Is(err, kafkasrc.ErrUnknownTopic) {
+			return nil, kafkaErr(err)
+		}
+		for _, o := range offs {
+			from[o.Partition] = o.HighWatermark
+		}
+	}
 	// One transaction holding the table's row: the properties are changed from what the
 	// alter before left (two alters setting different keys both land), and a column
 	// change is never stored without the property change beside it, or the reverse.
 	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
 		var props map[string]string
-		if err := tx.QueryRow(ctx, `SELECT properties FROM mink_tables WHERE id = $1 FOR UPDATE`, t.ID).Scan(&props); err != nil {
+		// FOR NO KEY UPDATE: tail files being recorded (rows referencing the table) do
+		// not wait for it, while this waits for them on the partitions' rows.
+		if err := tx.QueryRow(ctx, `SELECT properties, version, partitions FROM mink_tables WHERE id = $1 FOR NO KEY UPDATE`,
+			t.ID).Scan(&props, &t.Version, &t.Partitions); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return apierr.New(apierr.NotFound, "table %s does not exist", t.FullName()) // dropped meanwhile
 			}
@@ -214,7 +234,11 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 			return err
 		}
 		if len(changes) > 0 {
-			_, err := tables.Evolve(ctx, tx, nil, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
+			before, err := s.Codecs.Current(ctx, t)
+			if err != nil {
+				return err
+			}
+			v, err := tables.Evolve(ctx, tx, nil, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
 				spec, fields, err := cur.Alter(changes, lastID)
 				if err != nil {
 					var fe *tableschema.FieldError
@@ -226,6 +250,16 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 				return spec, fields, true, nil
 			})
 			if err != nil {
+				return err
+			}
+			at := map[int32]int64{}
+			for p := range t.Partitions {
+				at[p] = from[p]
+			}
+			if _, err := schemapoints.Add(ctx, tx, t.ID, at, before, func(d schemapoints.Decoding) schemapoints.Decoding {
+				d.Version = v.ID
+				return d
+			}); err != nil {
 				return err
 			}
 		}
@@ -257,6 +291,34 @@ func (s *Service) DropTable(ctx context.Context, req *adminv1.DropTableRequest) 
 		return nil, err
 	}
 	return &adminv1.DropTableResponse{}, nil
+}
+
+// ResetTable starts a table over from its topic as Kafka has it now (tables.Reset): what
+// an admin does once the topic was deleted and created again.
+func (s *Service) ResetTable(ctx context.Context, req *adminv1.ResetTableRequest) (*adminv1.ResetTableResponse, error) {
+	if req.GetName() == "" {
+		return nil, apierr.Invalid("name", "table name is empty")
+	}
+	t, err := tables.Get(ctx, s.DB, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	id, n, err := s.Kafka.Topic(ctx, t.Topic)
+	if errors.Is(err, kafkasrc.ErrUnknownTopic) {
+		return nil, apierr.New(apierr.FailedPrecondition, "table %s cannot be reset: its topic %q does not exist in Kafka; create it, or drop the table", t.FullName(), t.Topic)
+	}
+	if err != nil {
+		return nil, kafkaErr(err)
+	}
+	reset, err := tables.Reset(ctx, s.DB, t.Namespace, t.Name, id.String(), n)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.toProto(ctx, reset)
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.ResetTableResponse{Table: out}, nil
 }
 
 // ListTables lists tables, of one namespace or all: those the caller (auth.FromContext)
@@ -349,10 +411,9 @@ func (s *Service) describe(ctx context.Context, t tables.Table, files bool) (*ad
 		}
 	}
 	hwm := map[int32]int64{}
-	if offs, err := s.Kafka.Offsets(ctx, t.Topic); err == nil {
-		for _, o := range offs {
-			hwm[o.Partition] = o.HighWatermark
-		}
+	topicID, offs, kerr := s.Kafka.TopicOffsets(ctx, t.Topic)
+	for _, o := range offs {
+		hwm[o.Partition] = o.HighWatermark
 	}
 	out, err := s.toProto(ctx, t)
 	if err != nil {
@@ -367,6 +428,10 @@ func (s *Service) describe(ctx context.Context, t tables.Table, files bool) (*ad
 		if resp.SchemaVersions, err = s.schemaVersions(ctx, t); err != nil {
 			return nil, err
 		}
+	}
+	resp.TopicState, resp.TopicError = topicState(t, topicID, hwm, ps, kerr)
+	if t.TopicLost != "" {
+		resp.TopicErrorSince = timestamppb.New(t.TopicLostAt)
 	}
 	for _, p := range ps {
 		st := &adminv1.PartitionStatus{Partition: p.Partition, IndexedEndOffset: p.IndexedEnd, RangeCount: p.Ranges,
@@ -404,6 +469,31 @@ func tableNames(ns, name string) error {
 	return names.Check("name", names.Table, name)
 }
 
+// topicState says whether the topic in Kafka (its id and high watermarks, or kerr) is the
+// one the table indexed, and if not, why and what to do.
+func topicState(t tables.Table, id kafkasrc.TopicID, hwm map[int32]int64, ps []ranges.Partition, kerr error) (adminv1.TopicState, string) {
+	reset := fmt.Sprintf("; the table is not served or indexed until an admin resets it (minkctl table reset %s): it then indexes the topic as it is now, from its first offset", t.FullName())
+	if t.TopicLost != "" {
+		return adminv1.TopicState_TOPIC_STATE_RECREATED, t.TopicLost + reset
+	}
+	switch {
+	case errors.Is(kerr, kafkasrc.ErrUnknownTopic):
+		return adminv1.TopicState_TOPIC_STATE_DELETED, fmt.Sprintf("topic %q does not exist in Kafka: it was deleted, and with it the table's rows; indexing is paused and live loads fail until it exists again, and a topic created anew under that name needs the table reset (minkctl table reset %s)", t.Topic, t.FullName())
+	case kerr != nil:
+		return adminv1.TopicState_TOPIC_STATE_UNREACHABLE, fmt.Sprintf("topic %q: Kafka did not answer: the high watermarks and lag are unknown", t.Topic)
+	}
+	indexed := map[int32]int64{}
+	for _, p := range ps {
+		if p.Indexed {
+			indexed[p.Partition] = p.IndexedEnd
+		}
+	}
+	if why := tables.TopicChanged(t, id.String(), hwm, indexed); why != "" {
+		return adminv1.TopicState_TOPIC_STATE_RECREATED, why + reset
+	}
+	return adminv1.TopicState_TOPIC_STATE_OK, ""
+}
+
 func kafkaErr(err error) error {
 	if errors.Is(err, kafkasrc.ErrUnavailable) {
 		return apierr.UnavailableErr("kafka", err)
@@ -415,7 +505,7 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 	out := &adminv1.Table{Id: t.ID, Namespace: t.Namespace, Name: t.Name, Topic: t.Topic,
 		Properties: t.Properties, Partitions: t.Partitions, CreatedAt: timestamppb.New(t.CreatedAt),
 		Format: formatProto(t.Spec.Format), Value: decodingProto(t.Spec.Value), Key: decodingProto(t.Spec.Key),
-		SchemaVersion: int32(t.Version), Mode: modeProto(t.Mode)}
+		SchemaVersion: int32(t.Version), Mode: modeProto(t.Mode), TopicId: t.TopicID}
 	for _, c := range t.Spec.Columns {
 		out.Columns = append(out.Columns, &adminv1.Column{Name: c.Name, Type: c.Type, Required: c.Required, JsonPath: c.JSONPath})
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/minkhq/mink/pkg/schemafmt/avrofmt"
 	"github.com/minkhq/mink/pkg/schemafmt/jsonfmt"
 	"github.com/minkhq/mink/pkg/schemafmt/protofmt"
+	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
@@ -334,25 +335,49 @@ func NewSettings(version, valueID, keyID int) parquetbuild.Settings {
 	return s
 }
 
-// TailSettings returns the recipe of a live tail file of t, decided without the
-// registry: the current version and, in latest mode, the newest version of the subject
-// the table has stored (what indexing last used).
-func (c *Codecs) TailSettings(ctx context.Context, t tables.Table) (parquetbuild.Settings, error) {
-	ids := [2]int{}
+// SettingsOf returns the recipe of a new file whose records decode with d.
+func SettingsOf(d schemapoints.Decoding) parquetbuild.Settings {
+	return NewSettings(d.Version, d.ValueSchemaID, d.KeySchemaID)
+}
+
+// Current returns table t's current decoding, decided without the registry: its current
+// version and, in latest mode, the newest version of each subject it has stored (what
+// indexing last used). A partition's first schema point has it (Points).
+func (c *Codecs) Current(ctx context.Context, t tables.Table) (schemapoints.Decoding, error) {
+	d := schemapoints.Decoding{Version: t.Version}
 	for i, dec := range []*tableschema.Decoding{t.Spec.Value, t.Spec.Key} {
 		if dec == nil || dec.Mode != tableschema.ModeLatest {
 			continue
 		}
 		rs, ok, err := tables.LatestRegistrySchema(ctx, c.db, t.ID, dec.Subject)
 		if err != nil {
-			return parquetbuild.Settings{}, err
+			return d, err
 		}
 		if !ok {
-			return parquetbuild.Settings{}, fmt.Errorf("%w: no version of subject %q is stored yet", ErrUnknownSchema, dec.Subject)
+			return d, fmt.Errorf("%w: no version of subject %q is stored yet", ErrUnknownSchema, dec.Subject)
 		}
-		ids[i] = rs.ID
+		if i == 0 {
+			d.ValueSchemaID = rs.ID
+		} else {
+			d.KeySchemaID = rs.ID
+		}
 	}
-	return NewSettings(t.Version, ids[0], ids[1]), nil
+	return d, nil
+}
+
+// Points returns the schema points of partition p of table t: the decoding every build
+// of a record uses is the one in force at its offset. A partition without any gets its
+// first, at offset 0 with t's current decoding, from whichever build asks first.
+func (c *Codecs) Points(ctx context.Context, t tables.Table, p int32) (schemapoints.Points, error) {
+	ps, err := schemapoints.List(ctx, c.db, t.ID, p)
+	if err != nil || len(ps) > 0 {
+		return ps, err
+	}
+	first, err := c.Current(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return schemapoints.Ensure(ctx, c.db, t.ID, p, first)
 }
 
 // FirstVersion fetches the latest schemas of spec's value and key subjects from the

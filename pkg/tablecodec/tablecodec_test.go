@@ -396,9 +396,9 @@ func TestLatestModeAndDecodedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.codecs.TailSettings(f.ctx, tbl)
-	if err != nil || s.ValueSchemaID != id || s.TableVersion != 0 {
-		t.Fatalf("tail settings %+v %v (latest %d)", s, err, id)
+	s, err := f.codecs.Current(f.ctx, tbl)
+	if err != nil || s.ValueSchemaID != id || s.Version != 0 {
+		t.Fatalf("current decoding %+v %v (latest %d)", s, err, id)
 	}
 	d := f.decoder(f.codecs, tbl, tablecodec.NewSettings(0, id, 0))
 	bare, err := avro.Marshal(avro.MustParse(ordersV1), orderV1{ID: 3, Item: "cup"})

@@ -43,6 +43,14 @@ type Table struct {
 	// Mode is what the table's rows are: every record (ModeAppend, the default) or the
 	// latest record per key (ModeUpsert). Fixed at creation.
 	Mode Mode
+	// TopicID is the incarnation of the topic the table indexes (kafkasrc.TopicID's
+	// String); "" until known (a broker without topic ids, or a table older than them).
+	TopicID string
+	// TopicLost says why the table's topic is no longer the one it indexed (deleted and
+	// created again, or truncated below the indexed offsets), since TopicLostAt; "" while
+	// it is. Such a table is neither loaded nor indexed until it is reset (Reset).
+	TopicLost   string
+	TopicLostAt time.Time
 }
 
 // Mode is a table's mode.
@@ -317,31 +325,103 @@ func CreateVersioned(ctx context.Context, db lease.DB, t Table, partitions int32
 		t.Properties = map[string]string{}
 	}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions, spec, properties, mode)
-			VALUES ($1, $2, $3, 0, $4, $5, $6) RETURNING id, created_at`,
-			t.Namespace, t.Name, t.Topic, t.Spec, t.Properties, t.Mode).Scan(&t.ID, &t.CreatedAt)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return apierr.New(apierr.AlreadyExists, "table %s already exists", t.FullName())
-		}
-		if err != nil {
-			return err
-		}
-		if err := storeVersion(ctx, tx, t.ID, first); err != nil {
-			return err
-		}
-		for _, rs := range schemas {
-			if _, err := SaveRegistrySchema(ctx, tx, t.ID, rs); err != nil {
-				return err
-			}
-		}
-		return addPartitions(ctx, tx, t.ID, partitions)
+		return insert(ctx, tx, &t, partitions, first, schemas)
 	})
 	if err != nil {
 		return Table{}, err
 	}
 	t.Partitions = partitions
 	return t, nil
+}
+
+// insert adds t (its ID and CreatedAt set here) with its first schema version, the
+// registry schemas it was made from, its index rows and its leases, in tx.
+func insert(ctx context.Context, tx pgx.Tx, t *Table, partitions int32, first tableschema.Version, schemas []RegistrySchema) error {
+	err := tx.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions, spec, properties, mode, topic_id)
+		VALUES ($1, $2, $3, 0, $4, $5, $6, NULLIF($7, '')) RETURNING id, created_at`,
+		t.Namespace, t.Name, t.Topic, t.Spec, t.Properties, t.Mode, t.TopicID).Scan(&t.ID, &t.CreatedAt)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return apierr.New(apierr.AlreadyExists, "table %s already exists", t.FullName())
+	}
+	if err != nil {
+		return err
+	}
+	if err := storeVersion(ctx, tx, t.ID, first); err != nil {
+		return err
+	}
+	for _, rs := range schemas {
+		if _, err := SaveRegistrySchema(ctx, tx, t.ID, rs); err != nil {
+			return err
+		}
+	}
+	return addPartitions(ctx, tx, t.ID, partitions)
+}
+
+// Reset starts a table over from its topic as Kafka has it now (topicID, partitions):
+// in one transaction it is dropped and created again under its name with its definition
+// (topic, columns, properties, mode, current schema and the registry schemas it learned)
+// and a new id, so its index, files, snapshots and leases start afresh, and every node
+// holding a lease of the old one finds it gone. What the old table's rows were is no
+// longer served: it is for a topic that was deleted and created again (TopicLost).
+func Reset(ctx context.Context, db lease.DB, namespace, name, topicID string, partitions int32) (Table, error) {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	if partitions < 1 {
+		return Table{}, apierr.New(apierr.FailedPrecondition, "table %s.%s cannot be reset: its topic has no partitions", namespace, name)
+	}
+	var t Table
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		old, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM mink_tables WHERE namespace = $1 AND name = $2 FOR UPDATE`, namespace, name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return apierr.New(apierr.NotFound, "table %s.%s does not exist", namespace, name)
+		}
+		if err != nil {
+			return err
+		}
+		v, err := GetVersion(ctx, tx, old.ID, old.Version)
+		if err != nil {
+			return err
+		}
+		schemas, err := RegistrySchemas(ctx, tx, old.ID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM mink_tables WHERE id = $1`, old.ID); err != nil {
+			return err
+		}
+		t = Table{Namespace: old.Namespace, Name: old.Name, Topic: old.Topic, Spec: v.Spec, Properties: old.Properties,
+			Mode: old.Mode, TopicID: topicID}
+		// The new table's first version: the old one's current fields, with their ids.
+		first := tableschema.Version{Spec: v.Spec, Schema: iceberg.NewSchema(tableschema.SchemaID, v.Schema.Fields()...)}
+		return insert(ctx, tx, &t, partitions, first, schemas)
+	})
+	if err != nil {
+		return Table{}, err
+	}
+	t.Partitions = partitions
+	return t, nil
+}
+
+// RecordTopicID records the incarnation of the topic the table indexes, if none is
+// recorded yet (a table older than topic ids, or created before the broker named them).
+// It writes under l, a lease of the table: a holder that lost it changes nothing.
+func RecordTopicID(ctx context.Context, db lease.DB, l lease.Lease, topicID string) error {
+	return lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE mink_tables SET topic_id = $2 WHERE id = $1 AND topic_id IS NULL`, l.Table, topicID)
+		return err
+	})
+}
+
+// MarkTopicLost records why the table's topic is no longer the one it indexed, unless a
+// reason is recorded already (the first one stays, with its time). It writes under l, a
+// lease of the table.
+func MarkTopicLost(ctx context.Context, db lease.DB, l lease.Lease, why string) error {
+	return lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE mink_tables SET topic_lost = $2, topic_lost_at = now() WHERE id = $1 AND topic_lost IS NULL`, l.Table, why)
+		return err
+	})
 }
 
 func addPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32) error {
@@ -409,11 +489,17 @@ func Drop(ctx context.Context, db lease.DB, namespace, name string) error {
 	return nil
 }
 
-const columns = `id, namespace, name, topic, spec, properties, partitions, created_at, version, mode`
+const columns = `id, namespace, name, topic, spec, properties, partitions, created_at, version, mode,
+	coalesce(topic_id, ''), coalesce(topic_lost, ''), topic_lost_at`
 
 func scan(row pgx.Row) (Table, error) {
 	var t Table
-	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Topic, &t.Spec, &t.Properties, &t.Partitions, &t.CreatedAt, &t.Version, &t.Mode)
+	var lostAt *time.Time
+	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Topic, &t.Spec, &t.Properties, &t.Partitions, &t.CreatedAt, &t.Version, &t.Mode,
+		&t.TopicID, &t.TopicLost, &lostAt)
+	if lostAt != nil {
+		t.TopicLostAt = *lostAt
+	}
 	return t, err
 }
 
@@ -456,4 +542,75 @@ func Namespaces(ctx context.Context, db lease.DB) ([]string, error) {
 	ns, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	sort.Strings(ns)
 	return ns, err
+}
+
+// Channel is the Postgres notification channel told of every table created or dropped
+// (migration 0017), so file servers refresh Live at once.
+const Channel = "mink_tables"
+
+// LiveSet is the tables that exist at one moment: their ids, and the highest id handed out
+// by then. An id at or below Upto that is not in IDs is of a table dropped by then (or, for
+// an instant, of one whose creation had not committed).
+type LiveSet struct {
+	IDs  map[int64]bool
+	Upto int64
+}
+
+// Live reads which tables exist now.
+func Live(ctx context.Context, db lease.DB) (LiveSet, error) {
+	s := LiveSet{IDs: map[int64]bool{}}
+	var ids []int64
+	err := db.QueryRow(ctx, `SELECT coalesce((SELECT array_agg(id) FROM mink_tables), '{}'),
+		coalesce(pg_sequence_last_value(pg_get_serial_sequence('mink_tables', 'id')::regclass), 0)`).Scan(&ids, &s.Upto)
+	if err != nil {
+		return LiveSet{}, err
+	}
+	for _, id := range ids {
+		s.IDs[id] = true
+		s.Upto = max(s.Upto, id)
+	}
+	return s, nil
+}
+
+// Exists reports whether table id exists now.
+func Exists(ctx context.Context, db lease.DB, id int64) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mink_tables WHERE id = $1)`, id).Scan(&ok)
+	return ok, err
+}
+
+// Gone reports whether the table id did not exist when s was read though it had been
+// created: dropped.
+func (s LiveSet) Gone(id int64) bool { return id <= s.Upto && !s.IDs[id] }
+
+// TopicChanged says why the topic as Kafka has it now (its id, "" when the broker names
+// none, and each partition's high watermark) is not the incarnation the table indexed,
+// up to indexed (per partition, the end of what the table holds); "" when nothing says so.
+// The id tells a topic deleted and created again; a partition ending below what was
+// indexed tells one without ids, or truncated.
+func TopicChanged(t Table, id string, high map[int32]int64, indexed map[int32]int64) string {
+	if t.TopicID != "" && id != "" && id != t.TopicID {
+		return fmt.Sprintf("topic %q was deleted and created again (Kafka topic id %s; the table indexed %s): the rows indexed from the old topic are no longer in Kafka",
+			t.Topic, id, t.TopicID)
+	}
+	parts := make([]int32, 0, len(indexed))
+	for p := range indexed {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	for _, p := range parts {
+		if h, ok := high[p]; ok && indexed[p] > h {
+			return fmt.Sprintf("topic %q partition %d ends at offset %d, below offset %d that the table indexed: the topic was deleted and created again, or truncated, and the rows indexed beyond it are no longer in Kafka",
+				t.Topic, p, h, indexed[p])
+		}
+	}
+	return ""
+}
+
+// TopicLostError is what a table whose topic was lost (TopicLost) answers loads with:
+// FailedPrecondition, why, and how to recover.
+func TopicLostError(t Table, why string) error {
+	return apierr.New(apierr.FailedPrecondition,
+		"table %s is not served: %s; an admin resets it to index the topic as it is now, from its first offset (minkctl table reset %s, or AdminService.ResetTable)",
+		t.FullName(), why, t.FullName())
 }

@@ -107,7 +107,9 @@ func Evolve(ctx context.Context, db lease.DB, l *lease.Lease, table int64, fn Ev
 	var out tableschema.Version
 	run := func(tx pgx.Tx) error {
 		var cur int
-		if err := tx.QueryRow(ctx, `SELECT version FROM mink_tables WHERE id = $1 FOR UPDATE`, table).Scan(&cur); err != nil {
+		// FOR NO KEY UPDATE: rows referencing the table (files being recorded) need not
+		// wait for it.
+		if err := tx.QueryRow(ctx, `SELECT version FROM mink_tables WHERE id = $1 FOR NO KEY UPDATE`, table).Scan(&cur); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return apierr.New(apierr.NotFound, "table %d does not exist", table)
 			}

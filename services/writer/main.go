@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/minkhq/mink/pkg/lease"
@@ -16,7 +17,8 @@ func main() {
 		if err != nil {
 			return node.Parts{}, err
 		}
-		return node.Parts{Workers: map[lease.Kind]lease.Worker{lease.KindWriter: w.Work}}, nil
+		return node.Parts{Workers: map[lease.Kind]lease.Worker{lease.KindWriter: w.Work},
+			Actors: []func(context.Context) error{w.WatchProblems}}, nil
 	}}
 	os.Exit(node.Main("mink-writer", cfg, os.Args[1:], os.Exit))
 }

@@ -202,13 +202,15 @@ func (c *chaosCluster) checkIndex(ti tableInfo) map[int32]truth {
 	return out
 }
 
-// row is one scanned row: its Kafka position, its error column, and its id column.
+// row is one scanned row: its Kafka position, its error column, its id column, and its
+// other string columns that are not null, by name.
 type row struct {
 	partition int32
 	offset    int64
 	minkErr   string // "" when the record decoded
 	id        int64
 	idValid   bool
+	strs      map[string]string
 }
 
 // fileServer returns a running, unpaused file server, or nil.
@@ -280,6 +282,12 @@ func rowsOf(at arrow.Table) ([]row, error) {
 		if ii >= 0 {
 			ids, _ = rec.Column(ii).(*array.Int64)
 		}
+		strs := map[string]stringColumn{}
+		for c := range int(rec.NumCols()) {
+			if sc, ok := rec.Column(c).(stringColumn); ok && c != ei {
+				strs[rec.ColumnName(c)] = sc
+			}
+		}
 		for i := range int(rec.NumRows()) {
 			r := row{partition: ps.Value(i), offset: os.Value(i)}
 			if !es.IsNull(i) {
@@ -287,6 +295,14 @@ func rowsOf(at arrow.Table) ([]row, error) {
 			}
 			if ids != nil && !ids.IsNull(i) {
 				r.id, r.idValid = ids.Value(i), true
+			}
+			for name, sc := range strs {
+				if !sc.IsNull(i) {
+					if r.strs == nil {
+						r.strs = map[string]string{}
+					}
+					r.strs[name] = sc.Value(i)
+				}
 			}
 			out = append(out, r)
 		}

@@ -151,7 +151,7 @@ func (c *chaosCluster) produce(every time.Duration, topics map[string]int32) *pr
 			for _, name := range names {
 				for p := int32(0); p < topics[name]; p++ {
 					recs = append(recs, &kgo.Record{Topic: name, Partition: p, Key: []byte(strconv.Itoa(n)),
-						Value: fmt.Appendf(nil, `{"id":%d,"item":"thing %d"}`, n, n)})
+						Value: fmt.Appendf(nil, `{"id":%d,"item":"thing %d","tag":"tag %d","note":"note %d"}`, n, n, n, n)})
 					n++
 				}
 			}

@@ -94,8 +94,8 @@ func (n *Node) Paused() bool {
 	return p != nil && p.Paused()
 }
 
-// args are the flags of the node's next process.
-func (n *Node) args(extra []string) []string {
+// args are the flags of the node's next process: the command line and the secrets' env.
+func (n *Node) args(extra []string) (args, env []string) {
 	c := n.c
 	f := roleproc.Flags{
 		NodeID: n.ID, PostgresURL: c.postgresURL(n), KafkaBrokers: c.Kafka.Addrs(),
@@ -111,7 +111,7 @@ func (n *Node) args(extra []string) []string {
 		// uncached for the outage checks); flags given later win.
 		f.Extra = append([]string{"--warm-interval", "0"}, f.Extra...)
 	}
-	return f.Args()
+	return f.Args(), f.Env()
 }
 
 // spawn starts a new process of the node and waits until it has logged its addresses.
@@ -121,8 +121,9 @@ func (n *Node) spawn(extra ...string) *Process {
 	n.mu.Lock()
 	seq := len(n.procs) + 1
 	n.mu.Unlock()
+	args, env := n.args(extra)
 	rp, err := roleproc.Start(roleproc.Spec{
-		Name: n.ID, Path: Bin(roleproc.Binary(n.Role)), Args: n.args(extra),
+		Name: n.ID, Path: Bin(roleproc.Binary(n.Role)), Args: args, Env: env,
 		LogPath: filepath.Join(n.c.logDir, n.ID+"."+strconv.Itoa(seq)+".log"),
 		// A test binary that dies (a timeout's panic) takes its processes with it.
 		ParentDeath: syscall.SIGKILL,

@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/devcluster"
+	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/roleproc"
 	"github.com/minkhq/mink/test/cluster"
@@ -572,11 +574,18 @@ func portsFree(base, n int) bool {
 
 // minkdev is one run of the launcher.
 type minkdev struct {
-	dir string
+	dir        string
+	externalPG bool // run with --postgres-url: no private Postgres to stop
 	*roleproc.Process
 }
 
 func startMinkdev(t *testing.T, args []string) *minkdev {
+	t.Helper()
+	return startMinkdevEnv(t, args, nil)
+}
+
+// startMinkdevEnv is startMinkdev with env (KEY=value) added to the launcher's environment.
+func startMinkdevEnv(t *testing.T, args, env []string) *minkdev {
 	t.Helper()
 	m := &minkdev{}
 	for i, a := range args {
@@ -585,7 +594,7 @@ func startMinkdev(t *testing.T, args []string) *minkdev {
 		}
 	}
 	var err error
-	m.Process, err = roleproc.Start(roleproc.Spec{Name: "minkdev", Path: cluster.Bin("minkdev"), Args: args,
+	m.Process, err = roleproc.Start(roleproc.Spec{Name: "minkdev", Path: cluster.Bin("minkdev"), Args: args, Env: env,
 		LogPath: filepath.Join(t.TempDir(), "minkdev.log")})
 	if err != nil {
 		t.Fatal(err)
@@ -635,6 +644,9 @@ func (m *minkdev) stop(t *testing.T) {
 		t.Fatalf("step: stop: minkdev exited with %v", m.Err())
 	}
 	for _, want := range []string{"roles stopped", "schema registry stopped", "kafka stopped", "postgres stopped"} {
+		if want == "postgres stopped" && m.externalPG {
+			continue
+		}
 		if !strings.Contains(m.Output(), want) {
 			t.Errorf("step: stop: minkdev did not say %q", want)
 		}
@@ -896,4 +908,128 @@ func procsUnder(dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestMakeDevKeepsThePostgresPasswordPrivate runs the launcher against a Postgres of its
+// own (MINK_POSTGRES_URL, as the README says) whose URL holds a password with '@', ':'
+// and '/', percent-encoded, and looks for the password, in every form it could take,
+// where another user of the machine could see it: no process's command line (what ps
+// shows), no file under the folder (the run file, the logs, the caches), nothing the
+// launcher prints; the run file and the caches are private to their owner.
+func TestMakeDevKeepsThePostgresPasswordPrivate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole cluster")
+	}
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	dbURL, err := pg.CreateDB(ctx)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test server trusts local connections, so any password connects; what matters is
+	// where it travels.
+	const password = "pw-Qx7@dev:s3cr/et"
+	forms := []string{password, neturl.QueryEscape(password), neturl.PathEscape(password), "Qx7@dev", "dev:s3cr", "s3cr/et", "s3cr%2Fet"}
+	withPW := strings.Replace(dbURL, "postgres://postgres@", "postgres://postgres:"+neturl.QueryEscape(password)+"@", 1)
+	if withPW == dbURL {
+		t.Fatalf("unexpected test URL %s", dbURL)
+	}
+	dir, err := os.MkdirTemp("", "minkdev-pw-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	base := freePortBlock(t, 12)
+	args := []string{
+		"--dir", dir, "--bin-dir", cluster.BinDir(), "--kafka-port", strconv.Itoa(base + 1),
+		"--grpc-port", strconv.Itoa(base + 2), "--catalog-port", strconv.Itoa(base + 7), "--s3-port", strconv.Itoa(base + 9),
+		"--schema-registry-port", strconv.Itoa(base + 11), "--metrics-port", "0", "--lease-ttl", "2s", "--shutdown-timeout", "5s",
+		"--ready-timeout", "30s", "--demo-rate", "200", "--demo-events", "100", "--range-max-age", "1s", "--commit-interval", "1s",
+	}
+	m := startMinkdevEnv(t, args, []string{"MINK_POSTGRES_URL=" + withPW})
+	m.externalPG = true
+	info := m.waitReady(t)
+	if info.TableError != "" {
+		t.Fatalf("the roles did not work with the URL: %s", info.TableError)
+	}
+	if want := flagenv.RedactURL(withPW); info.PostgresURL != want || !strings.Contains(info.PostgresURL, ":xxxxx@") {
+		t.Errorf("run file: postgres_url %q, want %q", info.PostgresURL, want)
+	}
+	// Something served from a cache, so the caches hold files.
+	creds := checkAuthConfig(t, dir, info, true)
+	want := waitProduced(t, info, info.Topic, 100, jsonID)
+	m.waitScan(t, info, creds.reader.viaEnv(), info.Table, "id", want, nil)
+
+	shows := func(b []byte) string {
+		for _, f := range forms {
+			if bytes.Contains(b, []byte(f)) {
+				return f
+			}
+		}
+		return ""
+	}
+	// Every process's command line, as ps shows it to any user.
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if f := shows(cmdline); f != "" {
+			t.Errorf("process %s shows %q on its command line: %q", e.Name(), f, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+	}
+	for _, p := range info.Processes {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(p.Pid))); err != nil {
+			t.Errorf("role %s (pid %d) is not running: %v", p.ID, p.Pid, err)
+		}
+	}
+	checkFiles := func(when string) {
+		t.Helper()
+		filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.Type()&os.ModeSymlink != 0 {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			rel, _ := filepath.Rel(dir, path)
+			if d.IsDir() {
+				if (rel == "cache" || strings.HasPrefix(rel, "cache/")) && fi.Mode().Perm()&0o077 != 0 {
+					t.Errorf("%s: folder %s has mode %04o: the caches are private", when, rel, fi.Mode().Perm())
+				}
+				return nil
+			}
+			if strings.HasPrefix(rel, "cache/") && fi.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s: cache file %s has mode %04o: want 0600", when, rel, fi.Mode().Perm())
+			}
+			if b, err := os.ReadFile(path); err == nil {
+				if f := shows(b); f != "" {
+					t.Errorf("%s: %s (mode %04o) holds %q", when, rel, fi.Mode().Perm(), f)
+				}
+			}
+			return nil
+		})
+	}
+	checkFiles("running")
+	if st, err := os.Stat(filepath.Join(dir, devcluster.RunFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("run file: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	cached, _ := filepath.Glob(filepath.Join(dir, "cache", "*", "*"))
+	if len(cached) == 0 {
+		t.Errorf("no file in the caches after a scan: the privacy of cache files was not seen")
+	}
+	m.stop(t)
+	checkFiles("stopped")
+	if f := shows([]byte(m.Output())); f != "" {
+		t.Errorf("the launcher printed %q:\n%s", f, m.Output())
+	}
+	if !strings.Contains(m.Output(), "postgres: "+info.PostgresURL+" (external)") {
+		t.Errorf("the launcher does not say which database it uses, password masked:\n%s", m.Output())
+	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"math/big"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +181,41 @@ func TestFlagValidation(t *testing.T) {
 	out, err := exec.Command(cluster.Bin("mink-fileserver"), "--help").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "-cache-bytes") || !strings.Contains(string(out), "MINK_") {
 		t.Errorf("--help: %v %s", err, out)
+	}
+
+	// The Postgres URL is a secret: a role refusing it says which flag and where it came
+	// from, never the password, however it is written; a file holding it that others may
+	// read is refused.
+	open := filepath.Join(t.TempDir(), "pg-url")
+	if err := os.WriteFile(open, []byte("postgres://mink:f1le-pw@127.0.0.1:1/db\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o644)
+	for _, tc := range []struct {
+		env, hidden []string
+		want        []string
+	}{
+		{[]string{"MINK_POSTGRES_URL=postgres://mink:pg%40s3cr%3At@127.0.0.1:notaport/db"}, []string{"pg%40s3cr", "pg@s3cr", "s3cr"}, []string{"--postgres-url", "MINK_POSTGRES_URL"}},
+		{[]string{"MINK_POSTGRES_URL=postgres://mink:pg@s3cr:t@127.0.0.1:notaport/db"}, []string{"s3cr"}, []string{"--postgres-url", "MINK_POSTGRES_URL"}},
+		{[]string{"MINK_POSTGRES_URL=postgres://postgres:postgres@127.0.0.1:1/db?sslmode=bogus"}, []string{"postgres:postgres"}, []string{"--postgres-url", "postgres://postgres:xxxxx@"}},
+		{[]string{"MINK_POSTGRES_URL_FILE=" + open}, []string{"f1le-pw"}, []string{"--postgres-url-file", "MINK_POSTGRES_URL_FILE", "chmod 600"}},
+	} {
+		cmd := exec.Command(cluster.Bin("mink-writer"), "--kafka-brokers", "127.0.0.1:9")
+		cmd.Env = append(roleproc.CleanEnv(), tc.env...)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Errorf("mink-writer %v: %v, want exit 2; output %s", tc.env, err, out)
+		}
+		for _, h := range tc.hidden {
+			if strings.Contains(string(out), h) {
+				t.Errorf("mink-writer %v: its output shows %q: %s", tc.env, h, out)
+			}
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("mink-writer %v: %q does not mention %s", tc.env, out, w)
+			}
+		}
 	}
 }
 

@@ -319,9 +319,18 @@ func regScanTable(t *testing.T, catURL, name string) regScan {
 	if err != nil {
 		t.Fatalf("load %s through %s: %v", name, catURL, err)
 	}
-	at, err := tbl.Scan().ToArrowTable(ctx)
+	s, err := regScanOf(ctx, tbl, tbl.Scan())
 	if err != nil {
 		t.Fatalf("scan %s: %v", name, err)
+	}
+	return s
+}
+
+// regScanOf reads every row scan reads of tbl.
+func regScanOf(ctx context.Context, tbl *table.Table, scan *table.Scan) (regScan, error) {
+	at, err := scan.ToArrowTable(ctx)
+	if err != nil {
+		return regScan{}, err
 	}
 	defer at.Release()
 	s := regScan{tbl: tbl, schema: at.Schema(), rows: map[regKey]map[string]any{}}
@@ -337,7 +346,7 @@ func regScanTable(t *testing.T, catURL, name string) regScan {
 			p, ok1 := row[tableschema.ColumnKafkaPartition].(int64)
 			o, ok2 := row[tableschema.ColumnKafkaOffset].(int64)
 			if !ok1 || !ok2 {
-				t.Fatalf("scan of %s: a row without its partition and offset: %v", name, row)
+				return s, fmt.Errorf("a row without its partition and offset: %v", row)
 			}
 			k := regKey{int32(p), o}
 			if _, dup := s.rows[k]; dup {
@@ -346,10 +355,7 @@ func regScanTable(t *testing.T, catURL, name string) regScan {
 			s.rows[k] = row
 		}
 	}
-	if err := tr.Err(); err != nil {
-		t.Fatalf("read %s: %v", name, err)
-	}
-	return s
+	return s, tr.Err()
 }
 
 // check compares a scan with what the table must hold: every record exactly once, no

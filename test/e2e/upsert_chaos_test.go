@@ -122,8 +122,8 @@ func TestUpsertUnderFaults(t *testing.T) {
 	t.Logf("%d snapshots checked (%v) in %s", len(checked), ops, time.Since(began).Round(time.Millisecond))
 
 	// After Compact: files that changed are re-derived; the table reads the same. The
-	// snapshots before the repair name files Kafka can no longer rebuild: only the
-	// current one is read.
+	// repairs expire the snapshots naming files Kafka can no longer rebuild
+	// (TestCompactionRepairedAtOnce reads every one left); the current one is read here.
 	rc.Kafka.Compact()
 	rc.restart("fileserver", "fs-1")
 	after := waitFor(t, 3*time.Minute, "the compacted table read", func() (*table.Table, bool) {

@@ -14,8 +14,8 @@
 // an access token the catalog issued (POST /v1/oauth/tokens) or a principal's secret.
 // Without one, or with one that does not verify, a call is UNAUTHENTICATED. A reader may
 // call GetStatus, ListNodes, ListLeases, ListTables (which lists only the tables its
-// patterns match) and DescribeTable (PERMISSION_DENIED for a table outside its patterns);
-// every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
+// patterns match), DescribeTable (PERMISSION_DENIED for a table outside its patterns) and
+// GetHistory (its tables' series only); every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
 // forwarded call carries its caller's credentials: the target node authorizes the
 // original caller. Health and reflection need no credentials.
 
@@ -314,6 +314,68 @@ func (x SchemaMode) Number() protoreflect.EnumNumber {
 // Deprecated: Use SchemaMode.Descriptor instead.
 func (SchemaMode) EnumDescriptor() ([]byte, []int) {
 	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+// The table's topic as Kafka has it, against the one the table indexed.
+type TopicState int32
+
+const (
+	TopicState_TOPIC_STATE_UNSPECIFIED TopicState = 0
+	// The topic the table indexed.
+	TopicState_TOPIC_STATE_OK TopicState = 1
+	// The topic does not exist: deleted. Indexing is paused and live loads fail, naming it.
+	TopicState_TOPIC_STATE_DELETED TopicState = 2
+	// The topic was deleted and created again (another Kafka topic id), or truncated below
+	// the indexed offsets: the table's rows are no longer in Kafka. The table is neither
+	// loaded nor indexed until ResetTable.
+	TopicState_TOPIC_STATE_RECREATED TopicState = 3
+	// Kafka did not answer: the state is not known.
+	TopicState_TOPIC_STATE_UNREACHABLE TopicState = 4
+)
+
+// Enum value maps for TopicState.
+var (
+	TopicState_name = map[int32]string{
+		0: "TOPIC_STATE_UNSPECIFIED",
+		1: "TOPIC_STATE_OK",
+		2: "TOPIC_STATE_DELETED",
+		3: "TOPIC_STATE_RECREATED",
+		4: "TOPIC_STATE_UNREACHABLE",
+	}
+	TopicState_value = map[string]int32{
+		"TOPIC_STATE_UNSPECIFIED": 0,
+		"TOPIC_STATE_OK":          1,
+		"TOPIC_STATE_DELETED":     2,
+		"TOPIC_STATE_RECREATED":   3,
+		"TOPIC_STATE_UNREACHABLE": 4,
+	}
+)
+
+func (x TopicState) Enum() *TopicState {
+	p := new(TopicState)
+	*p = x
+	return p
+}
+
+func (x TopicState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TopicState) Descriptor() protoreflect.EnumDescriptor {
+	return file_mink_admin_v1_admin_proto_enumTypes[5].Descriptor()
+}
+
+func (TopicState) Type() protoreflect.EnumType {
+	return &file_mink_admin_v1_admin_proto_enumTypes[5]
+}
+
+func (x TopicState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TopicState.Descriptor instead.
+func (TopicState) EnumDescriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 // One lease. holder is empty and expires_at unset when the lease is free.
@@ -1444,9 +1506,12 @@ type Table struct {
 	// Every top-level column of the current schema, the Kafka columns included.
 	Schema []*SchemaColumn `protobuf:"bytes,14,rep,name=schema,proto3" json:"schema,omitempty"`
 	Mode   TableMode       `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
+	// The Kafka topic id of the topic's incarnation the table indexes (as Kafka's tools
+	// print it); empty until known.
+	TopicId string `protobuf:"bytes,16,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	// How far indexing and commits have got, summed over the partitions: set by ListTables
 	// when asked (with_summary).
-	Summary       *TableSummary `protobuf:"bytes,16,opt,name=summary,proto3" json:"summary,omitempty"`
+	Summary       *TableSummary `protobuf:"bytes,17,opt,name=summary,proto3" json:"summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1584,6 +1649,13 @@ func (x *Table) GetMode() TableMode {
 		return x.Mode
 	}
 	return TableMode_TABLE_MODE_UNSPECIFIED
+}
+
+func (x *Table) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
 }
 
 func (x *Table) GetSummary() *TableSummary {
@@ -2497,12 +2569,18 @@ type DescribeTableResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Table      *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	Partitions []*PartitionStatus     `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Whether the topic in Kafka is still the one the table indexed.
+	TopicState TopicState `protobuf:"varint,3,opt,name=topic_state,json=topicState,proto3,enum=mink.admin.v1.TopicState" json:"topic_state,omitempty"`
+	// Why not, naming the topic, and what to do; empty with TOPIC_STATE_OK.
+	TopicError string `protobuf:"bytes,4,opt,name=topic_error,json=topicError,proto3" json:"topic_error,omitempty"`
+	// Since when the table's topic is known lost (TOPIC_STATE_RECREATED, once recorded).
+	TopicErrorSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=topic_error_since,json=topicErrorSince,proto3" json:"topic_error_since,omitempty"`
 	// The current snapshot's commit; unset before the first commit.
-	CommittedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	CommittedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
 	// The snapshots the metadata keeps, oldest first.
-	Snapshots []*Snapshot `protobuf:"bytes,4,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	Snapshots []*Snapshot `protobuf:"bytes,7,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
 	// Every schema version, oldest first.
-	SchemaVersions []*SchemaVersion `protobuf:"bytes,5,rep,name=schema_versions,json=schemaVersions,proto3" json:"schema_versions,omitempty"`
+	SchemaVersions []*SchemaVersion `protobuf:"bytes,8,rep,name=schema_versions,json=schemaVersions,proto3" json:"schema_versions,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2547,6 +2625,27 @@ func (x *DescribeTableResponse) GetTable() *Table {
 func (x *DescribeTableResponse) GetPartitions() []*PartitionStatus {
 	if x != nil {
 		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetTopicState() TopicState {
+	if x != nil {
+		return x.TopicState
+	}
+	return TopicState_TOPIC_STATE_UNSPECIFIED
+}
+
+func (x *DescribeTableResponse) GetTopicError() string {
+	if x != nil {
+		return x.TopicError
+	}
+	return ""
+}
+
+func (x *DescribeTableResponse) GetTopicErrorSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TopicErrorSince
 	}
 	return nil
 }
@@ -2797,6 +2896,112 @@ func (x *RenameColumn) GetNewName() string {
 	return ""
 }
 
+type ResetTableRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// "default" when empty.
+	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetTableRequest) Reset() {
+	*x = ResetTableRequest{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetTableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetTableRequest) ProtoMessage() {}
+
+func (x *ResetTableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetTableRequest.ProtoReflect.Descriptor instead.
+func (*ResetTableRequest) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ResetTableRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ResetTableRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ResetTableRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResetTableResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The table as it starts over: its new id, the topic's current id and partitions.
+	Table         *Table `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetTableResponse) Reset() {
+	*x = ResetTableResponse{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetTableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetTableResponse) ProtoMessage() {}
+
+func (x *ResetTableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetTableResponse.ProtoReflect.Descriptor instead.
+func (*ResetTableResponse) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResetTableResponse) GetTable() *Table {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
 type AlterTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -2814,7 +3019,7 @@ type AlterTableRequest struct {
 
 func (x *AlterTableRequest) Reset() {
 	*x = AlterTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3031,7 @@ func (x *AlterTableRequest) String() string {
 func (*AlterTableRequest) ProtoMessage() {}
 
 func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3044,7 @@ func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableRequest.ProtoReflect.Descriptor instead.
 func (*AlterTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AlterTableRequest) GetNode() string {
@@ -2893,7 +3098,7 @@ type AlterTableResponse struct {
 
 func (x *AlterTableResponse) Reset() {
 	*x = AlterTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3110,7 @@ func (x *AlterTableResponse) String() string {
 func (*AlterTableResponse) ProtoMessage() {}
 
 func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3123,7 @@ func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableResponse.ProtoReflect.Descriptor instead.
 func (*AlterTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AlterTableResponse) GetTable() *Table {
@@ -2941,7 +3146,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3158,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3171,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Topic) GetName() string {
@@ -3005,7 +3210,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3222,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3235,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateTopicRequest) GetNode() string {
@@ -3070,7 +3275,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3082,7 +3287,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3095,7 +3300,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateTopicResponse) GetTopic() *Topic {
@@ -3114,7 +3319,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3331,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3344,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListTopicsRequest) GetNode() string {
@@ -3158,7 +3363,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3375,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3388,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3202,7 +3407,7 @@ type GetHistoryRequest struct {
 
 func (x *GetHistoryRequest) Reset() {
 	*x = GetHistoryRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3214,7 +3419,7 @@ func (x *GetHistoryRequest) String() string {
 func (*GetHistoryRequest) ProtoMessage() {}
 
 func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3227,7 +3432,7 @@ func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetHistoryRequest) GetNode() string {
@@ -3254,7 +3459,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3471,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3484,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Series) GetName() string {
@@ -3322,7 +3527,7 @@ type GetHistoryResponse struct {
 
 func (x *GetHistoryResponse) Reset() {
 	*x = GetHistoryResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3539,7 @@ func (x *GetHistoryResponse) String() string {
 func (*GetHistoryResponse) ProtoMessage() {}
 
 func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3552,7 @@ func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetHistoryResponse) GetNodeId() string {
@@ -3476,7 +3681,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\fSchemaColumn\x12\x19\n" +
 	"\bfield_id\x18\x01 \x01(\x05R\afieldId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\xed\x05\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\x88\x06\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3498,8 +3703,9 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eschema_version\x18\f \x01(\x05R\rschemaVersion\x12\x1b\n" +
 	"\tschema_id\x18\r \x01(\x05R\bschemaId\x123\n" +
 	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x12,\n" +
-	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x125\n" +
-	"\asummary\x18\x10 \x01(\v2\x1b.mink.admin.v1.TableSummaryR\asummary\x1a=\n" +
+	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x12\x19\n" +
+	"\btopic_id\x18\x10 \x01(\tR\atopicId\x125\n" +
+	"\asummary\x18\x11 \x01(\v2\x1b.mink.admin.v1.TableSummaryR\asummary\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
@@ -3589,15 +3795,20 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\rSchemaVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x1b\n" +
 	"\tschema_id\x18\x02 \x01(\x05R\bschemaId\x121\n" +
-	"\x05added\x18\x03 \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x05added\"\xc0\x02\n" +
+	"\x05added\x18\x03 \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x05added\"\xe5\x03\n" +
 	"\x15DescribeTableResponse\x12*\n" +
 	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\x12>\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1e.mink.admin.v1.PartitionStatusR\n" +
-	"partitions\x12=\n" +
-	"\fcommitted_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x125\n" +
-	"\tsnapshots\x18\x04 \x03(\v2\x17.mink.admin.v1.SnapshotR\tsnapshots\x12E\n" +
-	"\x0fschema_versions\x18\x05 \x03(\v2\x1c.mink.admin.v1.SchemaVersionR\x0eschemaVersions\"\xd5\x01\n" +
+	"partitions\x12:\n" +
+	"\vtopic_state\x18\x03 \x01(\x0e2\x19.mink.admin.v1.TopicStateR\n" +
+	"topicState\x12\x1f\n" +
+	"\vtopic_error\x18\x04 \x01(\tR\n" +
+	"topicError\x12F\n" +
+	"\x11topic_error_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ftopicErrorSince\x12=\n" +
+	"\fcommitted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x125\n" +
+	"\tsnapshots\x18\a \x03(\v2\x17.mink.admin.v1.SnapshotR\tsnapshots\x12E\n" +
+	"\x0fschema_versions\x18\b \x03(\v2\x1c.mink.admin.v1.SchemaVersionR\x0eschemaVersions\"\xd5\x01\n" +
 	"\fColumnChange\x12)\n" +
 	"\x03add\x18\x01 \x01(\v2\x15.mink.admin.v1.ColumnH\x00R\x03add\x122\n" +
 	"\x05widen\x18\x02 \x01(\v2\x1a.mink.admin.v1.WidenColumnH\x00R\x05widen\x12%\n" +
@@ -3609,7 +3820,13 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x04type\x18\x02 \x01(\tR\x04type\"=\n" +
 	"\fRenameColumn\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
-	"\bnew_name\x18\x02 \x01(\tR\anewName\"\xdb\x02\n" +
+	"\bnew_name\x18\x02 \x01(\tR\anewName\"Y\n" +
+	"\x11ResetTableRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"@\n" +
+	"\x12ResetTableResponse\x12*\n" +
+	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\"\xdb\x02\n" +
 	"\x11AlterTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3676,7 +3893,14 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"SchemaMode\x12\x1b\n" +
 	"\x17SCHEMA_MODE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SCHEMA_MODE_PREFIX\x10\x01\x12\x16\n" +
-	"\x12SCHEMA_MODE_LATEST\x10\x022\xcb\b\n" +
+	"\x12SCHEMA_MODE_LATEST\x10\x02*\x8e\x01\n" +
+	"\n" +
+	"TopicState\x12\x1b\n" +
+	"\x17TOPIC_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eTOPIC_STATE_OK\x10\x01\x12\x17\n" +
+	"\x13TOPIC_STATE_DELETED\x10\x02\x12\x19\n" +
+	"\x15TOPIC_STATE_RECREATED\x10\x03\x12\x1b\n" +
+	"\x17TOPIC_STATE_UNREACHABLE\x10\x042\x9e\t\n" +
 	"\fAdminService\x12N\n" +
 	"\tGetStatus\x12\x1f.mink.admin.v1.GetStatusRequest\x1a .mink.admin.v1.GetStatusResponse\x12N\n" +
 	"\tListNodes\x12\x1f.mink.admin.v1.ListNodesRequest\x1a .mink.admin.v1.ListNodesResponse\x12Q\n" +
@@ -3695,6 +3919,8 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListTopics\x12 .mink.admin.v1.ListTopicsRequest\x1a!.mink.admin.v1.ListTopicsResponse\x12Q\n" +
 	"\n" +
+	"ResetTable\x12 .mink.admin.v1.ResetTableRequest\x1a!.mink.admin.v1.ResetTableResponse\x12Q\n" +
+	"\n" +
 	"GetHistory\x12 .mink.admin.v1.GetHistoryRequest\x1a!.mink.admin.v1.GetHistoryResponseB\xa7\x01\n" +
 	"\x11com.mink.admin.v1B\n" +
 	"AdminProtoP\x01Z0github.com/minkhq/mink/gen/mink/admin/v1;adminv1\xa2\x02\x03MAX\xaa\x02\rMink.Admin.V1\xca\x02\rMink\\Admin\\V1\xe2\x02\x19Mink\\Admin\\V1\\GPBMetadata\xea\x02\x0fMink::Admin::V1b\x06proto3"
@@ -3711,157 +3937,165 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_mink_admin_v1_admin_proto_rawDescData
 }
 
-var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
 	(RecordFormat)(0),             // 2: mink.admin.v1.RecordFormat
 	(TableMode)(0),                // 3: mink.admin.v1.TableMode
 	(SchemaMode)(0),               // 4: mink.admin.v1.SchemaMode
-	(*Lease)(nil),                 // 5: mink.admin.v1.Lease
-	(*LeaseStats)(nil),            // 6: mink.admin.v1.LeaseStats
-	(*Node)(nil),                  // 7: mink.admin.v1.Node
-	(*GetStatusRequest)(nil),      // 8: mink.admin.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 9: mink.admin.v1.GetStatusResponse
-	(*ListNodesRequest)(nil),      // 10: mink.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 11: mink.admin.v1.ListNodesResponse
-	(*ListLeasesRequest)(nil),     // 12: mink.admin.v1.ListLeasesRequest
-	(*ListLeasesResponse)(nil),    // 13: mink.admin.v1.ListLeasesResponse
-	(*DrainNodeRequest)(nil),      // 14: mink.admin.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),     // 15: mink.admin.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),    // 16: mink.admin.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),   // 17: mink.admin.v1.UndrainNodeResponse
-	(*Column)(nil),                // 18: mink.admin.v1.Column
-	(*RegistryDecoding)(nil),      // 19: mink.admin.v1.RegistryDecoding
-	(*SchemaColumn)(nil),          // 20: mink.admin.v1.SchemaColumn
-	(*Table)(nil),                 // 21: mink.admin.v1.Table
-	(*TableSummary)(nil),          // 22: mink.admin.v1.TableSummary
-	(*CreateTableRequest)(nil),    // 23: mink.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 24: mink.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),      // 25: mink.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 26: mink.admin.v1.DropTableResponse
-	(*ListTablesRequest)(nil),     // 27: mink.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 28: mink.admin.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 29: mink.admin.v1.DescribeTableRequest
-	(*PartitionStatus)(nil),       // 30: mink.admin.v1.PartitionStatus
-	(*Snapshot)(nil),              // 31: mink.admin.v1.Snapshot
-	(*SchemaVersion)(nil),         // 32: mink.admin.v1.SchemaVersion
-	(*DescribeTableResponse)(nil), // 33: mink.admin.v1.DescribeTableResponse
-	(*ColumnChange)(nil),          // 34: mink.admin.v1.ColumnChange
-	(*WidenColumn)(nil),           // 35: mink.admin.v1.WidenColumn
-	(*RenameColumn)(nil),          // 36: mink.admin.v1.RenameColumn
-	(*AlterTableRequest)(nil),     // 37: mink.admin.v1.AlterTableRequest
-	(*AlterTableResponse)(nil),    // 38: mink.admin.v1.AlterTableResponse
-	(*Topic)(nil),                 // 39: mink.admin.v1.Topic
-	(*CreateTopicRequest)(nil),    // 40: mink.admin.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 41: mink.admin.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),     // 42: mink.admin.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 43: mink.admin.v1.ListTopicsResponse
-	(*GetHistoryRequest)(nil),     // 44: mink.admin.v1.GetHistoryRequest
-	(*Series)(nil),                // 45: mink.admin.v1.Series
-	(*GetHistoryResponse)(nil),    // 46: mink.admin.v1.GetHistoryResponse
-	nil,                           // 47: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 48: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 49: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 50: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 51: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	nil,                           // 52: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 54: google.protobuf.Duration
+	(TopicState)(0),               // 5: mink.admin.v1.TopicState
+	(*Lease)(nil),                 // 6: mink.admin.v1.Lease
+	(*LeaseStats)(nil),            // 7: mink.admin.v1.LeaseStats
+	(*Node)(nil),                  // 8: mink.admin.v1.Node
+	(*GetStatusRequest)(nil),      // 9: mink.admin.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),     // 10: mink.admin.v1.GetStatusResponse
+	(*ListNodesRequest)(nil),      // 11: mink.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 12: mink.admin.v1.ListNodesResponse
+	(*ListLeasesRequest)(nil),     // 13: mink.admin.v1.ListLeasesRequest
+	(*ListLeasesResponse)(nil),    // 14: mink.admin.v1.ListLeasesResponse
+	(*DrainNodeRequest)(nil),      // 15: mink.admin.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),     // 16: mink.admin.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),    // 17: mink.admin.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),   // 18: mink.admin.v1.UndrainNodeResponse
+	(*Column)(nil),                // 19: mink.admin.v1.Column
+	(*RegistryDecoding)(nil),      // 20: mink.admin.v1.RegistryDecoding
+	(*SchemaColumn)(nil),          // 21: mink.admin.v1.SchemaColumn
+	(*Table)(nil),                 // 22: mink.admin.v1.Table
+	(*TableSummary)(nil),          // 23: mink.admin.v1.TableSummary
+	(*CreateTableRequest)(nil),    // 24: mink.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),   // 25: mink.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),      // 26: mink.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),     // 27: mink.admin.v1.DropTableResponse
+	(*ListTablesRequest)(nil),     // 28: mink.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),    // 29: mink.admin.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),  // 30: mink.admin.v1.DescribeTableRequest
+	(*PartitionStatus)(nil),       // 31: mink.admin.v1.PartitionStatus
+	(*Snapshot)(nil),              // 32: mink.admin.v1.Snapshot
+	(*SchemaVersion)(nil),         // 33: mink.admin.v1.SchemaVersion
+	(*DescribeTableResponse)(nil), // 34: mink.admin.v1.DescribeTableResponse
+	(*ColumnChange)(nil),          // 35: mink.admin.v1.ColumnChange
+	(*WidenColumn)(nil),           // 36: mink.admin.v1.WidenColumn
+	(*RenameColumn)(nil),          // 37: mink.admin.v1.RenameColumn
+	(*ResetTableRequest)(nil),     // 38: mink.admin.v1.ResetTableRequest
+	(*ResetTableResponse)(nil),    // 39: mink.admin.v1.ResetTableResponse
+	(*AlterTableRequest)(nil),     // 40: mink.admin.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),    // 41: mink.admin.v1.AlterTableResponse
+	(*Topic)(nil),                 // 42: mink.admin.v1.Topic
+	(*CreateTopicRequest)(nil),    // 43: mink.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 44: mink.admin.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),     // 45: mink.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 46: mink.admin.v1.ListTopicsResponse
+	(*GetHistoryRequest)(nil),     // 47: mink.admin.v1.GetHistoryRequest
+	(*Series)(nil),                // 48: mink.admin.v1.Series
+	(*GetHistoryResponse)(nil),    // 49: mink.admin.v1.GetHistoryResponse
+	nil,                           // 50: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 51: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 52: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 53: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 54: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 55: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 57: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	53, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	56, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	47, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	53, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	53, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	53, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	50, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	56, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	56, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	56, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	53, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	48, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	54, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
-	5,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
-	6,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	49, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
-	7,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
-	5,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
-	5,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
+	56, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	51, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	57, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	6,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
+	7,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
+	52, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	8,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
+	6,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
+	6,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
 	2,  // 17: mink.admin.v1.RegistryDecoding.format:type_name -> mink.admin.v1.RecordFormat
 	4,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
-	18, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	50, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	53, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
-	19, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
-	19, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
-	20, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
+	19, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
+	53, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	56, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	20, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
+	20, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
+	21, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
 	3,  // 26: mink.admin.v1.Table.mode:type_name -> mink.admin.v1.TableMode
-	22, // 27: mink.admin.v1.Table.summary:type_name -> mink.admin.v1.TableSummary
-	54, // 28: mink.admin.v1.TableSummary.lag:type_name -> google.protobuf.Duration
-	53, // 29: mink.admin.v1.TableSummary.committed_at:type_name -> google.protobuf.Timestamp
+	23, // 27: mink.admin.v1.Table.summary:type_name -> mink.admin.v1.TableSummary
+	57, // 28: mink.admin.v1.TableSummary.lag:type_name -> google.protobuf.Duration
+	56, // 29: mink.admin.v1.TableSummary.committed_at:type_name -> google.protobuf.Timestamp
 	2,  // 30: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
-	18, // 31: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	51, // 32: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	19, // 31: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
+	54, // 32: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
 	4,  // 33: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 34: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
 	4,  // 35: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
 	3,  // 36: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
-	21, // 37: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	21, // 38: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	53, // 39: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	53, // 40: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
-	54, // 41: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
-	53, // 42: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
-	20, // 43: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
-	21, // 44: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	30, // 45: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	53, // 46: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
-	31, // 47: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
-	32, // 48: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
-	18, // 49: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
-	35, // 50: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
-	36, // 51: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
-	34, // 52: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	52, // 53: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	21, // 54: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	39, // 55: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
-	39, // 56: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
-	53, // 57: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
-	54, // 58: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
-	45, // 59: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
-	8,  // 60: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	10, // 61: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	12, // 62: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	14, // 63: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	16, // 64: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	23, // 65: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	25, // 66: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	27, // 67: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	29, // 68: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	37, // 69: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	40, // 70: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
-	42, // 71: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
-	44, // 72: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
-	9,  // 73: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	11, // 74: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	13, // 75: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	15, // 76: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	17, // 77: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	24, // 78: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	26, // 79: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	28, // 80: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	33, // 81: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	38, // 82: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	41, // 83: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
-	43, // 84: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
-	46, // 85: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
-	73, // [73:86] is the sub-list for method output_type
-	60, // [60:73] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	22, // 37: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	22, // 38: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	56, // 39: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	56, // 40: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	57, // 41: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
+	56, // 42: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
+	21, // 43: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
+	22, // 44: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	31, // 45: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	5,  // 46: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
+	56, // 47: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
+	56, // 48: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
+	32, // 49: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
+	33, // 50: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
+	19, // 51: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	36, // 52: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	37, // 53: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	22, // 54: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
+	35, // 55: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	55, // 56: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	22, // 57: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	42, // 58: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
+	42, // 59: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
+	56, // 60: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
+	57, // 61: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
+	48, // 62: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
+	9,  // 63: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	11, // 64: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	13, // 65: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	15, // 66: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	17, // 67: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	24, // 68: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	26, // 69: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	28, // 70: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	30, // 71: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	40, // 72: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	43, // 73: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
+	45, // 74: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
+	38, // 75: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
+	47, // 76: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
+	10, // 77: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	12, // 78: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	14, // 79: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	16, // 80: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	18, // 81: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	25, // 82: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	27, // 83: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	29, // 84: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	34, // 85: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	41, // 86: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	44, // 87: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
+	46, // 88: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
+	39, // 89: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
+	49, // 90: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
+	77, // [77:91] is the sub-list for method output_type
+	63, // [63:77] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -3880,8 +4114,8 @@ func file_mink_admin_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   48,
+			NumEnums:      6,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

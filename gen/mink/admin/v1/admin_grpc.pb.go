@@ -14,8 +14,8 @@
 // an access token the catalog issued (POST /v1/oauth/tokens) or a principal's secret.
 // Without one, or with one that does not verify, a call is UNAUTHENTICATED. A reader may
 // call GetStatus, ListNodes, ListLeases, ListTables (which lists only the tables its
-// patterns match) and DescribeTable (PERMISSION_DENIED for a table outside its patterns);
-// every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
+// patterns match), DescribeTable (PERMISSION_DENIED for a table outside its patterns) and
+// GetHistory (its tables' series only); every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
 // forwarded call carries its caller's credentials: the target node authorizes the
 // original caller. Health and reflection need no credentials.
 
@@ -46,6 +46,7 @@ const (
 	AdminService_AlterTable_FullMethodName    = "/mink.admin.v1.AdminService/AlterTable"
 	AdminService_CreateTopic_FullMethodName   = "/mink.admin.v1.AdminService/CreateTopic"
 	AdminService_ListTopics_FullMethodName    = "/mink.admin.v1.AdminService/ListTopics"
+	AdminService_ResetTable_FullMethodName    = "/mink.admin.v1.AdminService/ResetTable"
 	AdminService_GetHistory_FullMethodName    = "/mink.admin.v1.AdminService/GetHistory"
 )
 
@@ -79,6 +80,13 @@ type AdminServiceClient interface {
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
 	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
+	// Starts a table over from its topic as Kafka has it now: for a table whose topic was
+	// deleted and created again (DescribeTable's topic_state TOPIC_STATE_RECREATED), which is
+	// not served until then. The table keeps its name, topic, columns, current schema and
+	// properties, and gets a new id: its index, files and snapshots start afresh from the
+	// topic's first offset, and what it held of the old topic is no longer served.
+	// FAILED_PRECONDITION when the topic does not exist.
+	ResetTable(ctx context.Context, in *ResetTableRequest, opts ...grpc.CallOption) (*ResetTableResponse, error)
 	// The node's own counters of the last 15 minutes, sampled every few seconds: what the
 	// console charts (records indexed and lag per table, table loads and S3 GETs).
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
@@ -212,6 +220,16 @@ func (c *adminServiceClient) ListTopics(ctx context.Context, in *ListTopicsReque
 	return out, nil
 }
 
+func (c *adminServiceClient) ResetTable(ctx context.Context, in *ResetTableRequest, opts ...grpc.CallOption) (*ResetTableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetTableResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResetTable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetHistoryResponse)
@@ -252,6 +270,13 @@ type AdminServiceServer interface {
 	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
 	// The Kafka topics (but Kafka's internal ones), and the tables made of each.
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
+	// Starts a table over from its topic as Kafka has it now: for a table whose topic was
+	// deleted and created again (DescribeTable's topic_state TOPIC_STATE_RECREATED), which is
+	// not served until then. The table keeps its name, topic, columns, current schema and
+	// properties, and gets a new id: its index, files and snapshots start afresh from the
+	// topic's first offset, and what it held of the old topic is no longer served.
+	// FAILED_PRECONDITION when the topic does not exist.
+	ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error)
 	// The node's own counters of the last 15 minutes, sampled every few seconds: what the
 	// console charts (records indexed and lag per table, table loads and S3 GETs).
 	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
@@ -300,6 +325,9 @@ func (UnimplementedAdminServiceServer) CreateTopic(context.Context, *CreateTopic
 }
 func (UnimplementedAdminServiceServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTopics not implemented")
+}
+func (UnimplementedAdminServiceServer) ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetTable not implemented")
 }
 func (UnimplementedAdminServiceServer) GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetHistory not implemented")
@@ -541,6 +569,24 @@ func _AdminService_ListTopics_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ResetTable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetTableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResetTable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResetTable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResetTable(ctx, req.(*ResetTableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_GetHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetHistoryRequest)
 	if err := dec(in); err != nil {
@@ -613,6 +659,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTopics",
 			Handler:    _AdminService_ListTopics_Handler,
+		},
+		{
+			MethodName: "ResetTable",
+			Handler:    _AdminService_ResetTable_Handler,
 		},
 		{
 			MethodName: "GetHistory",

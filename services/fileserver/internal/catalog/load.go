@@ -56,6 +56,11 @@ func (c *catalog) load(ctx context.Context, p *auth.Principal, ns, name string, 
 	if err != nil {
 		return current{}, postgresErr(err, "load table %s.%s", ns, name)
 	}
+	if t.TopicLost != "" {
+		// Its topic was deleted and created again: the rows it holds are no longer in
+		// Kafka, and serving them as the table's would be serving what is not there.
+		return current{}, tables.TopicLostError(t, t.TopicLost)
+	}
 	cur := current{table: t}
 	var found bool
 	cur.key, cur.content, found, err = tables.CurrentMetadata(ctx, c.o.DB, t.ID, content)

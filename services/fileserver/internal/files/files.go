@@ -12,7 +12,8 @@
 // (objects.Lookups), so a flood of unknown keys costs no query per GET.
 //
 // What a read needs when the file is cached is all in the cache, and the member list is
-// held in memory, so cached files are still served while Postgres or Kafka is down.
+// held in memory, so cached files are still served while Postgres or Kafka is down. So is
+// what says a cached file is gone (its table dropped, or the file collected): gone.go.
 package files
 
 import (
@@ -71,6 +72,9 @@ type Options struct {
 	DialOptions []grpc.DialOption
 	// MemberRefresh is how often the member list is read (default 1s).
 	MemberRefresh time.Duration
+	// TableRefresh is how often the live tables and the removed files are read besides
+	// when Postgres tells of a change (gone.go; default DefaultTableRefresh).
+	TableRefresh time.Duration
 	// LookupTimeout bounds each Postgres lookup (default 5s): an unreachable Postgres
 	// answers 503 within it even when the network drops packets silently.
 	LookupTimeout time.Duration
@@ -154,6 +158,7 @@ type Store struct {
 	peers   *peers.Pool
 	met     *metrics
 	objects *objects.Lookups
+	gone    goneFiles
 
 	inflight  atomic.Int64 // reads being served (opened and not yet closed): how busy the node is
 	warmStats struct {
@@ -286,6 +291,9 @@ func New(o Options) (*Store, error) {
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = 5 * time.Second
 	}
+	if o.TableRefresh <= 0 {
+		o.TableRefresh = DefaultTableRefresh
+	}
 	if o.BuildTimeout <= 0 {
 		o.BuildTimeout = 10 * time.Minute
 	}
@@ -354,10 +362,12 @@ func New(o Options) (*Store, error) {
 	return s, nil
 }
 
-// Run keeps the member list fresh, and warms newly committed files, until ctx ends.
+// Run keeps the member list and what is gone fresh, and warms newly committed files,
+// until ctx ends.
 func (s *Store) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.members.run(ctx) })
+	wg.Go(func() { s.watchGone(ctx) })
 	if s.warmEnabled() {
 		wg.Go(func() { s.warm(ctx) })
 	}
@@ -467,10 +477,13 @@ func (s *Store) openLocal(ctx context.Context, key string, rng *Range, infoOnly 
 	// builds in flight) is built again, a bounded number of times.
 	for attempt := range 3 {
 		if f, ok := s.o.Cache.Get(key); ok {
-			if attempt == 0 {
-				s.met.hit(ctx)
+			if !s.cachedGone(ctx, f.Entry) {
+				if attempt == 0 {
+					s.met.hit(ctx)
+				}
+				return s.fromFile(f, rng, infoOnly, attempt == 0)
 			}
-			return s.fromFile(f, rng, infoOnly, attempt == 0)
+			f.Close() // dropped or removed, and evicted: read as a miss
 		}
 		if attempt == 0 {
 			s.met.miss(ctx)
@@ -620,11 +633,14 @@ func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
 			return 0, fmt.Errorf("build %s: %w", r.Key, err)
 		}
 		if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
-			// Only a changed index can do this (a range re-derived after compaction):
-			// never serve other bytes than the manifest describes.
-			return 0, apierr.DataLossErr(fmt.Errorf("%w: delete file %s rebuilt as %d bytes sha256 %s, recorded %d bytes sha256 %s",
-				rangefile.ErrMismatch, r.Key, fs.Size, fs.SHA256, r.Size, r.SHA256),
-				"file %s cannot be served: its bytes differ from the recorded ones", r.Key)
+			// Only a changed index can do this (a range re-derived after compaction, for
+			// the snapshots before it): never serve other bytes than the manifest
+			// describes, and tell the writer, which expires the snapshots naming it.
+			detail := fmt.Sprintf("delete file rebuilt from the index as %d bytes with sha256 %s, but %d bytes with sha256 %s were recorded; its partition's ranges were re-derived since (compaction)",
+				fs.Size, fs.SHA256, r.Size, r.SHA256)
+			err := replacing(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail), "the index of its records changed since (compaction)")
+			s.reportProblem(r, "", "mismatch", detail, err) // the log names the table by id
+			return 0, err
 		}
 		return fs.Size, nil
 	})
@@ -667,6 +683,13 @@ func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error 
 		s.met.buildFailed(ctx, "data", reasonOf(err))
 		return err
 	}
+	if t.TopicLost != "" {
+		// Its topic was created again: Kafka holds other records at these offsets, so a
+		// build would only find bytes that differ (and report them for repair).
+		err := tables.TopicLostError(t, t.TopicLost)
+		s.met.buildFailed(ctx, "data", reasonOf(err))
+		return err
+	}
 	var settings parquetbuild.Settings
 	if err := json.Unmarshal(r.Settings, &settings); err != nil {
 		err = fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
@@ -681,9 +704,8 @@ func (s *Store) fillData(ctx context.Context, r objects.Record, c *claim) error 
 		if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
 			detail := fmt.Sprintf("rebuilt from topic %q partition %d offsets [%d, %d) it is %d bytes with sha256 %s, but %d bytes with sha256 %s were recorded; Kafka no longer yields the indexed records (compacted or rewritten?)",
 				t.Topic, r.Partition, r.Start, r.End, fs.Size, fs.SHA256, r.Size, r.SHA256)
-			err := apierr.DataLossErr(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail),
-				"file %s cannot be served: its bytes differ from the recorded ones; it is reported for replacement", r.Key)
-			s.reportProblem(t, r, "mismatch", detail, err)
+			err := replacing(fmt.Errorf("%w: %s", rangefile.ErrMismatch, detail), "Kafka no longer yields the records it was built from (compaction)")
+			s.reportProblem(r, t.FullName(), "mismatch", detail, err)
 			return 0, err
 		}
 		return fs.Size, nil
@@ -719,7 +741,7 @@ func (s *Store) commit(r objects.Record, sha string, write func(io.Writer) (int6
 		p.Abort()
 		return err
 	}
-	return p.Commit(filecache.Entry{Key: r.Key, Size: r.Size, ETag: objects.ETag(sha), LastModified: objects.LastModified(r.Created)})
+	return p.Commit(filecache.Entry{Key: r.Key, Size: r.Size, ETag: objects.ETag(sha), LastModified: objects.LastModified(r.Created), TableID: r.TableID})
 }
 
 // buildErr says why a build from Kafka failed, naming Kafka when it is Kafka's doing.
@@ -728,8 +750,8 @@ func (s *Store) buildErr(ctx context.Context, t tables.Table, r objects.Record, 
 	switch {
 	case errors.Is(err, kafkasrc.ErrOffsetsGone):
 		detail := where + " are no longer in Kafka (retention or deleted records)"
-		e := apierr.DataLossErr(err, "file %s cannot be built: %s; it is reported for replacement", r.Key, detail)
-		s.reportProblem(t, r, "offsets_gone", detail, e)
+		e := replacing(fmt.Errorf("%s: %w", detail, err), "Kafka no longer holds the records it was built from (retention)")
+		s.reportProblem(r, t.FullName(), "offsets_gone", detail, e)
 		return e
 	case errors.Is(err, kafkasrc.ErrUnavailable), errors.Is(err, kafkasrc.ErrUnknownTopic), errors.Is(err, kafkasrc.ErrNotStable):
 		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s from %s: kafka is unavailable", r.Key, where)
@@ -745,16 +767,23 @@ func (s *Store) buildErr(ctx context.Context, t tables.Table, r objects.Record, 
 	return fmt.Errorf("build %s from %s: %w", r.Key, where, err)
 }
 
+// replacing is the error of a file that Kafka no longer yields as recorded, why saying
+// so in a client's words: retryable (apierr.DataLossErr), as the writer replaces the file
+// at once. Nothing of the file (key, offsets, digests) is in what clients are told.
+func replacing(cause error, why string) error {
+	return apierr.DataLossErr(cause, "the file cannot be served now: %s; the table's writer is replacing it: retry, or load the table again", why)
+}
+
 // reportProblem reports a file that cannot be served with its recorded bytes, so that the
 // table's writer replaces it: an error log line, a metric, and a row in
-// mink_file_problems. The error is also remembered for ProblemTTL so that retries do not
-// each rebuild the file.
-func (s *Store) reportProblem(t tables.Table, r objects.Record, reason, detail string, err error) {
+// mink_file_problems, which notifies the writer. The error is also remembered for
+// ProblemTTL so that retries do not each rebuild the file.
+func (s *Store) reportProblem(r objects.Record, table, reason, detail string, err error) {
 	s.mu.Lock()
 	s.problems[r.Key] = problem{err: err, until: time.Now().Add(s.o.ProblemTTL)}
 	s.mu.Unlock()
 	s.log.Error("file cannot be served with its recorded bytes; reported for replacement",
-		"key", r.Key, "table", t.FullName(), "table_id", r.TableID, "partition", r.Partition,
+		"key", r.Key, "table", table, "table_id", r.TableID, "partition", r.Partition,
 		"start_offset", r.Start, "end_offset", r.End, "reason", reason, "detail", detail)
 	ctx, cancel := context.WithTimeout(s.base, s.o.LookupTimeout)
 	defer cancel()

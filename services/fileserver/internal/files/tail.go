@@ -2,10 +2,11 @@ package files
 
 // Tail files of live table loads. A load names, per partition, offsets beyond the
 // committed snapshot that no file yet holds; the file of such a span is measured (built
-// once, from Kafka, with parquetbuild.DefaultSettings like an indexed range) by its
-// owner, which keeps it in its cache and records it in mink_data_files with an
-// expiry, so that any node can serve (or rebuild) it. Its key is layout.DataKey, so a
-// later commit of the identical range names the same file.
+// once, from Kafka, with parquetbuild.DefaultSettings and the schema point in force at
+// its start, like an indexed range, and ending at the next point) by its owner, which
+// keeps it in its cache and records it in mink_data_files with an expiry, so that any
+// node can serve (or rebuild) it. Its key is layout.DataKey, so a later commit of the
+// identical range names the same file.
 //
 // A data file's owner is a function of its table, partition and offsets, not of its
 // checksum (OwnerKey): so the owner of a span is known before its bytes are, and the
@@ -42,6 +43,7 @@ import (
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/upsert"
@@ -187,6 +189,9 @@ const (
 	// CutSchema: a record whose registry schema the table has not stored yet, or that
 	// needs a newer schema version: indexing learns it, a later load goes further.
 	CutSchema = "schema"
+	// CutPoint: a schema change takes effect at End (a schema point): the rest of the
+	// span is another file, decoded as the change says.
+	CutPoint = "point"
 )
 
 // Measure returns the tail file of req's span, measured by its owner (this node or the
@@ -377,13 +382,21 @@ func (s *Store) measureLocal(ctx context.Context, req MeasureRequest) (Measured,
 	s.mu.Lock()
 	if r, ok := s.measured[id]; ok && time.Since(r.at) < recallFor && s.o.Cache.Contains(r.m.Key) {
 		s.mu.Unlock()
-		// Its row may have expired and been collected since: record it again.
+		// Its row may have expired and been collected since: record it again, unless a
+		// schema change took effect inside it meanwhile (then it is built again).
 		lctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
-		defer cancel()
-		if _, _, _, err := s.record(lctx, r.row, req.TTL, req.Table.Props().LiveTTL); err != nil {
-			return Measured{}, err
+		_, _, _, err := s.record(lctx, r.row, req.TTL, req.Table.Props().LiveTTL)
+		cancel()
+		if !errors.Is(err, schemapoints.ErrDecodingMoved) {
+			if err != nil {
+				return Measured{}, err
+			}
+			return r.m, nil
 		}
-		return r.m, nil
+		s.mu.Lock()
+		if s.measured[id].at == r.at {
+			delete(s.measured, id)
+		}
 	}
 	f, ok := s.measures[id]
 	if !ok {
@@ -431,8 +444,28 @@ func (s *Store) measureLocal(ctx context.Context, req MeasureRequest) (Measured,
 }
 
 // measure builds req's span from Kafka into the cache, records it, and commits it; the
-// build waits for a slot (c's).
+// build waits for a slot (c's). A build that a schema change overtook (a point added
+// inside its span, or where it starts, while it was built) is not recorded: it is built
+// again with the points as they are then.
 func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error) {
+	for attempt := 1; ; attempt++ {
+		m, row, err := s.measureOnce(req, c)
+		if !errors.Is(err, schemapoints.ErrDecodingMoved) {
+			return m, row, err
+		}
+		if attempt == maxRebuilds {
+			return Measured{}, tailRow{}, apierr.Wrap(apierr.Unavailable, err, "the schema of %s changed %d times while its tail was built; load again", req.Table.FullName(), attempt)
+		}
+		s.log.Info("a schema change took effect while a tail file was built; building it again", "table", req.Table.FullName(),
+			"partition", req.Partition, "start_offset", req.Start, "end_offset", req.End, "error", err)
+	}
+}
+
+// maxRebuilds bounds the builds of one tail span that schema changes overtake.
+const maxRebuilds = 3
+
+// measureOnce is one build of measure.
+func (s *Store) measureOnce(req MeasureRequest, c *claim) (Measured, tailRow, error) {
 	ctx, cancel := context.WithTimeout(s.base, s.o.BuildTimeout)
 	defer cancel()
 	began := time.Now()
@@ -441,16 +474,23 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 		s.met.buildFailed(ctx, "tail", reasonOf(err))
 		return Measured{}, tailRow{}, err
 	}
-	// A tail decodes with what the table has stored, never asking the registry: table
-	// loads must not depend on it. A record whose schema the table does not know yet (or
-	// that needs a newer schema version) ends the tail; indexing learns it within
-	// seconds and a later load goes further.
-	settings, err := s.o.Codecs.TailSettings(ctx, t)
+	// A tail decodes with the schema point in force at its start, as every other build
+	// of its records does, and ends at the next point (the rest is another file). It
+	// never asks the registry: table loads must not depend on it. A record whose schema
+	// the table does not know yet (or that needs a newer schema version) ends the tail;
+	// indexing learns it within seconds and a later load goes further.
+	points, err := s.o.Codecs.Points(ctx, t, req.Partition)
 	if errors.Is(err, tablecodec.ErrUnknownSchema) {
 		return Measured{End: req.Start, Cut: CutSchema}, tailRow{}, nil
 	}
 	if err != nil {
 		return fail(apierr.Postgres(err, "read the schema of %s", t.FullName()))
+	}
+	decoding, _ := points.At(req.Start) // the first point is at 0
+	settings := tablecodec.SettingsOf(decoding)
+	end, cutBy := req.End, ""
+	if next := points.Next(req.Start); next < end {
+		end, cutBy = next, CutPoint
 	}
 	dec, err := s.o.Codecs.Decoder(ctx, t, settings)
 	if err != nil {
@@ -488,8 +528,8 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 		latest = upsert.NewBounded(dec.KeyHash, upsert.DefaultHold)
 		add = func(r record.Record) error { latest.Add(r); return nil }
 	}
-	end, read, cutBy := req.End, int64(0), ""
-	err = s.o.Kafka.ReadRange(ctx, t.Topic, req.Partition, req.Start, req.End, func(r record.Record) error {
+	read := int64(0)
+	err = s.o.Kafka.ReadRange(ctx, t.Topic, req.Partition, req.Start, end, func(r record.Record) error {
 		n := int64(len(r.Key) + len(r.Value))
 		for _, h := range r.Headers {
 			n += int64(len(h.Key) + len(h.Value))
@@ -542,7 +582,7 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 	if size != fs.Size || sha != fs.SHA256 {
 		return fail(fmt.Errorf("tail file %s is recorded with %d bytes and sha256 %s, built with %d bytes and sha256 %s", key, size, sha, fs.Size, fs.SHA256))
 	}
-	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: objects.ETag(fs.SHA256), LastModified: objects.LastModified(created)}); err != nil {
+	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: objects.ETag(fs.SHA256), LastModified: objects.LastModified(created), TableID: t.ID}); err != nil {
 		return fail(fmt.Errorf("cache tail file %s: %w", key, err))
 	}
 	s.met.built(ctx, "tail")

@@ -90,10 +90,11 @@ func TestUpsertTailBeyondTheHold(t *testing.T) {
 	}
 
 	// The model: every latest record held, then built in offset order.
-	settings, err := codecs.TailSettings(ctx, table)
+	d, err := codecs.Current(ctx, table)
 	if err != nil {
 		t.Fatal(err)
 	}
+	settings := tablecodec.SettingsOf(d)
 	dec, err := codecs.Decoder(ctx, table, settings)
 	if err != nil {
 		t.Fatal(err)

@@ -13,9 +13,10 @@
 //   - tail files earlier loads measured and that have not expired (mink_data_files rows
 //     with expires_at);
 //   - a new tail file for the rest, measured once by its owner (files.Store.Measure,
-//     forwarded like a read) and cached there. Its key is layout.DataKey, built with
-//     parquetbuild.DefaultSettings, so a later commit of the identical range names the
-//     same file and the writer's insert clears its expiry.
+//     forwarded like a read) and cached there, one per schema point it spans. Its key is
+//     layout.DataKey, built with parquetbuild.DefaultSettings and the decoding in force
+//     at its start (pkg/schemapoints), as the indexer builds, so a later commit of the
+//     identical range names the same file and the writer's insert clears its expiry.
 //
 // The load's metadata files (metadata JSON, manifest list, one manifest) go to
 // mink_meta_files under metadata/live/ (icebergmeta.LiveDir), so every file server
@@ -464,8 +465,17 @@ func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, b
 		dbReadAt = &now // Kafka's offsets are read after it
 	}
 	kctx, kcancel := context.WithTimeout(ctx, l.o.KafkaTimeout)
-	offs, err := l.o.Kafka.Offsets(kctx, t.Topic)
+	id, offs, err := l.o.Kafka.TopicOffsets(kctx, t.Topic)
 	kcancel()
+	switch {
+	case err == nil:
+		if err := topicChanged(t, id, offs, cov); err != nil {
+			return Result{}, time.Time{}, err
+		}
+	case errors.Is(err, kafkasrc.ErrUnknownTopic):
+		return Result{}, time.Time{}, apierr.Wrap(apierr.FailedPrecondition, err,
+			"load table %s: its topic %q does not exist in Kafka: it was deleted, and with it the table's rows", t.FullName(), t.Topic)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, time.Time{}, apierr.Wrap(apierr.Unavailable, ctx.Err(), "load table %s: kafka is unavailable: no answer in time", t.FullName())
@@ -495,6 +505,26 @@ func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, b
 	slices.SortFunc(spans, func(a, b span) int { return int(a.p - b.p) })
 	res, err := l.byContent(ctx, t, props, ttl, base, sk, spans, dbReadAt)
 	return res, started, err
+}
+
+// topicChanged is the error of a load of t whose topic is gone, or is not the one t
+// indexed up to its committed coverage (deleted and created again, or truncated below
+// it): the committed rows are no longer in Kafka, so they are not served as the table's
+// (the indexer records it with the table soon; README, "When a topic is deleted or
+// created again").
+func topicChanged(t tables.Table, id kafkasrc.TopicID, offs []kafkasrc.PartitionOffsets, cov map[int32]icebergmeta.Coverage) error {
+	high := make(map[int32]int64, len(offs))
+	for _, o := range offs {
+		high[o.Partition] = o.HighWatermark
+	}
+	covered := make(map[int32]int64, len(cov))
+	for p, c := range cov {
+		covered[p] = c.End
+	}
+	if why := tables.TopicChanged(t, id.String(), high, covered); why != "" {
+		return tables.TopicLostError(t, why)
+	}
+	return nil
 }
 
 // byContent returns the load snapshot of spans: one made by this node within the reuse
@@ -1009,6 +1039,9 @@ func (l *Loader) chain(ctx context.Context, t tables.Table, props tables.Props, 
 		tl.measured = append(tl.measured, m.Key)
 		tl.keyed = append(tl.keyed, m.Key)
 		pos = m.End
+		if m.End < next && m.Cut == files.CutPoint {
+			continue // a schema change takes effect there: the rest is another file
+		}
 		if m.End < next {
 			tl.end, tl.cut = m.End, CutMaxBytes
 			if m.Cut == files.CutSchema {

@@ -397,8 +397,15 @@ func contentType(key string) string {
 	return "application/octet-stream"
 }
 
+// requestID names a request in its answer and the log. It never holds "301": the S3
+// library iceberg-go reads through (gocloud.dev's s3blob) takes any failed request whose
+// error text holds it, request id included, for a missing bucket, and stops retrying.
 func requestID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return strings.ToUpper(hex.EncodeToString(b[:]))
+	for {
+		var b [8]byte
+		rand.Read(b[:])
+		if id := strings.ToUpper(hex.EncodeToString(b[:])); !strings.Contains(id, "301") {
+			return id
+		}
+	}
 }

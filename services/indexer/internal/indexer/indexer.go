@@ -2,6 +2,8 @@
 // partition from where its index ends, build each range's Parquet file once to measure it,
 // and store the range under the lease (a fenced write). Losing the lease ends the work at
 // once; the next holder resumes from the index, so no offset is indexed twice or skipped.
+// A range decodes with the schema point in force at its start and ends at the next one
+// (pkg/schemapoints); one that a point added meanwhile falls inside is indexed again.
 package indexer
 
 import (
@@ -26,6 +28,7 @@ import (
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
+	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -69,6 +72,7 @@ type partition struct {
 	partition int32
 	lag       atomic.Int64 // -1 until the first poll has measured it
 	paused    atomic.Bool
+	topicLost atomic.Bool // the table's topic was deleted (and maybe created again): topic.go
 }
 
 // Options are what an Indexer needs.
@@ -114,6 +118,8 @@ func New(o Options) (*Indexer, error) {
 		metric.WithUnit("{record}"))
 	paused, e2 := m.Int64ObservableGauge("mink.indexer.paused",
 		metric.WithDescription("1 while indexing of a partition this node holds is paused, retrying after a failure (GetStatus says why); 0 while it runs."))
+	topicLost, e5 := m.Int64ObservableGauge("mink.indexer.topic_lost",
+		metric.WithDescription("1 while the topic of a partition this node holds is not the one its table indexed: deleted, or deleted and created again (DescribeTable says which; the table needs a reset); 0 while it is."))
 	_, e3 := m.Int64ObservableGauge("mink.indexer.build_page_bytes",
 		metric.WithDescription("Bytes of finished Parquet pages the open ranges' builds hold in memory (bounded by --build-memory)."),
 		metric.WithUnit("By"),
@@ -128,7 +134,7 @@ func New(o Options) (*Indexer, error) {
 			o.Observe(ix.Pages.Spilled())
 			return nil
 		}))
-	if err = errors.Join(err, e1, e2, e3, e4); err != nil {
+	if err = errors.Join(err, e1, e2, e3, e4, e5); err != nil {
 		return nil, err
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -138,15 +144,12 @@ func New(o Options) (*Indexer, error) {
 			if n := p.lag.Load(); n >= 0 {
 				o.ObserveInt64(lag, n, attrs)
 			}
-			var n int64
-			if p.paused.Load() {
-				n = 1
-			}
-			o.ObserveInt64(paused, n, attrs)
+			o.ObserveInt64(paused, boolGauge(p.paused.Load()), attrs)
+			o.ObserveInt64(topicLost, boolGauge(p.topicLost.Load()), attrs)
 			return true
 		})
 		return nil
-	}, lag, paused)
+	}, lag, paused, topicLost)
 	return ix, err
 }
 
@@ -177,10 +180,18 @@ func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 		}
 		log.Info("indexing resumed")
 	}
+	rebuilds := 0 // ranges indexed again in a row because a schema change overtook them
 	for ctx.Err() == nil {
-		err := ix.index(ctx, l, ps, log, resumed)
+		err := ix.index(ctx, l, ps, log, func() { rebuilds = 0; resumed() })
 		if ctx.Err() != nil || errors.Is(err, lease.ErrLeaseLost) {
 			return
+		}
+		if errors.Is(err, schemapoints.ErrDecodingMoved) && rebuilds < maxRebuilds {
+			// A schema change took effect inside the open range (an AlterTable): it is
+			// indexed again from its start, cut where the change takes effect.
+			rebuilds++
+			log.Info("a schema change took effect inside the open range; indexing it again", "error", err)
+			continue
 		}
 		why := pauseReason(err)
 		paused = true
@@ -197,6 +208,18 @@ func (ix *Indexer) Work(ctx context.Context, l lease.Lease) {
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// maxRebuilds bounds the ranges indexed again in a row, with no poll between, because a
+// schema change overtook them; past it indexing pauses and retries as after a failure.
+const maxRebuilds = 3
+
+// boolGauge is a gauge's value of a state: 1 while it holds.
+func boolGauge(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Paused reports the partitions whose indexing is paused on this node, and why, for the
@@ -238,12 +261,16 @@ func pauseReason(err error) string {
 type cut struct {
 	topic       string
 	start, next int64
-	opened      time.Time // when the range first had something in it
-	bytes       int64
-	b           *parquetbuild.Builder
-	dec         *tablecodec.Decoder
-	settings    parquetbuild.Settings
-	latestAt    time.Time // when latest-mode ids were last compared with the registry's
+	// until is the partition's next schema point after start: the range ends there at
+	// the latest, and the next decodes as the point says.
+	until    int64
+	opened   time.Time // when the range first had something in it
+	bytes    int64
+	b        *parquetbuild.Builder
+	dec      *tablecodec.Decoder
+	decoding schemapoints.Decoding // the point in force at start
+	settings parquetbuild.Settings
+	latestAt time.Time // when latest-mode ids were last compared with the registry's (zero: never)
 	// latest holds an upsert table's range until it is stored: only the latest record
 	// of each key is built, and the keys are stored with the range. It holds at most
 	// UpsertHold bytes of records (then offsets) and the range at most UpsertMaxKeys keys.
@@ -269,7 +296,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	if err != nil {
 		return err
 	}
-	offs, err := ix.Kafka.Offsets(ctx, tbl.Topic)
+	topicID, offs, err := ix.topicOffsets(ctx, l, ps, &tbl, st, log)
 	if err != nil {
 		return err
 	}
@@ -286,7 +313,11 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 		// Kafka deleted records before they were indexed (retention, DeleteRecords): they
 		// can never be rows. An empty range keeps the index contiguous and says so.
 		log.Warn("offsets deleted by Kafka before they were indexed", "from", start, "to", logStart)
-		gone, err := ix.newCut(ctx, &l, &tbl, start, false)
+		points, err := ix.Codecs.Points(ctx, tbl, l.Partition)
+		if err != nil {
+			return err
+		}
+		gone, err := ix.newCut(ctx, tbl, points, start)
 		if err != nil {
 			return err
 		}
@@ -317,6 +348,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	checkGrowth()
 	log.Info("indexing", "from", start)
 	tail := kafkasrc.NewTailer(ix.Kafka, tbl.Topic, l.Partition, start)
+	tail.Pin(topicID)
 	defer tail.Close()
 	polls, stopPolls := pollAhead(ctx, tail)
 	defer stopPolls()
@@ -329,14 +361,19 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 		}
 	}()
 	open := func(at int64) error {
-		// Each range reads the table afresh: a new schema version or new properties
-		// (AlterTable) apply from the next range on.
+		// Each range reads the table afresh (new properties apply from the next range
+		// on) and the partition's schema points: it decodes as the one in force at its
+		// start says, and ends at the next.
 		if t, err := tables.GetByID(ctx, ix.DB, l.Table); err != nil {
 			return err
 		} else {
 			tbl, props = t, t.Props()
 		}
-		nc, err := ix.newCut(ctx, &l, &tbl, at, true)
+		points, err := ix.Codecs.Points(ctx, tbl, l.Partition)
+		if err != nil {
+			return err
+		}
+		nc, err := ix.newCut(ctx, tbl, points, at)
 		if err != nil {
 			return err
 		}
@@ -347,7 +384,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 		return err
 	}
 	// cutAt stores the open range as [start, at) (when it covers anything) and opens the
-	// next at at, with the table's current schema version.
+	// next at at, decoding as the schema point in force there says.
 	cutAt := func(at int64) error {
 		if at > c.start {
 			c.next = at
@@ -385,6 +422,11 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 			return err
 		}
 		for _, r := range recs {
+			for r.Offset >= c.until {
+				if err := cutAt(c.until); err != nil {
+					return err
+				}
+			}
 			for {
 				need := c.dec.Check(r)
 				if need.Kind == tablecodec.NeedNothing {
@@ -399,13 +441,30 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 					continue
 				}
 				// The schema has what the range's version lacks: the table evolves
-				// (the writer commits the new schema), and this record starts a
-				// range of the new version.
+				// (the writer commits the new schema), and the new version takes
+				// effect at this record (a schema point), which starts a range.
 				v, err := ix.Codecs.Evolve(ctx, &l, tbl, need.ID, need.Key)
 				if err != nil {
 					return err
 				}
-				log.Info("schema evolved", "schema_id", need.ID, "key", need.Key, "version", v.ID, "iceberg_schema_id", v.Schema.ID, "at_offset", r.Offset)
+				pt, err := schemapoints.AddUnder(ctx, ix.DB, l, r.Offset, c.decoding, func(d schemapoints.Decoding) schemapoints.Decoding {
+					d.Version = max(d.Version, v.ID)
+					return d
+				})
+				if err != nil {
+					return err
+				}
+				log.Info("schema evolved", "schema_id", need.ID, "key", need.Key, "version", v.ID, "iceberg_schema_id", v.Schema.ID,
+					"at_offset", r.Offset, "point", pt.From)
+				if pt.From != r.Offset || pt.Decoding == c.decoding {
+					// Builds have recorded the record with the range's version
+					// already: the new one takes effect after it (the range ends
+					// there), and the record decodes as they decoded it.
+					if pt.From > r.Offset {
+						c.until = min(c.until, pt.From)
+					}
+					break
+				}
 				if err := cutAt(r.Offset); err != nil {
 					return err
 				}
@@ -424,6 +483,12 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 		if len(recs) > 0 {
 			ix.metrics.records.Add(ctx, int64(len(recs)), attrs)
 		}
+		for next > c.until {
+			// Offsets without records up to a schema point: the range ends there.
+			if err := cutAt(c.until); err != nil {
+				return err
+			}
+		}
 		if next > c.next {
 			if c.opened.IsZero() {
 				c.opened = time.Now()
@@ -441,13 +506,15 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 			if err := open(c.next); err != nil {
 				return err
 			}
-		} else if changed, err := ix.latestChanged(ctx, &tbl, c); err != nil {
+		} else if pt, moved, err := ix.follow(ctx, l, &tbl, c); err != nil {
 			return err
-		} else if changed {
-			// The subject has a new latest version: records from here on decode with it.
+		} else if moved && pt.From <= c.next {
+			// The subject's new latest version takes effect here: the range ends.
 			if err := cutAt(c.next); err != nil {
 				return err
 			}
+		} else if moved {
+			c.until = min(c.until, pt.From) // past records builds decoded already
 		}
 	}
 }
@@ -509,83 +576,86 @@ func pollAhead(ctx context.Context, t *kafkasrc.Tailer) (answers <-chan polled, 
 	}
 }
 
-// newCut opens a range at offset at with the table's current schema version. For
-// latest-mode decodings it asks the registry (when registry is set) for the subjects'
-// latest schemas, evolving the table when they have what its version lacks.
-func (ix *Indexer) newCut(ctx context.Context, l *lease.Lease, tbl *tables.Table, at int64, registry bool) (*cut, error) {
-	ids := [2]int{}
-	for i, dec := range []*tableschema.Decoding{tbl.Spec.Value, tbl.Spec.Key} {
-		if dec == nil || dec.Mode != tableschema.ModeLatest {
-			continue
-		}
-		if !registry {
-			// A range without records (offsets Kafka deleted) decodes nothing: any id
-			// the table knows will do.
-			s, err := ix.Codecs.TailSettings(ctx, *tbl)
-			if err == nil {
-				ids = [2]int{s.ValueSchemaID, s.KeySchemaID}
-				continue
-			}
-		}
-		id, err := ix.Codecs.Latest(ctx, *tbl, dec.Subject, i == 1)
-		if err != nil {
-			return nil, err
-		}
-		ids[i] = id
+// newCut opens a range at offset at of table tbl, decoding as the schema point in force
+// there says and ending at the next.
+func (ix *Indexer) newCut(ctx context.Context, tbl tables.Table, points schemapoints.Points, at int64) (*cut, error) {
+	d, ok := points.At(at)
+	if !ok {
+		return nil, fmt.Errorf("partition of table %s: no schema point at or before offset %d", tbl.FullName(), at)
 	}
 	settings := ix.Settings
-	settings.TableVersion, settings.ValueSchemaID, settings.KeySchemaID = tbl.Version, ids[0], ids[1]
-	dec, err := ix.Codecs.Decoder(ctx, *tbl, settings)
+	settings.TableVersion, settings.ValueSchemaID, settings.KeySchemaID = d.Version, d.ValueSchemaID, d.KeySchemaID
+	dec, err := ix.Codecs.Decoder(ctx, tbl, settings)
 	if err != nil {
 		return nil, err
-	}
-	// A latest-mode schema newer than the version: evolve first, so the range's
-	// version has its fields.
-	for i, id := range ids {
-		if id == 0 || dec.Covers(id, i == 1) {
-			continue
-		}
-		v, err := ix.Codecs.Evolve(ctx, l, *tbl, id, i == 1)
-		if err != nil {
-			return nil, err
-		}
-		tbl.Version = v.ID
-		settings.TableVersion = v.ID
-		if dec, err = ix.Codecs.Decoder(ctx, *tbl, settings); err != nil {
-			return nil, err
-		}
 	}
 	b, err := parquetbuild.NewBuilderFor(io.Discard, dec, settings, parquetbuild.WithPages(ix.Pages))
 	if err != nil {
 		return nil, err
 	}
-	c := &cut{topic: tbl.Topic, start: at, next: at, b: b, dec: dec, settings: settings, latestAt: time.Now()}
+	c := &cut{topic: tbl.Topic, start: at, next: at, until: points.Next(at), b: b, dec: dec, decoding: d, settings: settings}
 	if tbl.Upsert() {
 		c.latest = upsert.NewBounded(dec.KeyHash, ix.UpsertHold)
 	}
 	return c, nil
 }
 
-// latestChanged reports whether a latest-mode subject of the range has a newer latest
-// version than the one the range decodes with (asked every few seconds).
-func (ix *Indexer) latestChanged(ctx context.Context, tbl *tables.Table, c *cut) (bool, error) {
-	if time.Since(c.latestAt) < latestCheck {
-		return false, nil
+// follow makes the open range's latest-mode decodings follow their subjects (asked every
+// latestCheck): when the registry's latest version of a subject is not the one the range
+// decodes with, the new one takes effect at a schema point of the partition, at the
+// range's end or past every record a build has recorded with the old one, the table
+// evolving first when the new schema has what its version lacks. moved says whether a
+// point was added; pt is the partition's last point.
+func (ix *Indexer) follow(ctx context.Context, l lease.Lease, tbl *tables.Table, c *cut) (pt schemapoints.Point, moved bool, err error) {
+	if !c.latestAt.IsZero() && time.Since(c.latestAt) < latestCheck {
+		return pt, false, nil
 	}
 	c.latestAt = time.Now()
+	want := c.decoding
 	for i, dec := range []*tableschema.Decoding{tbl.Spec.Value, tbl.Spec.Key} {
 		if dec == nil || dec.Mode != tableschema.ModeLatest {
 			continue
 		}
 		id, err := ix.Codecs.Latest(ctx, *tbl, dec.Subject, i == 1)
 		if err != nil {
-			return false, err
+			return pt, false, err
 		}
-		if have := []int{c.settings.ValueSchemaID, c.settings.KeySchemaID}[i]; id != have {
-			return true, nil
+		if i == 0 {
+			want.ValueSchemaID = id
+		} else {
+			want.KeySchemaID = id
 		}
 	}
-	return false, nil
+	if want == c.decoding {
+		return pt, false, nil
+	}
+	// A latest-mode schema newer than the version: evolve first, so the new decoding's
+	// version has its fields.
+	dec, err := ix.Codecs.Decoder(ctx, *tbl, tablecodec.SettingsOf(want))
+	if err != nil {
+		return pt, false, err
+	}
+	for i, id := range []int{want.ValueSchemaID, want.KeySchemaID} {
+		if id == 0 || dec.Covers(id, i == 1) {
+			continue
+		}
+		v, err := ix.Codecs.Evolve(ctx, &l, *tbl, id, i == 1)
+		if err != nil {
+			return pt, false, err
+		}
+		tbl.Version = v.ID
+		want.Version = max(want.Version, v.ID)
+		if dec, err = ix.Codecs.Decoder(ctx, *tbl, tablecodec.SettingsOf(want)); err != nil {
+			return pt, false, err
+		}
+	}
+	pt, err = schemapoints.AddUnder(ctx, ix.DB, l, c.next, c.decoding, func(d schemapoints.Decoding) schemapoints.Decoding {
+		return schemapoints.Decoding{Version: max(d.Version, want.Version), ValueSchemaID: want.ValueSchemaID, KeySchemaID: want.KeySchemaID}
+	})
+	if err != nil {
+		return pt, false, err
+	}
+	return pt, true, nil
 }
 
 // latestCheck is how often a latest-mode range compares its schema with the registry's

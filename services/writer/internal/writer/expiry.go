@@ -36,11 +36,22 @@ const (
 // the log start cannot be built either; it is replaced by a file of its retained offsets
 // [log start, end), built from Kafka and measured like a range, so the rows Kafka still
 // has stay in the table exactly once. If that build fails (Kafka unreachable, or the log
-// start moved again meanwhile) the partition waits for the next maintenance.
+// start moved again meanwhile) the partition waits for the next maintenance. The same
+// commit expires every older snapshot that names a file with offsets below the log
+// start (a metadata-only commit when the current snapshot has none), so that every
+// listed snapshot can be read.
 func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.PartitionOffsets) error {
 	var remove, add []icebergmeta.DataFile
 	var rederived []ranges.Range
 	cover := map[int32]icebergmeta.Coverage{}
+	logStart := map[int32]int64{}
+	moved, skipped := false, false
+	for _, o := range offs {
+		logStart[o.Partition] = o.LogStart
+		if was, ok := tw.expiredBelow[o.Partition]; !ok || o.LogStart > was {
+			moved = true
+		}
+	}
 	for _, o := range offs {
 		c, ok := tw.st.cover[o.Partition]
 		files := tw.st.live[o.Partition]
@@ -81,6 +92,7 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 			}
 		}
 		if !ok {
+			skipped = true
 			continue
 		}
 		remove = append(remove, drop...)
@@ -88,7 +100,43 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 		rederived = append(rederived, rds...)
 		cover[o.Partition] = icebergmeta.Coverage{Start: min(max(c.Start, o.LogStart), c.End), End: c.End}
 	}
+	var expire []int64
+	if moved || len(remove) > 0 {
+		bad := map[string]bool{}
+		for _, f := range remove {
+			bad[f.Key] = true
+		}
+		var err error
+		if expire, err = tw.unreadable(ctx, bad, logStart); err != nil {
+			return err
+		}
+	}
+	done := func() {
+		if !skipped {
+			tw.expiredBelow = logStart
+		}
+	}
+	if len(remove) == 0 && len(expire) == 0 {
+		done()
+		return nil
+	}
+	now, err := tw.dbNow(ctx)
+	if err != nil {
+		return err
+	}
 	if len(remove) == 0 {
+		res, err := tw.expireOnly(ctx, now, expire, nil)
+		switch {
+		case errors.Is(err, icebergmeta.ErrNoChange): // only the current one names them
+			done()
+			return nil
+		case errors.Is(err, errNotBuilt):
+			return nil // the next maintenance tries again
+		case err != nil:
+			return err
+		}
+		done()
+		tw.log.Info("expired snapshots naming offsets Kafka deleted", "snapshots", len(res.Expired), "version", res.Version)
 		return nil
 	}
 	op := table.OpDelete
@@ -102,12 +150,8 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 	for _, f := range add {
 		kept += f.Records
 	}
-	now, err := tw.dbNow(ctx)
-	if err != nil {
-		return err
-	}
 	res, err := tw.commit(ctx, icebergmeta.Change{
-		Operation: op, Add: add, Remove: remove, Coverage: cover, Now: now,
+		Operation: op, Add: add, Remove: remove, Coverage: cover, Now: now, Expire: expire,
 		Summary: map[string]string{
 			SummaryDroppedFiles: strconv.Itoa(len(remove)), SummaryDroppedRecords: strconv.FormatInt(dropped, 10),
 			SummaryTailFiles: strconv.Itoa(len(add)), SummaryTailRecords: strconv.FormatInt(kept, 10),
@@ -123,10 +167,11 @@ func (tw *tableWriter) expireFiles(ctx context.Context, offs []kafkasrc.Partitio
 	for p, c := range cover {
 		tw.st.cover[p] = c
 	}
+	done()
 	tw.w.m.filesRemoved.Add(ctx, int64(len(remove)), tw.attrs)
 	tw.w.m.filesAdded.Add(ctx, int64(len(add)), tw.attrs)
 	tw.log.Info("removed files whose offsets Kafka deleted", "files", len(remove), "records", dropped,
-		"tail_files", len(add), "tail_records", kept, "version", res.Version)
+		"tail_files", len(add), "tail_records", kept, "expired_snapshots", len(res.Expired), "version", res.Version)
 	return nil
 }
 
@@ -168,16 +213,11 @@ func (tw *tableWriter) expireSnapshots(ctx context.Context) error {
 	if len(icebergmeta.Expirable(md, nil, now, icebergmeta.RetentionOf(tw.meta.Properties))) == 0 {
 		return nil
 	}
-	res, err := icebergmeta.Commit(ctx, tw.reader, tw.meta, tw.st.base, icebergmeta.Change{Now: now})
-	if errors.Is(err, icebergmeta.ErrNoChange) {
+	// A metadata-only version is stamped by this node's clock (expireOnly); should it
+	// not build, commits expire snapshots on their way too.
+	_, err = tw.expireOnly(ctx, now, nil, nil)
+	if errors.Is(err, icebergmeta.ErrNoChange) || errors.Is(err, errNotBuilt) {
 		return nil
 	}
-	if err != nil {
-		// A metadata-only version is stamped by this node's clock (iceberg-go offers no
-		// other); if that clock is far behind the database's the build fails. Commits
-		// expire snapshots on their way too, so this waits for the next one.
-		tw.log.Warn("cannot expire snapshots in a metadata-only version; the next commit will", "error", err)
-		return nil
-	}
-	return tw.store(ctx, "expire", res, nil, nil)
+	return err
 }

@@ -77,6 +77,22 @@ func newFixture(t *testing.T, partitions int32, props map[string]string) *fixtur
 	return newFixtureDB(t, db, partitions, props)
 }
 
+// privateDB is a database on a Postgres of the test's own, which it may stop and start.
+func privateDB(t *testing.T) (*pgtest.Cluster, *pgxpool.Pool) {
+	t.Helper()
+	c := pgtest.Start(t)
+	url, err := c.CreateDB(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return c, db
+}
+
 // newFixtureDB is newFixture on a given database.
 func newFixtureDB(t *testing.T, db *pgxpool.Pool, partitions int32, props map[string]string) *fixture {
 	t.Helper()

@@ -3,8 +3,11 @@ package writer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -15,7 +18,11 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
+	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
@@ -29,7 +36,7 @@ const (
 )
 
 // maxRepairFiles bounds the files one repair round rebuilds (so does roundBudget target
-// sizes of bytes); the others wait for the next maintenance.
+// sizes of bytes); the others wait for the next round, which follows at once.
 const maxRepairFiles = 100
 
 // fileProblem is a row of mink_file_problems: a file server could not serve Key with its
@@ -40,42 +47,57 @@ type fileProblem = store.Problem
 type repairOutcome string
 
 const (
-	repairRebuilt repairOutcome = "rebuilt" // Kafka yields other bytes: replaced by them
-	repairEmptied repairOutcome = "emptied" // Kafka holds no row of its offsets now: dropped
-	repairGone    repairOutcome = "expired" // offsets below Kafka's log start: expiry's
-	repairIntact  repairOutcome = "intact"  // it rebuilds with its recorded bytes: nothing to replace
-	repairStale   repairOutcome = "stale"   // the current snapshot does not name it
+	repairRebuilt    repairOutcome = "rebuilt"    // Kafka yields other bytes: replaced by them
+	repairEmptied    repairOutcome = "emptied"    // Kafka holds no row of its offsets now: dropped
+	repairGone       repairOutcome = "expired"    // offsets below Kafka's log start: expiry's
+	repairIntact     repairOutcome = "intact"     // it rebuilds with its recorded bytes: nothing to replace
+	repairStale      repairOutcome = "stale"      // no snapshot of the metadata names it
+	repairUnreadable repairOutcome = "unreadable" // only older snapshots name it, and it no longer rebuilds: they are expired
 )
 
-// repair is one reported file of the current snapshot and what rebuilding it found.
+// repair is one file to check (reported, or suspect: see startRepairs) and what
+// rebuilding it found.
 type repair struct {
-	problem fileProblem
-	old     icebergmeta.DataFile
-	outcome repairOutcome
-	new     icebergmeta.DataFile // repairRebuilt: the file of what Kafka holds now
+	problem  fileProblem // the report, if any
+	reported bool
+	current  bool // the current snapshot names it; else only older ones do
+	old      icebergmeta.DataFile
+	outcome  repairOutcome
+	new      icebergmeta.DataFile // repairRebuilt: the file of what Kafka holds now
 	// rederived are, for an upsert table, the file's ranges as Kafka holds them now
 	// (their keys give the new file's deletes and those of the files before it).
 	rederived []ranges.Range
 }
 
 // startRepairs handles the table's file problems (rows file servers write when a rebuilt
-// file differs from its recorded size and checksum, or its offsets are gone). Problems of
-// files the current snapshot does not name (replaced or dropped since, live-load tail
-// files, files of older snapshots only) are deleted. The files of the others are rebuilt
-// from Kafka beside the loop, which commits the result when it arrives (commitRepairs).
-// One round runs at a time.
+// file differs from its recorded size and checksum, or its offsets are gone): it runs at
+// each maintenance, and at once when a file server reports one (WatchProblems).
+// Problems of files no snapshot of the metadata names (replaced and expired since,
+// live-load tail files) are deleted. The files of the others are rebuilt from Kafka
+// beside the loop, which commits the result when it arrives (commitRepairs). Kafka
+// compacts a partition's log as a whole, so a file found compacted makes every other
+// file of its partition that a snapshot names a suspect, checked in the same round (and
+// the next ones, within their budget): the repair makes every listed snapshot readable
+// at once rather than file by file as reads find them. One round runs at a time; a
+// report during a round, or a round cut by its budget, starts the next one after it.
 func (tw *tableWriter) startRepairs(ctx context.Context) error {
 	if tw.repairing {
+		tw.repairDue = true
 		return nil
 	}
+	tw.repairDue = false
 	ps, err := tw.problems(ctx)
-	if err != nil || len(ps) == 0 {
+	if err != nil || len(ps) == 0 && len(tw.suspects) == 0 {
+		return err
+	}
+	older, err := tw.olderFiles(ctx)
+	if err != nil {
 		return err
 	}
 	named := map[string]fileProblem{}
 	var stale []fileProblem
 	for _, p := range ps {
-		if tw.st.keys[p.Key] {
+		if _, ok := older[p.Key]; ok || tw.st.keys[p.Key] {
 			named[p.Key] = p
 		} else {
 			stale = append(stale, p)
@@ -84,28 +106,65 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 	if err := tw.clearProblems(ctx, repairStale, stale); err != nil {
 		return err
 	}
-	var todo []repair
-	for _, fs := range tw.st.live {
-		for _, f := range fs {
-			if p, ok := named[f.Key]; ok {
-				todo = append(todo, repair{problem: p, old: f})
+	var todo, suspect []repair
+	check := func(f icebergmeta.DataFile, current bool) {
+		p, ok := named[f.Key]
+		switch {
+		case ok:
+			todo = append(todo, repair{problem: p, reported: true, current: current, old: f})
+			if p.Reason == "mismatch" && !f.IsDeletes() && !tw.suspects[f.Partition] {
+				// A new compaction: what rebuilt as recorded before may not now.
+				tw.suspects[f.Partition] = true
+				maps.DeleteFunc(tw.verified, func(_ string, p int32) bool { return p == f.Partition })
 			}
+		case !f.IsDeletes():
+			if _, ok := tw.verified[f.Key]; ok {
+				return
+			}
+			suspect = append(suspect, repair{current: current, old: f})
 		}
 	}
+	for _, fs := range tw.st.live {
+		for _, f := range fs {
+			check(f, true)
+		}
+	}
+	for _, f := range older {
+		check(f, false)
+	}
+	suspect = slices.DeleteFunc(suspect, func(r repair) bool { return !tw.suspects[r.old.Partition] })
+	byKey := func(a, b repair) int {
+		if a.current != b.current {
+			if a.current {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.old.Key, b.old.Key)
+	}
+	slices.SortFunc(todo, byKey)
+	slices.SortFunc(suspect, byKey)
+	todo = append(todo, suspect...)
 	if len(todo) == 0 {
+		clear(tw.suspects)
+		clear(tw.verified)
 		return nil
 	}
-	slices.SortFunc(todo, func(a, b repair) int { return cmp.Compare(a.old.Key, b.old.Key) })
 	var size int64
 	for i, r := range todo {
 		if i > 0 && (i >= maxRepairFiles || size+r.old.Size > roundBudget*tw.cfg.assemblyTarget) {
 			todo = todo[:i]
+			tw.repairDue = true // the rest in the next round
 			break
 		}
 		size += r.old.Size
 	}
+	if !tw.repairDue {
+		clear(tw.suspects) // all of them checked in this round
+		clear(tw.verified)
+	}
 	tw.repairing = true
-	kc, codecs, tbl, log, db := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log, tw.w.db
+	kc, codecs, tbl, log, db, keys := tw.w.kafka, tw.w.codecs, tw.tbl, tw.log, tw.w.db, tw.w.keys
 	tw.wg.Add(1)
 	go func() {
 		defer tw.wg.Done()
@@ -113,8 +172,15 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 	build:
 		for _, r := range todo {
 			f := r.old
-			nf, err := buildFile(ctx, kc, codecs, tbl, f.Partition, f.Start, f.End, f.Settings)
-			if err == nil && tbl.Upsert() && (nf.Size != f.Size || nf.SHA256 != f.SHA256) {
+			var nf icebergmeta.DataFile
+			var err error
+			if f.IsDeletes() {
+				nf, err = buildDeletes(ctx, db, keys, tbl, f)
+			} else {
+				nf, err = buildFile(ctx, kc, codecs, tbl, f.Partition, f.Start, f.End, f.Settings)
+			}
+			same := err == nil && nf.Size == f.Size && nf.SHA256 == f.SHA256
+			if err == nil && !same && r.current && tbl.Upsert() {
 				r.rederived, err = rederive(ctx, db, kc, codecs, tbl, f)
 			}
 			switch {
@@ -124,11 +190,13 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 				if ctx.Err() != nil {
 					break build
 				}
-				log.Warn("cannot rebuild a reported file; retrying at the next maintenance",
+				log.Warn("cannot rebuild a reported or suspect file; retrying at the next maintenance",
 					"partition", f.Partition, "file", f.Key, "start_offset", f.Start, "end_offset", f.End, "error", err)
 				continue
-			case nf.Size == f.Size && nf.SHA256 == f.SHA256:
+			case same:
 				r.outcome = repairIntact
+			case !r.current:
+				r.outcome = repairUnreadable
 			case nf.Records == 0:
 				r.outcome = repairEmptied
 			default:
@@ -141,17 +209,36 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 	return nil
 }
 
+// buildDeletes builds a position delete file from the index as it is now, into nothing,
+// to measure it.
+func buildDeletes(ctx context.Context, db lease.DB, keys *rangefile.KeyCache, t tables.Table, f icebergmeta.DataFile) (icebergmeta.DataFile, error) {
+	var s parquetbuild.Settings
+	if err := json.Unmarshal(f.Settings, &s); err != nil {
+		return icebergmeta.DataFile{}, fmt.Errorf("bad recorded settings: %w", err)
+	}
+	fs, err := rangefile.BuildDeletes(ctx, db, keys, rangefile.Deletes{Table: t.ID, Partition: f.Partition, Start: f.Start, End: f.End,
+		DataKey: f.DeletesOf, CoverEnd: f.CoverEnd}, s, io.Discard)
+	if err != nil {
+		return icebergmeta.DataFile{}, err
+	}
+	nf := f
+	nf.Size, nf.SHA256, nf.Records = fs.Size, fs.SHA256, fs.RowCount
+	return nf, nil
+}
+
 // commitRepairs commits a repair round. Files whose offsets Kafka deleted go through
 // expiry with the log start offsets as they are now (dropped, or replaced by their
 // retained part). The others are replaced by their rebuilds, or dropped if their offsets
 // hold no row any more, in one overwrite (or delete) snapshot that keeps the coverage:
-// every row Kafka still holds stays in the table exactly once. The problem rows of the
-// files a snapshot removes are deleted in its commit's transaction (store); those of
-// files that rebuild with their recorded bytes are just deleted. Files that left the
-// table meanwhile (expiry, assembly) are skipped: their problems went with them.
+// every row Kafka still holds stays in the table exactly once. The same commit expires
+// every snapshot that names a replaced file, or a file only older snapshots name that
+// no longer rebuilds (a metadata-only commit when nothing is replaced). The problem rows
+// of those files are deleted in its transaction (store); those of files that rebuild with
+// their recorded bytes are just deleted. Files that left the table meanwhile (expiry,
+// assembly) are skipped: their problems went with them.
 func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	named := func(r repair) bool { return tw.st.keys[r.old.Key] }
-	if slices.ContainsFunc(rs, func(r repair) bool { return r.outcome == repairGone && named(r) }) {
+	if slices.ContainsFunc(rs, func(r repair) bool { return r.outcome == repairGone && r.current && named(r) }) {
 		offs, err := tw.w.kafka.Offsets(ctx, tw.tbl.Topic)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -169,12 +256,31 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	}
 	var add, remove []icebergmeta.DataFile
 	var rederived []ranges.Range
-	var intact []fileProblem
-	var expired, emptied int64
+	var intact, resolved []fileProblem // resolved: of files only older snapshots name, which go with them
+	bad := map[string]bool{}
+	var expired, emptied, unreadable int64
 	for _, r := range rs {
+		if r.outcome == repairIntact {
+			if tw.suspects[r.old.Partition] { // the next round checks the rest
+				tw.verified[r.old.Key] = r.old.Partition
+			}
+			if r.reported {
+				tw.log.Warn("a reported file rebuilds with its recorded bytes; clearing the report",
+					"partition", r.old.Partition, "file", r.old.Key, "reason", r.problem.Reason, "detail", r.problem.Detail)
+				intact = append(intact, r.problem)
+			}
+			continue
+		}
 		if !named(r) {
-			if r.outcome == repairGone {
+			// Only older snapshots name it (now: expiry or assembly may have replaced
+			// it meanwhile), and it cannot be read: they go.
+			if r.outcome == repairGone && r.current {
 				expired++
+			}
+			bad[r.old.Key] = true
+			unreadable++
+			if r.reported {
+				resolved = append(resolved, r.problem)
 			}
 			continue
 		}
@@ -182,10 +288,6 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 		case repairGone:
 			tw.log.Warn("a reported file's offsets are gone from Kafka and expiry has not removed it yet; retrying at the next maintenance",
 				"partition", r.old.Partition, "file", r.old.Key, "start_offset", r.old.Start, "log_start", tw.logStart[r.old.Partition])
-		case repairIntact:
-			tw.log.Warn("a reported file rebuilds with its recorded bytes; clearing the report",
-				"partition", r.old.Partition, "file", r.old.Key, "reason", r.problem.Reason, "detail", r.problem.Detail)
-			intact = append(intact, r.problem)
 		case repairEmptied:
 			remove = append(remove, r.old)
 			rederived = append(rederived, r.rederived...)
@@ -200,7 +302,33 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	if err := tw.clearProblems(ctx, repairIntact, intact); err != nil {
 		return err
 	}
+	for _, f := range remove {
+		bad[f.Key] = true
+	}
+	expire, err := tw.unreadable(ctx, bad, nil)
+	if err != nil {
+		return err
+	}
+	if len(remove) == 0 && len(expire) == 0 {
+		// No snapshot names them any more: nothing to expire.
+		return tw.clearProblems(ctx, repairStale, resolved)
+	}
+	now, err := tw.dbNow(ctx)
+	if err != nil {
+		return err
+	}
 	if len(remove) == 0 {
+		res, err := tw.expireOnly(ctx, now, expire, keysOfProblems(resolved))
+		switch {
+		case errors.Is(err, icebergmeta.ErrNoChange): // no snapshot names them any more
+			return tw.clearProblems(ctx, repairStale, resolved)
+		case errors.Is(err, errNotBuilt):
+			return nil // the problems stay for the next round
+		case err != nil:
+			return err
+		}
+		tw.w.m.repaired.Add(ctx, unreadable, tw.outcome(repairUnreadable))
+		tw.log.Info("expired snapshots naming files Kafka no longer yields", "snapshots", len(res.Expired), "files", unreadable, "version", res.Version)
 		return nil
 	}
 	op := table.OpOverwrite
@@ -214,12 +342,8 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	for _, f := range add {
 		rebuilt += f.Records
 	}
-	now, err := tw.dbNow(ctx)
-	if err != nil {
-		return err
-	}
 	res, err := tw.commit(ctx, icebergmeta.Change{
-		Operation: op, Add: add, Remove: remove, Now: now,
+		Operation: op, Add: add, Remove: remove, Now: now, Expire: expire,
 		Summary: map[string]string{
 			SummaryRepairedFiles: strconv.Itoa(len(remove)), SummaryRepairedRecords: strconv.FormatInt(removed, 10),
 			SummaryRebuiltFiles: strconv.Itoa(len(add)), SummaryRebuiltRecords: strconv.FormatInt(rebuilt, 10),
@@ -228,7 +352,7 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	if err != nil {
 		return err
 	}
-	if err := tw.store(ctx, string(op), res, add, remove); err != nil {
+	if err := tw.store(ctx, string(op), res, add, remove, keysOfProblems(resolved)...); err != nil {
 		return err
 	}
 	tw.st.apply(add, remove)
@@ -236,14 +360,24 @@ func (tw *tableWriter) commitRepairs(ctx context.Context, rs []repair) error {
 	tw.w.m.filesRemoved.Add(ctx, int64(len(remove)), tw.attrs)
 	tw.w.m.repaired.Add(ctx, int64(len(add)), tw.outcome(repairRebuilt))
 	tw.w.m.repaired.Add(ctx, emptied, tw.outcome(repairEmptied))
+	tw.w.m.repaired.Add(ctx, unreadable, tw.outcome(repairUnreadable))
 	for _, r := range rs {
 		if r.outcome == repairRebuilt || r.outcome == repairEmptied {
 			tw.log.Info("replaced a file whose recorded bytes Kafka no longer yields", "partition", r.old.Partition,
-				"file", r.old.Key, "start_offset", r.old.Start, "end_offset", r.old.End, "reason", r.problem.Reason, "detail", r.problem.Detail,
+				"file", r.old.Key, "start_offset", r.old.Start, "end_offset", r.old.End, "reported", r.reported, "reason", r.problem.Reason, "detail", r.problem.Detail,
 				"outcome", string(r.outcome), "records", r.old.Records, "new_file", r.new.Key, "new_records", r.new.Records, "version", res.Version)
 		}
 	}
 	return nil
+}
+
+// keysOfProblems are the keys of ps.
+func keysOfProblems(ps []fileProblem) []string {
+	keys := make([]string, len(ps))
+	for i, p := range ps {
+		keys[i] = p.Key
+	}
+	return keys
 }
 
 // problems reads the table's file problems.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -56,7 +57,13 @@ type tableWriter struct {
 	assemblyDue  bool // files came or went since the last round was planned
 	assemblyDone chan []merge
 	repairing    bool
+	repairDue    bool // a file problem was reported, or files left to check, since the round began
 	repairDone   chan []repair
+	reported     <-chan struct{}                 // a file server reported a problem of the table (WatchProblems)
+	suspects     map[int32]bool                  // partitions Kafka compacted whose files are still to check
+	verified     map[string]int32                // suspect files that rebuilt as recorded, and their partitions
+	older        map[string]icebergmeta.DataFile // rows of files only older snapshots name (olderFiles)
+	expiredBelow map[int32]int64                 // the log starts below which snapshots were last expired
 	wg           sync.WaitGroup
 	pending      pendingDeletes // of the change being committed (upsert tables)
 }
@@ -74,7 +81,7 @@ type state struct {
 
 // open loads the table and its current metadata, creating the first metadata (no
 // snapshot: an empty table that loads) if there is none yet.
-func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*tableWriter, error) {
+func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger, reported <-chan struct{}) (*tableWriter, error) {
 	tbl, err := tables.GetByID(ctx, w.db, l.Table)
 	if err != nil {
 		if apierr.Classify(err) == apierr.NotFound {
@@ -94,6 +101,11 @@ func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger) (*ta
 		logStart:     map[int32]int64{},
 		assemblyDone: make(chan []merge, 1),
 		repairDone:   make(chan []repair, 1),
+		reported:     reported,
+		suspects:     map[int32]bool{},
+		verified:     map[string]int32{},
+		older:        map[string]icebergmeta.DataFile{},
+		expiredBelow: map[int32]int64{},
 	}
 	// The series exists from the lease's start, so that increase() over a window counts
 	// this node's first commit too (alerts on a table that stopped committing use it).
@@ -268,6 +280,17 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 			if err := tw.commitRepairs(ctx, rs); err != nil {
 				return err
 			}
+			if tw.repairDue {
+				if err := tw.startRepairs(ctx); err != nil {
+					return err
+				}
+			}
+		case <-tw.reported:
+			// At once, not at the next maintenance: reads of the file answer 503 until
+			// the repair.
+			if err := tw.startRepairs(ctx); err != nil {
+				return err
+			}
 		case <-tick.C:
 			if err := tw.commitNew(ctx); err != nil {
 				return err
@@ -294,12 +317,16 @@ func (tw *tableWriter) loop(ctx context.Context) error {
 // ones read (a file that has since gone below the log start fails to build, and waits
 // for expiry).
 func (tw *tableWriter) maintain(ctx context.Context) error {
-	offs, err := tw.w.kafka.Offsets(ctx, tw.tbl.Topic)
+	id, offs, err := tw.w.kafka.TopicOffsets(ctx, tw.tbl.Topic)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		tw.log.Warn("cannot read Kafka's log start offsets; skipping file expiry, repairs and assembly", "error", err)
+	} else if why := tw.topicLost(id, offs); why != "" {
+		// Kafka holds another topic's records at the table's offsets: an assembly or a
+		// repair would build them into the table. The table waits for its reset.
+		tw.log.Warn("the table's topic is not the one it indexed; skipping file expiry, repairs and assembly until the table is reset", "reason", why)
 	} else {
 		for _, o := range offs {
 			tw.logStart[o.Partition] = o.LogStart
@@ -316,6 +343,23 @@ func (tw *tableWriter) maintain(ctx context.Context) error {
 		return err
 	}
 	return tw.collect(ctx)
+}
+
+// topicLost says why the topic Kafka has now (id, offs) is not the one the table indexed
+// up to its committed coverage, or "" (tables.TopicChanged; the indexer records it).
+func (tw *tableWriter) topicLost(id kafkasrc.TopicID, offs []kafkasrc.PartitionOffsets) string {
+	if tw.tbl.TopicLost != "" {
+		return tw.tbl.TopicLost
+	}
+	high := make(map[int32]int64, len(offs))
+	for _, o := range offs {
+		high[o.Partition] = o.HighWatermark
+	}
+	covered := make(map[int32]int64, len(tw.st.cover))
+	for p, c := range tw.st.cover {
+		covered[p] = c.End
+	}
+	return tables.TopicChanged(tw.tbl, id.String(), high, covered)
 }
 
 // dbNow is the database's clock: snapshot timestamps and retention use it, never a
@@ -457,10 +501,11 @@ func fromRange(t tables.Table, r ranges.Range) icebergmeta.DataFile {
 
 // store makes res current in one transaction under the writer lease: the data files it
 // adds (rows for the file servers), its metadata files, the deletion of the file
-// problems reported for the files it removes (no longer the current snapshot's), and the
+// problems reported for the files it removes (no longer the current snapshot's) and of
+// those resolved (files of the snapshots it expires), and the
 // compare-and-set of the commit pointer from res.Version-1 to res.Version. Either all of
 // it happens or none.
-func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Result, add, remove []icebergmeta.DataFile) error {
+func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Result, add, remove []icebergmeta.DataFile, resolved ...string) error {
 	if tw.w.beforeStore != nil {
 		tw.w.beforeStore(ctx, op)
 	}
@@ -477,7 +522,7 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 	}
 	began := time.Now()
 	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: keysOf(remove), Rederived: pending.ranges,
+		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: append(keysOf(remove), resolved...), Rederived: pending.ranges,
 			Key: res.Key, Version: res.Version, SnapshotID: snapID})
 		if errors.Is(err, store.ErrStale) {
 			return fmt.Errorf("%w: version %d is no longer current", ErrConflict, res.Version-1)

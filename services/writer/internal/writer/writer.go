@@ -10,11 +10,14 @@
 //   - Statistics: table totals and per-partition coverage in every snapshot summary,
 //     column statistics in the manifests.
 //   - Expiry: files whose offsets Kafka no longer holds leave the table in a delete (or
-//     overwrite) snapshot; snapshots past retention leave the metadata.
+//     overwrite) snapshot; snapshots past retention leave the metadata, and so does,
+//     in the same commit, every snapshot naming such a file (unreadable.go).
 //   - Repairs: files the file servers reported because Kafka no longer yields their
-//     recorded bytes (mink_file_problems: compacted after indexing, offsets deleted) are
-//     rebuilt from what Kafka holds now under new keys, or dropped, in an overwrite (or
-//     delete) snapshot.
+//     recorded bytes (mink_file_problems: compacted after indexing, offsets deleted),
+//     and the other files of their partitions, are rebuilt from what Kafka holds now
+//     under new keys, or dropped, in an overwrite (or delete) snapshot that expires
+//     every snapshot naming one that changed. A report reaches the table's writer at
+//     once (WatchProblems), so the repair follows within seconds.
 //   - Collection: rows and metadata files no live snapshot names are deleted in small
 //     batches.
 //
@@ -39,6 +42,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 )
@@ -64,11 +68,14 @@ type metrics struct {
 	commitTime                                                                            metric.Float64Histogram
 }
 
-// heldTable is what the metrics say of one table while this node holds its writer lease:
-// a table handed to another node leaves this node's figures with its worker.
+// heldTable is one table while this node holds its writer lease: what the metrics say
+// of it (a table handed to another node leaves this node's figures with its worker),
+// and where its worker hears of file problems.
 type heldTable struct {
-	table string
-	lag   atomic.Int64 // -1 until the first commit round has measured it
+	table    string
+	id       int64
+	lag      atomic.Int64  // -1 until the first commit round has measured it
+	reported chan struct{} // buffered: a report while one is pending is the same news
 }
 
 // commitBuckets are the commit duration histogram's bounds in seconds (OpenTelemetry's
@@ -119,7 +126,7 @@ func New(o Options) (*Writer, error) {
 	w.m.filesRemoved = counter("mink.writer.files_removed", "data files removed from snapshots (assembly, expiry, repairs)", "{file}")
 	w.m.records = counter("mink.writer.records_committed", "rows newly committed by append snapshots", "{record}")
 	w.m.assembled = counter("mink.writer.assembled_bytes", "bytes of merged files built by assembly", "By")
-	w.m.repaired = counter("mink.writer.files_repaired", "data files the file servers reported (rebuild differs, offsets gone), by outcome: rebuilt (replaced), emptied (dropped: no row left), expired (left to expiry), intact or stale (report cleared)", "{file}")
+	w.m.repaired = counter("mink.writer.files_repaired", "data files the file servers reported (rebuild differs, offsets gone) and the others of their compacted partitions that did not rebuild as recorded, by outcome: rebuilt (replaced), emptied (dropped: no row left), expired (left to expiry), unreadable (named by older snapshots only, which were expired), intact or stale (report cleared)", "{file}")
 	w.m.collected = counter("mink.writer.collected_rows", "rows deleted by collection, by kind (data_file, meta_file, range)", "{row}")
 	var e1, e2 error
 	w.m.commitTime, e1 = m.Float64Histogram("mink.writer.commit.duration",
@@ -149,13 +156,13 @@ func New(o Options) (*Writer, error) {
 // Postgres or Kafka being unreachable.
 func (w *Writer) Work(ctx context.Context, l lease.Lease) {
 	log := w.log.With("table", l.TableName, "table_id", l.Table, "epoch", l.Epoch) // the node's logger carries "node"
-	ht := &heldTable{table: l.TableName}
+	ht := &heldTable{table: l.TableName, id: l.Table, reported: make(chan struct{}, 1)}
 	ht.lag.Store(-1)
 	w.held.Store(l.Scope, ht)
 	defer w.held.CompareAndDelete(l.Scope, ht)
 	backoff := 200 * time.Millisecond
 	for ctx.Err() == nil {
-		err := w.run(ctx, l, log)
+		err := w.run(ctx, l, log, ht.reported)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -177,10 +184,50 @@ func (w *Writer) Work(ctx context.Context, l lease.Lease) {
 }
 
 // run works on the table until ctx ends or something fails.
-func (w *Writer) run(ctx context.Context, l lease.Lease, log *slog.Logger) error {
-	tw, err := w.open(ctx, l, log)
+func (w *Writer) run(ctx context.Context, l lease.Lease, log *slog.Logger, reported <-chan struct{}) error {
+	tw, err := w.open(ctx, l, log, reported)
 	if err != nil {
 		return err
 	}
 	return tw.loop(ctx)
 }
+
+// WatchProblems tells the tables this node writes of file problems as the file servers
+// report them (objects.WatchProblems), so that each repairs at once rather than at its
+// next maintenance, until ctx ends. It listens again whenever the connection fails
+// (Postgres restarted, say), and then tells every table, so that reports made meanwhile
+// are not left for the maintenance either. A pkg/node actor.
+func (w *Writer) WatchProblems(ctx context.Context) error {
+	wait := minListenWait
+	for {
+		err := objects.WatchProblems(ctx, w.db, func(table int64) {
+			wait = minListenWait // listening
+			w.held.Range(func(_, v any) bool {
+				if ht := v.(*heldTable); table == 0 || ht.id == table {
+					select {
+					case ht.reported <- struct{}{}:
+					default:
+					}
+				}
+				return true
+			})
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.log.Warn("cannot listen for file problems; listening again soon (repairs wait for maintenance meanwhile)", "error", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxListenWait)
+	}
+}
+
+// How soon WatchProblems listens again after its connection failed: at first, and at
+// most (the wait doubles while Postgres stays away).
+const (
+	minListenWait = 200 * time.Millisecond
+	maxListenWait = 5 * time.Second
+)

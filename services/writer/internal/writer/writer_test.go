@@ -13,13 +13,11 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/minkhq/mink/pkg/assembly"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
-	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -409,7 +407,7 @@ func TestConcurrentCommits(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(testLog{t}, nil))
 	open := func(w *Writer, l lease.Lease) *tableWriter {
 		t.Helper()
-		tw, err := w.open(f.ctx, l, log)
+		tw, err := w.open(f.ctx, l, log, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -515,16 +513,7 @@ func TestCommitsWithoutKafka(t *testing.T) {
 // Postgres unreachable: the writer stops committing; once Postgres answers it goes on
 // by itself, in the same Work call, without a restart.
 func TestPostgresOutage(t *testing.T) {
-	c := pgtest.Start(t)
-	url, err := c.CreateDB(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := pgxpool.New(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	c, db := privateDB(t)
 	f := newFixtureDB(t, db, 1, nil)
 	f.produce(0, 30)
 	f.index(0, 10)

@@ -1,0 +1,4 @@
+package s3api
+
+// RequestID is requestID, for the external tests.
+var RequestID = requestID
