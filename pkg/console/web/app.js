@@ -78,7 +78,7 @@ function fmtBytes(b) {
   while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
   return (i ? v.toFixed(1) : v) + " " + u[i];
 }
-const short = (s) => String(s || "").replace(/^(ROLE|RECORD_FORMAT|TABLE_MODE|LEASE_KIND|SCHEMA_MODE)_/, "").toLowerCase();
+const short = (s) => String(s || "").replace(/^(ROLE|RECORD_FORMAT|TABLE_MODE|LEASE_KIND|SCHEMA_MODE|TOPIC_STATE)_/, "").toLowerCase();
 const badge = (text, cls) => el("span", { class: "badge" + (cls ? " " + cls : "") }, text);
 function errorBox(e) { return el("p", { class: "error", "data-code": e.code || "" }, (e.code ? e.code + ": " : "") + e.message); }
 function table(head, rows, cls) {
@@ -313,7 +313,9 @@ async function viewTable(root, name) {
   const committedBehind = parts.reduce((a, p) => a + Math.max(0, Number(p.highWatermark) - Number(p.committedEndOffset)), 0);
   const props = t.properties || {};
   const live = props["mink.live-load"] !== "false";
-  const facts = [["Topic", t.topic], ["Format", short(t.format)], ["Mode", short(t.mode)], ["Partitions", t.partitions],
+  const topicState = d.topicState && d.topicState !== "TOPIC_STATE_OK" && d.topicState !== "TOPIC_STATE_UNSPECIFIED"
+    ? [badge(short(d.topicState), "bad"), " " + (d.topicError || "")] : "";
+  const facts = [["Topic", [t.topic, " ", topicState]], ["Format", short(t.format)], ["Mode", short(t.mode)], ["Partitions", t.partitions],
     ["Schema version", `${t.schemaVersion} (Iceberg schema id ${t.schemaId})`], ["Created", fmtTime(t.createdAt)],
     ["Indexed", `${fmtNum(hwm - lag)} of ${fmtNum(hwm)} records (lag ${fmtNum(lag)})`],
     ["Committed freshness", d.committedAt ? `last commit ${fmtTime(d.committedAt)}; ${fmtNum(committedBehind)} records past it` : "no commit yet"],
