@@ -410,10 +410,10 @@ func (s *Service) describe(ctx context.Context, t tables.Table, files bool) (*ad
 			holders[l.Partition] = l
 		}
 	}
-	hwm := map[int32]int64{}
+	hwm, logStart := map[int32]int64{}, map[int32]int64{}
 	topicID, offs, kerr := s.Kafka.TopicOffsets(ctx, t.Topic)
 	for _, o := range offs {
-		hwm[o.Partition] = o.HighWatermark
+		hwm[o.Partition], logStart[o.Partition] = o.HighWatermark, o.LogStart
 	}
 	out, err := s.toProto(ctx, t)
 	if err != nil {
@@ -448,6 +448,9 @@ func (s *Service) describe(ctx context.Context, t tables.Table, files bool) (*ad
 			st.HighWatermark = h
 			if p.Indexed {
 				st.LagRecords = max(0, h-p.IndexedEnd)
+			} else {
+				// Nothing indexed yet: indexing starts at the log start.
+				st.LagRecords = max(0, h-logStart[p.Partition])
 			}
 			st.Lag = partitionLag(p, st.LagRecords)
 		}
