@@ -1,4 +1,6 @@
 package s3api
 
-// RequestID is requestID, for the external tests.
-var RequestID = requestID
+import "github.com/minkhq/mink/pkg/apierr"
+
+// RequestID is the S3 API's request id, for the external tests.
+var RequestID = apierr.RequestID

@@ -317,6 +317,8 @@ func TestNoInternalsInErrors(t *testing.T) {
 	pgErr := &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: `relation "mink_data_files" does not exist`}
 	pathErr := &os.PathError{Op: "open", Path: "/var/lib/mink/cache/3f/3f2a.part", Err: syscall.ENOSPC}
 	dialErr := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 5432}, Err: syscall.ECONNREFUSED}
+	kafkaErr := fmt.Errorf("kafkasrc: kafka unavailable: fetch: no answer within 1.5s: unable to dial: %w",
+		&net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.ParseIP("10.9.9.9"), Port: 9092}, Err: syscall.ECONNREFUSED})
 	for _, c := range []struct {
 		name        string
 		err         error
@@ -328,20 +330,27 @@ func TestNoInternalsInErrors(t *testing.T) {
 	}{
 		{"an unclassified failure", fmt.Errorf("build %s: %w", key, &os.PathError{Op: "rename", Path: "/var/lib/mink/cache/3f/3f2a.part", Err: errors.New("odd")}),
 			500, "InternalError", "internal error", []string{"/var/lib", "3f2a", "odd"}, "/var/lib/mink/cache/3f/3f2a.part", false},
-		{"a full disk", fmt.Errorf("build %s: %w", key, pathErr), 503, "ServiceUnavailable", "build " + key,
+		{"a full disk", apierr.Wrap(apierr.Unavailable, pathErr, "cannot build %s now: this node's cache cannot be written", key), 503, "ServiceUnavailable", "cannot build " + key,
 			[]string{"/var/lib", "3f2a", "no space"}, "/var/lib/mink/cache/3f/3f2a.part", true},
-		{"sql", fmt.Errorf("look up file %s: %w", key, pgErr), 500, "InternalError", "internal error",
+		{"sql", apierr.Postgres(pgErr, "look up %s", key), 500, "InternalError", "look up " + key + ": postgres answered an error",
 			[]string{"SQLSTATE", "relation", "mink_data_files"}, "SQLSTATE 42P01", false},
+		{"sql, not raised as Mink's", fmt.Errorf("look up file %s: %w", key, pgErr), 500, "InternalError", "internal error",
+			[]string{"SQLSTATE", "relation", "mink_data_files", "look up"}, "SQLSTATE 42P01", false},
 		{"postgres down", apierr.Wrap(apierr.Unavailable, fmt.Errorf("failed to connect to `user=mink database=mink`: %w", dialErr),
 			"look up file %s: postgres is unavailable", key), 503, "ServiceUnavailable", "look up file " + key + ": postgres is unavailable",
 			[]string{"10.1.2.3", "user=", "failed to connect"}, "10.1.2.3", true},
-		{"kafka down, from another node", status.Error(codes.Unavailable, "cannot build "+key+` from topic "orders" partition 0 offsets [0, 15): `+
-			"kafka is unavailable: kafkasrc: kafka unavailable: fetch: no answer within 1.5s: unable to dial: dial tcp 10.9.9.9:9092: connect: connection refused"),
-			503, "ServiceUnavailable", "kafka is unavailable", []string{"10.9.9.9", "dial tcp", "connection refused"}, "10.9.9.9", true},
-		{"a path from another node", status.Error(codes.Unavailable, "no cache space to build "+key+" now: create /var/lib/mink/cache/x.part"),
-			503, "ServiceUnavailable", "no cache space to build " + key, []string{"/var/lib"}, "/var/lib/mink/cache/x.part", true},
-		{"sql from another node", status.Error(codes.NotFound, "no file "+key+": ERROR: relation \"x\" does not exist (SQLSTATE 42P01)"),
+		// Another node's answers: what its door rendered is told as it is; a status no
+		// node rendered (gRPC's own, of a call that failed on its way) keeps its code,
+		// not its words.
+		{"kafka down, from another node", apierr.GRPC(apierr.Wrap(apierr.Unavailable, kafkaErr,
+			"cannot build %s from topic \"orders\" partition 0 offsets [0, 15): kafka is unavailable", key)),
+			503, "ServiceUnavailable", "kafka is unavailable", []string{"10.9.9.9", "dial tcp", "connection refused"}, "", true},
+		{"a path from another node", apierr.GRPC(apierr.Wrap(apierr.ResourceExhausted, pathErr, "no cache space to build %s now", key)),
+			503, "SlowDown", "no cache space to build " + key, []string{"/var/lib"}, "", true},
+		{"sql from another node", apierr.GRPC(apierr.Wrap(apierr.NotFound, pgErr, "no file %s", key)),
 			404, "NoSuchKey", "no file " + key, []string{"SQLSTATE", "relation"}, "", true},
+		{"a status no node rendered", status.Error(codes.Unavailable, "connection error: desc = transport: dial tcp 10.9.9.9:7070: connect: connection refused"),
+			503, "ServiceUnavailable", "unavailable (the file server's log has the cause", []string{"10.9.9.9", "dial tcp", "connection refused"}, "10.9.9.9", true},
 		{"bytes that differ", apierr.DataLossErr(errors.New("sha256 3013abc, recorded def"), "the file cannot be served now; retry"),
 			503, "SlowDown", "cannot be served now", []string{"sha256", "3013abc", "recorded def"}, "recorded def", true},
 		{"not found", apierr.New(apierr.NotFound, "no file %s in bucket mink", key), 404, "NoSuchKey", "no file " + key + " in bucket mink", nil, "", true},
