@@ -104,7 +104,7 @@ func UnaryServerInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		resp, err := h(ctx, req)
 		if err != nil {
-			return nil, logged(ctx, log, info.FullMethod, GRPC(err))
+			return nil, GRPCLogged(ctx, log, info.FullMethod, err)
 		}
 		return resp, nil
 	}
@@ -113,11 +113,15 @@ func UnaryServerInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
 // StreamServerInterceptor is UnaryServerInterceptor for streams.
 func StreamServerInterceptor(log *slog.Logger) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		if err := GRPC(h(srv, ss)); err != nil {
-			return logged(ss.Context(), log, info.FullMethod, err)
-		}
-		return nil
+		return GRPCLogged(ss.Context(), log, info.FullMethod, h(srv, ss))
 	}
+}
+
+// GRPCLogged is GRPC(err), having logged what the status does not tell under its
+// request id (nil log: slog.Default): the interceptors' door, and that of an answer that
+// carries a status in a form of its own (the console's JSON).
+func GRPCLogged(ctx context.Context, log *slog.Logger, method string, err error) error {
+	return logged(ctx, log, method, GRPC(err))
 }
 
 // logged logs the cause of a rendered status under its request id and returns the
