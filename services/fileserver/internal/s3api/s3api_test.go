@@ -335,6 +335,8 @@ func TestNoInternalsInErrors(t *testing.T) {
 			[]string{"/var/lib", "3f2a", "no space"}, "/var/lib/mink/cache/3f/3f2a.part", true},
 		{"sql", apierr.Postgres(pgErr, "look up %s", key), 500, "InternalError", "look up " + key + ": postgres answered an error",
 			[]string{"SQLSTATE", "relation", "mink_data_files"}, "SQLSTATE 42P01", false},
+		{"sql formatted into a text", fmt.Errorf("SELECT size FROM mink_data_files WHERE key = $1: %v", pgErr), 500, "InternalError", "internal error",
+			[]string{"SQLSTATE", "relation", "mink_data_files", "SELECT"}, "SQLSTATE 42P01", false},
 		{"sql, not raised as Mink's", fmt.Errorf("look up file %s: %w", key, pgErr), 500, "InternalError", "internal error",
 			[]string{"SQLSTATE", "relation", "mink_data_files", "look up"}, "SQLSTATE 42P01", false},
 		{"postgres down", apierr.Wrap(apierr.Unavailable, fmt.Errorf("failed to connect to `user=mink database=mink`: %w", dialErr),
