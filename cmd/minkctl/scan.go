@@ -90,7 +90,9 @@ func (c *cli) scan(ctx context.Context, args []string, f any) error {
 	tbl, err := cat.LoadTable(ctx, ident)
 	switch {
 	case errors.Is(err, catalog.ErrNoSuchTable), errors.Is(err, catalog.ErrNoSuchNamespace):
-		return fmt.Errorf("table %s not found in catalog %s (minkctl table list shows the registered tables): %w", name, o.catalog, err)
+		// The catalog's own words first: a table created seconds ago is registered but has
+		// no metadata yet, and the catalog says so.
+		return fmt.Errorf("table %s not loaded from catalog %s: %w (minkctl table list shows the registered tables)", name, o.catalog, err)
 	case err != nil:
 		return fmt.Errorf("load table %s: %w", name, c.catalogError(o.catalog, err))
 	}

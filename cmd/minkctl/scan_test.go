@@ -249,7 +249,7 @@ func TestScanThroughRESTCatalog(t *testing.T) {
 		t.Errorf("scan --columns --limit: exit %d %s\n%s\nwant:\n%s", code, errOut, out, want)
 	}
 	_, errOut, code = minkctl("scan", "default.nope", "--catalog", srv.URL)
-	if code != exitRPC || !strings.Contains(errOut, "table default.nope not found in catalog "+srv.URL) {
+	if code != exitRPC || !strings.Contains(errOut, "table default.nope not loaded from catalog "+srv.URL) {
 		t.Errorf("unknown table: exit %d: %s", code, errOut)
 	}
 	_, errOut, code = minkctl("scan", "default.demo", "--catalog", srv.URL, "--columns", "id,nope")

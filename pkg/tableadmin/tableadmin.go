@@ -377,10 +377,10 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 			holders[l.Partition] = l
 		}
 	}
-	hwm := map[int32]int64{}
+	hwm, logStart := map[int32]int64{}, map[int32]int64{}
 	topicID, offs, kerr := s.Kafka.TopicOffsets(ctx, t.Topic)
 	for _, o := range offs {
-		hwm[o.Partition] = o.HighWatermark
+		hwm[o.Partition], logStart[o.Partition] = o.HighWatermark, o.LogStart
 	}
 	out, err := s.toProto(ctx, t)
 	if err != nil {
@@ -405,6 +405,9 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 			st.HighWatermark = h
 			if p.Indexed {
 				st.LagRecords = max(0, h-p.IndexedEnd)
+			} else {
+				// Nothing indexed yet: indexing starts at the log start.
+				st.LagRecords = max(0, h-logStart[p.Partition])
 			}
 		}
 		resp.Partitions = append(resp.Partitions, st)
