@@ -36,9 +36,10 @@ const (
 	// and a value in every manifest entry.
 	MaxFields = 16
 	// MaxTuplesPerRange bounds the partition tuples of one indexed range: a range is
-	// one file per tuple, all built at once while it is measured. A range is cut before
-	// the record that would add a tuple past it (that record begins the next range;
-	// none is ever dropped). Build refuses a spec whose buckets alone make more.
+	// one file per tuple, all built at once while it is measured. The indexer is to cut
+	// a range before the record that would add a tuple past it, that record beginning
+	// the next range (not built yet: docs/design/partition-specs.md). Build refuses a
+	// spec whose buckets alone make more.
 	MaxTuplesPerRange = 256
 	maxNameLen        = 128
 )
