@@ -75,7 +75,7 @@ func TestNewcomerPath(t *testing.T) {
 	used := -1000
 	for i := range clusters {
 		dir := tempDir(t)
-		const block = 5 * 8 // five nodes after each of the port flags' first ports
+		const block = 5 * 9 // five nodes after each of the port flags' first ports
 		base := freePortBlock(t, block)
 		for base < used+block && base+block > used {
 			base = freePortBlock(t, block)
