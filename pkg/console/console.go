@@ -5,10 +5,7 @@
 // signed-in principal's token as the call's credentials, so the page shows what grpcurl
 // shows and may do what its principal may do there.
 //
-// A session is a cookie holding an access token the cluster issued at sign-in (HttpOnly,
-// SameSite=Strict, Secure with TLS); every POST carries its CSRF token, a keyed hash of
-// the session (pkg/auth). Every URL is relative, so the console works behind a proxy
-// that serves it under a path prefix.
+// Design notes: docs/design/console.md.
 package console
 
 import (
