@@ -502,7 +502,7 @@ func kafkaErr(err error) error {
 	if errors.Is(err, kafkasrc.ErrUnavailable) {
 		return apierr.UnavailableErr("kafka", err)
 	}
-	return fmt.Errorf("kafka: %w", err)
+	return apierr.Failed(err, "kafka")
 }
 
 func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, error) {

@@ -203,12 +203,12 @@ func routed(mux *http.ServeMux) http.Handler {
 func (c *catalog) noRoute(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete:
-		apierr.WriteIcebergModel(w, r, apierr.IcebergErrorModel{Code: http.StatusNotFound, Type: "NotFoundException",
-			Message: fmt.Sprintf("no endpoint %s %s in Mink's Iceberg REST catalog (GET /v1/config lists its endpoints)", r.Method, shortPath(r))})
+		c.fail(w, r, apierr.New(apierr.NotFound, "no endpoint %s %s in Mink's Iceberg REST catalog (GET /v1/config lists its endpoints)",
+			r.Method, shortPath(r)), "")
 	default:
 		w.Header().Set("Allow", "GET, HEAD")
-		apierr.WriteIcebergModel(w, r, apierr.IcebergErrorModel{Code: http.StatusMethodNotAllowed, Type: "MethodNotAllowedException",
-			Message: fmt.Sprintf("method %s is not allowed in Mink's read-only Iceberg REST catalog", r.Method)})
+		c.fail(w, r, apierr.HTTPErr(apierr.Unimplemented, http.StatusMethodNotAllowed,
+			"method %s is not allowed in Mink's read-only Iceberg REST catalog", r.Method), "")
 	}
 }
 
@@ -244,23 +244,6 @@ func (c *catalog) db(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), c.o.LookupTimeout)
 }
 
-// postgresErr says what failed in Postgres, keeping err's kind: the words are the
-// client's, the cause (the driver's text, SQLSTATE, addresses) is for the log (fail).
-func postgresErr(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	what := fmt.Sprintf(format, args...)
-	switch k := apierr.Classify(err); k {
-	case apierr.Unavailable, apierr.DeadlineExceeded:
-		return apierr.Wrap(apierr.Unavailable, err, "%s: postgres is unavailable", what)
-	case apierr.Canceled:
-		return err
-	default:
-		return apierr.Wrap(k, err, "%s: postgres answered an error", what)
-	}
-}
-
 // namespace reads the {namespace} path value: levels joined by 0x1F. Mink's namespaces
 // have one level, so a multi-level one is reported as missing.
 func namespace(r *http.Request) (string, error) {
@@ -291,7 +274,7 @@ func tableName(r *http.Request) (string, error) {
 func (c *catalog) namespaceExists(ctx context.Context, ns string) (bool, error) {
 	ts, err := tables.ListPage(ctx, c.o.DB, ns, "", 1, false)
 	if err != nil {
-		return false, postgresErr(err, "look up namespace %s", ns)
+		return false, apierr.Postgres(err, "look up namespace %s", ns)
 	}
 	return len(ts) > 0, nil
 }
@@ -308,7 +291,7 @@ func (c *catalog) namespaceVisible(ctx context.Context, p *auth.Principal, ns st
 	}
 	ts, err := tables.List(ctx, c.o.DB, ns)
 	if err != nil {
-		return false, postgresErr(err, "list the tables of %s", ns)
+		return false, apierr.Postgres(err, "list the tables of %s", ns)
 	}
 	return slices.ContainsFunc(ts, func(t tables.Table) bool { return p.CanRead(ns, t.Name) }), nil
 }
