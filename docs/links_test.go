@@ -12,16 +12,20 @@ import (
 	"unicode"
 )
 
-// Every relative link in README.md and docs/*.md names a file that exists and, with a
-// #fragment, a heading of it (as GitHub makes anchors of headings).
+// Every relative link in README.md, docs/*.md and docs/design/*.md names a file that
+// exists and, with a #fragment, a heading of it (as GitHub makes anchors of headings).
 func TestLinksResolve(t *testing.T) {
 	pages, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages = append(pages, filepath.Join("..", "README.md"))
-	if len(pages) < 2 {
-		t.Fatalf("pages %v: want README.md and docs/*.md", pages)
+	design, err := filepath.Glob(filepath.Join("design", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages = append(append(pages, design...), filepath.Join("..", "README.md"))
+	if len(pages) < 2 || len(design) == 0 {
+		t.Fatalf("pages %v: want README.md, docs/*.md and docs/design/*.md", pages)
 	}
 	anchors := map[string]map[string]bool{} // cleaned path → its anchors
 	anchorsOf := func(path string) map[string]bool {

@@ -215,6 +215,9 @@ func printTable(w io.Writer, t *adminv1.Table) {
 	}
 	// The table's own count of its schemas, and Iceberg's id: neither is a registry's.
 	fmt.Fprintf(w, "SCHEMA\ttable version %d (Iceberg schema id %d)\n", t.GetSchemaVersion(), t.GetSchemaId())
+	if len(t.GetPartitionSpec()) > 0 { // a node from before specs were shown sends none
+		fmt.Fprintf(w, "PARTITION\t%s\n", partitionSpec(t.GetPartitionSpec()))
+	}
 	fmt.Fprintf(w, "PROPERTIES\t%s\n", kv(t.GetProperties()))
 	fmt.Fprintf(w, "CREATED\t%s\n", ts(t.GetCreatedAt()))
 
@@ -294,4 +297,17 @@ func printDescribe(w io.Writer, d *adminv1.DescribeTableResponse) {
 // oneLine keeps a message on its line of the aligned output.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// partitionSpec writes a spec as the Iceberg spec writes its fields, transform(column),
+// naming a field only where its name is not its column's.
+func partitionSpec(fields []*adminv1.PartitionField) string {
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		parts[i] = f.GetTransform() + "(" + f.GetColumn() + ")"
+		if f.GetName() != f.GetColumn() {
+			parts[i] += " AS " + f.GetName()
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -151,7 +151,8 @@ func avroTable() *adminv1.Table {
 			{FieldId: 3, Name: "attrs", Type: "map<string, int>"},
 			{FieldId: 4, Name: "_kafka_partition", Type: "int"},
 			{FieldId: 5, Name: "_kafka_key_decoded", Type: "struct<13: order_id: optional long>"},
-		}}
+		},
+		PartitionSpec: []*adminv1.PartitionField{{Column: "_kafka_partition", Transform: "identity", Name: "_kafka_partition"}}}
 }
 
 // jsonTable is a JSON table after an alter: a renamed column reads its old key.
@@ -187,6 +188,7 @@ FORMAT      avro
 VALUES      avro, subject orders-value, prefix mode
 KEYS        protobuf, subject order-keys, latest mode, message acme.OrderKey (column _kafka_key_decoded)
 SCHEMA      table version 2 (Iceberg schema id 1)
+PARTITION   identity(_kafka_partition)
 PROPERTIES  mink.commit.interval=1s
 CREATED     2026-12-01T12:00:00.000Z
 
@@ -445,5 +447,15 @@ func TestOverviewShowsPausedPartitions(t *testing.T) {
 	}
 	if strings.Count(out, " ok") < 1 {
 		t.Errorf("a partition that indexes is not shown ok:\n%s", out)
+	}
+}
+
+// TestPartitionSpecText writes a spec as the Iceberg spec writes its fields, naming a field
+// only where its name is not its column's.
+func TestPartitionSpecText(t *testing.T) {
+	got := partitionSpec([]*adminv1.PartitionField{{Column: "_kafka_partition", Transform: "identity", Name: "_kafka_partition"},
+		{Column: "customer_id", Transform: "bucket[16]", Name: "customer_id_bucket"}})
+	if want := "identity(_kafka_partition), bucket[16](customer_id) AS customer_id_bucket"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -75,7 +74,7 @@ func (s *Server) forward(ctx context.Context, method, target string, req, resp p
 		return s.notLive(ctx, target)
 	}
 	if err != nil {
-		return fmt.Errorf("look up node %q: %w", target, err)
+		return apierr.Postgres(err, "look up node %q", target)
 	}
 	conn, err := s.peers.Conn(m.GRPCAddr)
 	if err != nil {
@@ -102,14 +101,16 @@ func (s *Server) forward(ctx context.Context, method, target string, req, resp p
 	if err == nil || len(trailer.Get(mdServedBy)) > 0 {
 		return err // the target's own answer, unchanged
 	}
+	// Not the target's answer: what gRPC says of the call (addresses, the transport's
+	// words) is logged, what a node that did answer said is told.
 	switch code {
 	case codes.Unavailable:
-		return status.Errorf(codes.Unavailable, "node %q at %s is unreachable: %s", target, m.GRPCAddr, status.Convert(err).Message())
+		return apierr.Wrap(apierr.Unavailable, err, "node %q at %s is unreachable", target, m.GRPCAddr)
 	case codes.DeadlineExceeded:
 		if callerDeadline { // the caller's own deadline passed: say so, naming the node
-			return status.Errorf(codes.DeadlineExceeded, "node %q at %s: %s", target, m.GRPCAddr, status.Convert(err).Message())
+			return apierr.Wrap(apierr.DeadlineExceeded, err, "node %q at %s did not answer within the call's deadline", target, m.GRPCAddr)
 		}
-		return status.Errorf(codes.Unavailable, "node %q at %s did not answer within %v", target, m.GRPCAddr, s.forwardTimeout)
+		return apierr.Wrap(apierr.Unavailable, err, "node %q at %s did not answer within %v", target, m.GRPCAddr, s.forwardTimeout)
 	}
 	return err
 }
@@ -124,7 +125,7 @@ func (s *Server) notLive(ctx context.Context, target string) error {
 		return apierr.New(apierr.NotFound, "node %q: no such node (ListNodes shows the live ones)", target)
 	}
 	if err != nil {
-		return fmt.Errorf("look up node %q: %w", target, err)
+		return apierr.Postgres(err, "look up node %q", target)
 	}
 	return apierr.New(apierr.Unavailable, "node %q is not live: its membership expired at %s (crashed, or cannot reach Postgres)",
 		target, expires.UTC().Format(time.RFC3339Nano))

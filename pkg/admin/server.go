@@ -266,7 +266,7 @@ func (s *Server) getStatus(ctx context.Context, _ *adminv1.GetStatusRequest) (*a
 		},
 	}
 	if err := m.LastError(); err != nil {
-		resp.LastError = err.Error()
+		resp.LastError = apierr.Message(err)
 	}
 	p := auth.FromContext(ctx)
 	for _, l := range m.Held() {
@@ -301,7 +301,7 @@ func (s *Server) getHistory(ctx context.Context, _ *adminv1.GetHistoryRequest) (
 func (s *Server) listNodes(ctx context.Context, _ *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
 	members, err := lease.ListMembers(ctx, s.db)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, apierr.Postgres(err, "list nodes")
 	}
 	resp := &adminv1.ListNodesResponse{}
 	for _, m := range members {
@@ -316,7 +316,7 @@ func (s *Server) listLeases(ctx context.Context, req *adminv1.ListLeasesRequest)
 	}
 	infos, err := lease.ListLeases(ctx, s.db, req.GetTableId())
 	if err != nil {
-		return nil, fmt.Errorf("list leases: %w", err)
+		return nil, apierr.Postgres(err, "list leases")
 	}
 	resp := &adminv1.ListLeasesResponse{}
 	p := auth.FromContext(ctx)

@@ -45,7 +45,7 @@ func TestCodes(t *testing.T) {
 	addr, dialErr := failedDial(t, "u", "db")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	remote := status.Error(codes.PermissionDenied, "from another node")
+	remote := apierr.GRPC(apierr.New(apierr.PermissionDenied, "from another node"))
 	// A real closed pool: what a node shutting down answers a request still in flight.
 	pool, err := pgxpool.New(ctx, "postgres://u@"+addr+"/db")
 	if err != nil {
@@ -123,13 +123,19 @@ func TestCodes(t *testing.T) {
 	if got := apierr.GRPC(remote); got.Error() != remote.Error() {
 		t.Errorf("a status error changed on its way through: %v", got)
 	}
+	// A status no node rendered (gRPC's own, of a call that failed on its way) keeps its
+	// code, not its words.
+	transport := status.Error(codes.Unavailable, "connection error: desc = transport: dial tcp 10.1.2.3:7070: connect: connection refused")
+	if got := status.Convert(apierr.GRPC(transport)); got.Code() != codes.Unavailable || strings.Contains(got.Message(), "10.1.2.3") {
+		t.Errorf("gRPC's own status: %v", got)
+	}
 	if apierr.GRPC(nil) != nil || apierr.HTTPStatus(nil) != http.StatusOK {
 		t.Error("nil is not OK")
 	}
 }
 
 func TestInvalidNamesTheField(t *testing.T) {
-	err := apierr.GRPC(fmt.Errorf("list leases: %w", apierr.Invalid("table_id", "must be >= 0 (got %d)", -1)))
+	err := apierr.GRPC(apierr.Wrap(apierr.InvalidArgument, apierr.Invalid("table_id", "must be >= 0 (got %d)", -1), "list leases"))
 	st := status.Convert(err)
 	if st.Message() != "list leases: table_id: must be >= 0 (got -1)" {
 		t.Errorf("message %q", st.Message())
@@ -150,8 +156,8 @@ func TestLongMessagesTruncated(t *testing.T) {
 	long := apierr.Invalid("name", "%s", strings.Repeat("é", 3000))
 	for name, msg := range map[string]string{
 		"grpc":    status.Convert(apierr.GRPC(long)).Message(),
-		"iceberg": apierr.Iceberg(long, "").Message,
-		"s3":      apierr.S3(long).Message,
+		"iceberg": apierr.Iceberg(long, "", "R").Message,
+		"s3":      apierr.S3(long, "R").Message,
 	} {
 		if len(msg) > apierr.MaxMessage+40 || !strings.Contains(msg, "bytes more)") || !utf8.ValidString(msg) {
 			t.Errorf("%s: %d bytes, valid UTF-8 %v: %.80q...", name, len(msg), utf8.ValidString(msg), msg)
@@ -175,9 +181,12 @@ func TestDriverWordsStayInTheLog(t *testing.T) {
 		code          codes.Code
 		words, logged string
 	}{
-		{"a refused value", fmt.Errorf("look up node %q: %w", "indexer-2\x00", pgErr), codes.InvalidArgument, `look up node "indexer-2\x00"`, "SQLSTATE 22021"},
+		{"a refused value", apierr.Postgres(pgErr, "look up node %q", "indexer-2\x00"), codes.InvalidArgument, `look up node "indexer-2\x00": postgres answered an error`, "SQLSTATE 22021"},
 		{"an outage", apierr.Postgres(dialErr, "list tables"), codes.Unavailable, "list tables: postgres is unavailable", "user=mink_prod"},
-		{"wrapped twice", apierr.Wrap(apierr.InvalidArgument, fmt.Errorf("store: %w", pgErr), "alter table %s", "t"), codes.InvalidArgument, "alter table t: store", "SQLSTATE 22021"},
+		{"wrapped twice", apierr.Wrap(apierr.InvalidArgument, fmt.Errorf("store: %w", pgErr), "alter table %s", "t"), codes.InvalidArgument, "alter table t (request id", "SQLSTATE 22021"},
+		// Not raised as Mink's: the kind of the driver's error, its words all left out.
+		{"a driver's error as it is", fmt.Errorf("look up node: %w", pgErr), codes.InvalidArgument, "invalid argument (request id", "SQLSTATE 22021"},
+		{"a bug", errors.New("boom at /var/lib/mink"), codes.Internal, "internal error (request id", "/var/lib/mink"},
 	} {
 		var logs strings.Builder
 		h := apierr.UnaryServerInterceptor(slog.New(slog.NewTextHandler(&logs, nil)))
@@ -189,8 +198,8 @@ func TestDriverWordsStayInTheLog(t *testing.T) {
 		if st.Code() != c.code || !strings.HasPrefix(msg, c.words) {
 			t.Errorf("%s: %v %q, want %v beginning %q", c.name, st.Code(), msg, c.code, c.words)
 		}
-		for _, body := range []string{msg, apierr.Iceberg(c.err, "").Message, apierr.S3(c.err).Message} {
-			for _, w := range []string{"SQLSTATE", "ERROR:", "invalid byte sequence", "22021", "mink_prod", "secretdb", addr, "dial"} {
+		for _, body := range []string{msg, apierr.Iceberg(c.err, "", "R").Message, apierr.S3(c.err, "R").Message} {
+			for _, w := range []string{"SQLSTATE", "ERROR:", "invalid byte sequence", "22021", "mink_prod", "secretdb", addr, "dial", "boom", "/var/lib"} {
 				if strings.Contains(body, w) {
 					t.Errorf("%s: the answer says %q: %s", c.name, w, body)
 				}

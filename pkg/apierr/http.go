@@ -1,44 +1,18 @@
 package apierr
 
-// The HTTP APIs' error bodies: the Iceberg REST catalog's JSON envelope and the S3 API's
-// XML errors, each decided here from the error's Kind (and the two gRPC-coded errors
-// below), so that a handler only says what kind of thing was not found.
+// The HTTP doors: Iceberg renders an error as the REST catalog's JSON envelope, S3 as
+// the S3 API's XML error, each from the error's Kind and what Message tells.
 
 import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
 )
-
-const (
-	domain      = "mink"
-	reasonRange = "RANGE_NOT_SATISFIABLE"
-)
-
-// RangeErr says a requested byte range is not satisfiable within an object of size bytes
-// (-1: unknown): S3 InvalidRange (416) with Content-Range "bytes */<size>", gRPC
-// OUT_OF_RANGE with the size in an ErrorInfo detail.
-func RangeErr(size int64, format string, args ...any) error {
-	return &Error{Kind: OutOfRange, Msg: fmt.Sprintf(format, args...), Size: max(size, -1)}
-}
-
-// withRangeSize adds the object size to an OutOfRange status, for the 416 another node
-// answers with it.
-func withRangeSize(st *status.Status, size int64) *status.Status {
-	info := &errdetails.ErrorInfo{Reason: reasonRange, Domain: domain,
-		Metadata: map[string]string{"size": strconv.FormatInt(size, 10)}}
-	if d, err := st.WithDetails(info); err == nil {
-		return d
-	}
-	return st
-}
 
 // rangeSize is the object size an OutOfRange error carries, here or from another node.
 func rangeSize(err error) (int64, bool) {
@@ -52,54 +26,48 @@ func rangeSize(err error) (int64, bool) {
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reasonRange && info.GetDomain() == domain {
-			n, err := strconv.ParseInt(info.GetMetadata()["size"], 10, 64)
+			n, err := strconv.ParseInt(info.GetMetadata()[metaSize], 10, 64)
 			return n, err == nil && n >= 0
 		}
 	}
 	return 0, false
 }
 
-// DataLossErr says the bytes that were recorded cannot be produced now: a file rebuilt
-// from Kafka with another size or checksum than its manifest names, or offsets Kafka has
-// deleted. Such a file is never served; the file server reports it and the table's
-// writer replaces it within a lease round, so the answer is retryable: S3 SlowDown (503
-// with Retry-After), Iceberg 503, gRPC DATA_LOSS between nodes. Only format's text is
-// ever told to a client (it must name no digest, offset or key: clients match words in
-// it, such as "301"); cause, with the digests, is for the log.
-func DataLossErr(cause error, format string, args ...any) error {
-	return &Error{Kind: DataLoss, Msg: fmt.Sprintf(format, args...), Err: cause}
-}
-
-// text is err's text for a client: a DataLoss error's own message without its cause.
-func text(err error) string {
+// outermost is the Mink error that gives err its kind, if any.
+func outermost(err error) *Error {
 	var e *Error
-	if errors.As(err, &e) && e.Kind == DataLoss {
-		return e.Msg
+	if errors.As(err, &e) {
+		return e
 	}
-	return err.Error()
+	return nil
 }
 
-// message is what a client is told, truncated: for a status from another node, its
-// message only; never the words of a driver, the network or the OS (public).
-func message(err error) string {
-	msg, _ := public(err)
-	return Truncate(msg)
+// withField is the outermost Mink error in err's chain that names a request field.
+func withField(err error) *Error {
+	e := outermost(err)
+	for e != nil && e.Field == "" {
+		e = outermost(e.Err)
+	}
+	return e
 }
 
-// MaxMessage is the longest message a client is told; the rest goes to the log only.
-const MaxMessage = 2048
+var toHTTP = map[Kind]int{
+	Internal: http.StatusInternalServerError, InvalidArgument: http.StatusBadRequest,
+	NotFound: http.StatusNotFound, AlreadyExists: http.StatusConflict,
+	FailedPrecondition: http.StatusConflict, Aborted: http.StatusConflict,
+	Unavailable: http.StatusServiceUnavailable, Unimplemented: http.StatusNotImplemented,
+	DeadlineExceeded: http.StatusGatewayTimeout, Canceled: 499, // client closed request
+	ResourceExhausted: http.StatusTooManyRequests, Unauthenticated: http.StatusUnauthorized,
+	PermissionDenied: http.StatusForbidden, OutOfRange: http.StatusRequestedRangeNotSatisfiable,
+	DataLoss: http.StatusServiceUnavailable,
+}
 
-// Truncate cuts a message to MaxMessage bytes (at a rune boundary), saying how much
-// was left out: a long chain of causes or a huge bad value must not become a huge answer.
-func Truncate(msg string) string {
-	if len(msg) <= MaxMessage {
-		return msg
+// HTTPStatus is the HTTP status of err's kind.
+func HTTPStatus(err error) int {
+	if err == nil {
+		return http.StatusOK
 	}
-	cut := MaxMessage
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s... (%d bytes more)", msg[:cut], len(msg)-cut)
+	return toHTTP[Classify(err)]
 }
 
 // IcebergErrorModel is the Iceberg REST spec's ErrorModel.
@@ -107,6 +75,8 @@ type IcebergErrorModel struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
 	Code    int    `json:"code"`
+	// Logged: the message names the request id, and the door logs the error under it.
+	Logged bool `json:"-"`
 }
 
 // IcebergErrorResponse is the body of every Iceberg REST error: {"error": {...}}.
@@ -114,14 +84,22 @@ type IcebergErrorResponse struct {
 	Error IcebergErrorModel `json:"error"`
 }
 
-// Iceberg is the Iceberg REST error of err. notFound is the exception type of a NotFound
-// error in this request (NoSuchTableException, NoSuchNamespaceException, ...).
-func Iceberg(err error, notFound string) IcebergErrorModel {
+// icebergTypes are the exception types of the statuses an Error may ask for.
+var icebergTypes = map[int]string{
+	http.StatusMethodNotAllowed:      "MethodNotAllowedException",
+	http.StatusRequestEntityTooLarge: "RequestTooLargeException",
+}
+
+// Iceberg renders err as the Iceberg REST catalog's error. notFound is the exception type
+// of a NotFound error in this request (NoSuchTableException, ...; "": NotFoundException);
+// id is the request's id, which the message names when the error is Logged.
+func Iceberg(err error, notFound, id string) IcebergErrorModel {
 	if notFound == "" {
 		notFound = "NotFoundException"
 	}
+	t := tell(err)
 	code, typ := http.StatusInternalServerError, "ServiceFailureException"
-	switch Classify(err) {
+	switch t.kind {
 	case InvalidArgument, OutOfRange:
 		code, typ = http.StatusBadRequest, "BadRequestException"
 	case NotFound:
@@ -147,17 +125,15 @@ func Iceberg(err error, notFound string) IcebergErrorModel {
 	case PermissionDenied:
 		code, typ = http.StatusForbidden, "ForbiddenException"
 	}
-	return IcebergErrorModel{Message: message(err), Type: typ, Code: code}
+	if e := outermost(err); e != nil && icebergTypes[e.Status] != "" {
+		code, typ = e.Status, icebergTypes[e.Status]
+	}
+	return IcebergErrorModel{Message: t.text(id), Type: typ, Code: code, Logged: t.logged}
 }
 
-// WriteIceberg answers an Iceberg REST request with err in the spec's envelope. A 503
+// WriteIceberg answers an Iceberg REST request with m in the spec's envelope. A 503
 // says when to retry. HEAD answers carry the status only.
-func WriteIceberg(w http.ResponseWriter, r *http.Request, err error, notFound string) {
-	WriteIcebergModel(w, r, Iceberg(err, notFound))
-}
-
-// WriteIcebergModel answers with an error the handler built itself (405, unknown route).
-func WriteIcebergModel(w http.ResponseWriter, r *http.Request, m IcebergErrorModel) {
+func WriteIceberg(w http.ResponseWriter, r *http.Request, m IcebergErrorModel) {
 	body, _ := json.Marshal(IcebergErrorResponse{Error: m})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
@@ -196,16 +172,27 @@ type S3Error struct {
 	Status        int    `xml:"-"`
 	// ContentRange is the header of a 416: "bytes */<size>".
 	ContentRange string `xml:"-"`
+	// Logged: the message names the request id, and the door logs the error under it.
+	Logged bool `xml:"-"`
 }
 
-// S3 is the S3 error of err (the caller fills in bucket, key, resource and request id).
+// S3Elements is an error that adds elements of its own to its S3 error (a signature
+// that does not match: what the server signed, for the client to compare).
+type S3Elements interface {
+	error
+	S3Elements(*S3Error)
+}
+
+// S3 renders err as the S3 API's error, for the request id (the caller fills in bucket,
+// key and resource).
 //
 // A file whose rebuilt bytes differ from the record (DataLossErr) is a 503 SlowDown, as
 // S3 answers a read it cannot serve now: the table's writer replaces the file within a
 // lease round, and S3 clients retry SlowDown (aws-sdk-go-v2 counts it as throttling).
-func S3(err error) S3Error {
-	e := S3Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: message(err)}
-	switch Classify(err) {
+func S3(err error, id string) S3Error {
+	t := tell(err)
+	e := S3Error{Status: http.StatusInternalServerError, Code: "InternalError", Message: t.s3Text(), RequestID: id, Logged: t.logged}
+	switch t.kind {
 	case OutOfRange:
 		e.Status, e.Code = http.StatusRequestedRangeNotSatisfiable, "InvalidRange"
 		if n, ok := rangeSize(err); ok {
@@ -213,13 +200,12 @@ func S3(err error) S3Error {
 		}
 	case InvalidArgument:
 		e.Status, e.Code = http.StatusBadRequest, "InvalidArgument"
-		var ae *Error
-		if errors.As(err, &ae) {
+		if ae := withField(err); ae != nil {
 			e.ArgumentName = ae.Field
 		}
 	case NotFound:
 		e.Status, e.Code = http.StatusNotFound, "NoSuchKey"
-	case Unavailable, DeadlineExceeded, Aborted:
+	case Unavailable, DeadlineExceeded, Aborted, FailedPrecondition:
 		e.Status, e.Code = http.StatusServiceUnavailable, "ServiceUnavailable"
 	case ResourceExhausted, DataLoss:
 		e.Status, e.Code = http.StatusServiceUnavailable, "SlowDown"
@@ -227,25 +213,36 @@ func S3(err error) S3Error {
 		e.Status, e.Code = http.StatusNotImplemented, "NotImplemented"
 	case Canceled:
 		e.Status, e.Code = 499, "RequestCanceled"
-	case FailedPrecondition:
-		e.Status, e.Code = http.StatusServiceUnavailable, "ServiceUnavailable"
 	case Unauthenticated, PermissionDenied:
 		// S3 answers 403 for both: an unsigned or badly signed request is AccessDenied,
 		// or the precise code the check gave.
 		e.Status, e.Code = http.StatusForbidden, "AccessDenied"
-		var ae *Error
-		if errors.As(err, &ae) && ae.S3Code != "" {
+	}
+	if ae := outermost(err); ae != nil {
+		if ae.S3Code != "" {
 			e.Code = ae.S3Code
 		}
+		if ae.Status != 0 {
+			e.Status = ae.Status
+		}
+	}
+	var more S3Elements
+	if errors.As(err, &more) {
+		more.S3Elements(&e)
 	}
 	return e
+}
+
+// XML is e's body.
+func (e S3Error) XML() []byte {
+	body, _ := xml.Marshal(e)
+	return append([]byte(xml.Header), body...)
 }
 
 // WriteS3 answers an S3 request with e as XML. A HEAD answer has no body, as with S3;
 // the code also goes in X-Mink-Error-Code so a failed HEAD can still be told apart.
 func WriteS3(w http.ResponseWriter, r *http.Request, e S3Error) {
-	body, _ := xml.Marshal(e)
-	body = append([]byte(xml.Header), body...)
+	body := e.XML()
 	h := w.Header()
 	h.Del("Content-Range")
 	if e.ContentRange != "" {

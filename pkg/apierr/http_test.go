@@ -45,18 +45,18 @@ func TestHTTPMappings(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ie := apierr.Iceberg(c.err, "NoSuchTableException")
+			ie := apierr.Iceberg(c.err, "NoSuchTableException", "R")
 			if ie.Code != c.iceCode || ie.Type != c.iceType || ie.Message == "" {
 				t.Errorf("Iceberg = %+v, want %d %s", ie, c.iceCode, c.iceType)
 			}
-			se := apierr.S3(c.err)
+			se := apierr.S3(c.err, "R")
 			if se.Status != c.s3Status || se.Code != c.s3Code || se.Message == "" {
 				t.Errorf("S3 = %+v, want %d %s", se, c.s3Status, c.s3Code)
 			}
 		})
 	}
 	// A forwarded status shows its message alone, not "rpc error: code = ...".
-	if m := apierr.S3(status.Error(codes.Unavailable, "kafka is unavailable")).Message; m != "kafka is unavailable" {
+	if m := apierr.S3(apierr.GRPC(apierr.New(apierr.Unavailable, "kafka is unavailable")), "R").Message; m != "kafka is unavailable" {
 		t.Errorf("message of a forwarded error: %q", m)
 	}
 	// The gRPC-coded errors keep their codes through GRPC, so they cross nodes.
@@ -69,14 +69,14 @@ func TestHTTPMappings(t *testing.T) {
 		"local":   fmt.Errorf("read: %w", apierr.RangeErr(1234, "no")),
 		"forward": apierr.GRPC(fmt.Errorf("read: %w", apierr.RangeErr(1234, "no"))),
 	} {
-		if e := apierr.S3(err); e.Status != 416 || e.ContentRange != "bytes */1234" {
+		if e := apierr.S3(err, "R"); e.Status != 416 || e.ContentRange != "bytes */1234" {
 			t.Errorf("%s range error: %+v", name, e)
 		}
 	}
-	if e := apierr.S3(apierr.RangeErr(-1, "no")); e.ContentRange != "" {
+	if e := apierr.S3(apierr.RangeErr(-1, "no"), "R"); e.ContentRange != "" {
 		t.Errorf("range error of unknown size: Content-Range %q", e.ContentRange)
 	}
-	if e := apierr.S3(apierr.Invalid("max-keys", "not a number")); e.ArgumentName != "max-keys" || !strings.Contains(e.Message, "max-keys") {
+	if e := apierr.S3(apierr.Invalid("max-keys", "not a number"), "R"); e.ArgumentName != "max-keys" || !strings.Contains(e.Message, "max-keys") {
 		t.Errorf("invalid argument: %+v", e)
 	}
 	if got := status.Code(apierr.GRPC(apierr.DataLossErr(nil, "gone"))); got != codes.DataLoss {
@@ -91,24 +91,32 @@ func TestDataLossIsRetryableAndSaysNoCause(t *testing.T) {
 	cause := fmt.Errorf("rebuilt as 1301 bytes sha256 %s, recorded sha256 %s", strings.Repeat("3a01", 16), strings.Repeat("b3", 32))
 	err := fmt.Errorf("build: %w", apierr.DataLossErr(cause, "the file cannot be served now; retry"))
 	for name, e := range map[string]error{"local": err, "forwarded": apierr.GRPC(err)} {
-		s3 := apierr.S3(e)
-		ice := apierr.Iceberg(e, "")
+		s3 := apierr.S3(e, "R1")
+		ice := apierr.Iceberg(e, "", "R1")
 		if s3.Status != 503 || s3.Code != "SlowDown" || ice.Code != 503 || ice.Type != "ServiceUnavailableException" || apierr.HTTPStatus(e) != 503 {
 			t.Errorf("%s: S3 %+v, Iceberg %+v, HTTP %d", name, s3, ice, apierr.HTTPStatus(e))
 		}
+		// The cause is logged under the request id the answer names: the envelope in its
+		// message, S3 in RequestId only (its message holds no number a client could match).
+		if !strings.HasPrefix(ice.Message, "the file cannot be served now; retry (request id R1") {
+			t.Errorf("%s: the catalog tells %q", name, ice.Message)
+		}
+		if !strings.HasPrefix(s3.Message, "the file cannot be served now; retry") || strings.ContainsAny(s3.Message, "0123456789") || s3.RequestID != "R1" {
+			t.Errorf("%s: S3 tells %q (request id %q)", name, s3.Message, s3.RequestID)
+		}
 		for _, m := range []string{s3.Message, ice.Message} {
-			if m != "the file cannot be served now; retry" {
+			if strings.Contains(m, "sha256") || strings.Contains(m, "301") {
 				t.Errorf("%s: a client is told %q", name, m)
 			}
 		}
 	}
 	rec := httptest.NewRecorder()
-	apierr.WriteS3(rec, httptest.NewRequest("GET", "/mink/k", nil), apierr.S3(err))
+	apierr.WriteS3(rec, httptest.NewRequest("GET", "/mink/k", nil), apierr.S3(err, "R1"))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || strings.Contains(rec.Body.String(), "sha256") {
 		t.Errorf("S3 answer: %d, Retry-After %q: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	apierr.WriteIceberg(rec, httptest.NewRequest("GET", "/v1/namespaces/x/tables/y", nil), err, "")
+	apierr.WriteIceberg(rec, httptest.NewRequest("GET", "/v1/namespaces/x/tables/y", nil), apierr.Iceberg(err, "", "R1"))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || strings.Contains(rec.Body.String(), "sha256") {
 		t.Errorf("Iceberg answer: %d, Retry-After %q: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
@@ -117,7 +125,7 @@ func TestDataLossIsRetryableAndSaysNoCause(t *testing.T) {
 func TestWriteBodies(t *testing.T) {
 	rec := httptest.NewRecorder()
 	apierr.WriteIceberg(rec, httptest.NewRequest("GET", "/v1/namespaces/x/tables/y", nil),
-		apierr.UnavailableErr("postgres", errors.New("refused")), "NoSuchTableException")
+		apierr.Iceberg(apierr.UnavailableErr("postgres", errors.New("refused")), "NoSuchTableException", "R1"))
 	var env apierr.IcebergErrorResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != 503 || env.Error.Code != 503 ||
 		env.Error.Type != "ServiceUnavailableException" || rec.Header().Get("Content-Type") != "application/json" ||
@@ -126,8 +134,8 @@ func TestWriteBodies(t *testing.T) {
 	}
 
 	rec = httptest.NewRecorder()
-	e := apierr.S3(apierr.New(apierr.NotFound, "no file k"))
-	e.Key, e.BucketName, e.RequestID = "k", "mink", "R1"
+	e := apierr.S3(apierr.New(apierr.NotFound, "no file k"), "R1")
+	e.Key, e.BucketName = "k", "mink"
 	apierr.WriteS3(rec, httptest.NewRequest("GET", "/mink/k", nil), e)
 	var got apierr.S3Error
 	if err := xml.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 404 || got.Code != "NoSuchKey" || got.Key != "k" ||
@@ -145,13 +153,13 @@ func TestWriteBodies(t *testing.T) {
 	for _, method := range []string{"GET", "HEAD"} {
 		rec = httptest.NewRecorder()
 		rec.Header().Set("Content-Range", "bytes 0-9/100")
-		apierr.WriteS3(rec, httptest.NewRequest(method, "/mink/k", nil), apierr.S3(apierr.RangeErr(100, "bytes=200- is not satisfiable")))
+		apierr.WriteS3(rec, httptest.NewRequest(method, "/mink/k", nil), apierr.S3(apierr.RangeErr(100, "bytes=200- is not satisfiable"), "R1"))
 		if rec.Code != 416 || rec.Header().Get("Content-Range") != "bytes */100" {
 			t.Errorf("s3 %s 416: %d, Content-Range %q", method, rec.Code, rec.Header().Get("Content-Range"))
 		}
 	}
 	rec = httptest.NewRecorder()
-	e = apierr.S3(apierr.Invalid("max-keys", "not an integer"))
+	e = apierr.S3(apierr.Invalid("max-keys", "not an integer"), "R1")
 	e.ArgumentValue = "ten"
 	apierr.WriteS3(rec, httptest.NewRequest("GET", "/mink?max-keys=ten", nil), e)
 	if err := xml.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.ArgumentName != "max-keys" || got.ArgumentValue != "ten" ||

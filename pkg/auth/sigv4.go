@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/minkhq/mink/pkg/apierr"
 )
 
 // VerifyS3 checks the AWS Signature Version 4 of an S3 request, in the Authorization
@@ -30,7 +32,7 @@ import (
 // Table set). A nil Authority is auth off: every request is Anonymous.
 //
 // The request body is never read. Errors are apierr errors of kind Unauthenticated whose
-// S3Code is S3's code (S3Status gives its HTTP status):
+// S3Code is S3's code, and Status S3's HTTP status for it (S3Status):
 //
 //   - AccessDenied: no signature at all, another scheme (Signature Version 2, a bearer
 //     token), no valid Date or X-Amz-Date, host or an x-amz-* header not signed, a
@@ -193,6 +195,12 @@ type SignatureMismatch struct {
 
 func (e *SignatureMismatch) Error() string { return e.err.Error() }
 func (e *SignatureMismatch) Unwrap() error { return e.err }
+
+// S3Elements adds what S3 answers with a SignatureDoesNotMatch to its error body.
+func (e *SignatureMismatch) S3Elements(s *apierr.S3Error) {
+	s.AWSAccessKeyID, s.SignatureProvided = e.AccessKeyID, e.SignatureProvided
+	s.StringToSign, s.CanonicalRequest = e.StringToSign, e.CanonicalRequest
+}
 
 // unsignedAmzHeaders are the x-amz-* headers of h that signed does not list: S3 wants
 // every one signed on a header-signed request.

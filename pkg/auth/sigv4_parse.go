@@ -63,9 +63,9 @@ const (
 	codeInvalidURI            = "InvalidURI"                // 400
 )
 
-// S3Status is the HTTP status S3 answers an error code of VerifyS3 with. The error's
-// Kind says 403 for all of them (apierr.S3); S3 says 400 for the ones that are a
-// malformed request rather than a refusal.
+// S3Status is the HTTP status S3 answers an error code of VerifyS3 with: 403 as the
+// errors' kind says, but 400 for the ones that are a malformed request rather than a
+// refusal.
 func S3Status(code string) int {
 	switch code {
 	case codeHeaderMalformed, codeQueryParametersError, codeInvalidArgument, codeInvalidRequest,
@@ -75,9 +75,9 @@ func S3Status(code string) int {
 	return http.StatusForbidden
 }
 
-// s3Err is an authentication failure with S3 code code.
+// s3Err is an authentication failure with S3 code code, answered with its status.
 func s3Err(code, format string, args ...any) error {
-	return apierr.S3Denied(apierr.Unauthenticated, code, format, args...)
+	return apierr.S3Err(apierr.Unauthenticated, S3Status(code), code, format, args...)
 }
 
 // sigScope is a credential's scope: "20130524/us-east-1/s3/aws4_request".

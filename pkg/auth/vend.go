@@ -113,12 +113,12 @@ func (a *Authority) S3Key(accessKeyID, sessionToken string) (*Principal, string,
 		case !ok && vendedShape(accessKeyID):
 			// S3 answers a temporary key without its session token as an unknown key;
 			// the code stays S3's, the words say what is missing.
-			return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidAccessKeyId",
+			return nil, "", s3Err("InvalidAccessKeyId",
 				"the access key id %s is a vended one (from a table load), and the request carries no session token: "+
 					"sign with the session token the load gave with it (X-Amz-Security-Token; AWS_SESSION_TOKEN or "+
 					"aws_session_token in AWS's tools)", accessKeyID)
 		case !ok:
-			return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidAccessKeyId",
+			return nil, "", s3Err("InvalidAccessKeyId",
 				"the AWS access key id you provided does not exist in our records")
 		}
 		p, _ := s.principal(pc.ID)
@@ -126,11 +126,11 @@ func (a *Authority) S3Key(accessKeyID, sessionToken string) (*Principal, string,
 	}
 	body, sig, ok := strings.Cut(strings.TrimPrefix(sessionToken, vendPrefix), ".")
 	if !strings.HasPrefix(sessionToken, vendPrefix) || !ok {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken", "the provided token is malformed")
+		return nil, "", s3Err("InvalidToken", "the provided token is malformed")
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken", "the provided token is malformed")
+		return nil, "", s3Err("InvalidToken", "the provided token is malformed")
 	}
 	var key []byte
 	signedWith := -1
@@ -141,25 +141,25 @@ func (a *Authority) S3Key(accessKeyID, sessionToken string) (*Principal, string,
 		}
 	}
 	if key == nil {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken", "the provided token was not issued by this cluster")
+		return nil, "", s3Err("InvalidToken", "the provided token was not issued by this cluster")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(body)
 	var v vended
 	if err != nil || json.Unmarshal(raw, &v) != nil {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken", "the provided token is malformed")
+		return nil, "", s3Err("InvalidToken", "the provided token is malformed")
 	}
 	if accessKeyOf(sessionToken) != accessKeyID {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidAccessKeyId", "the access key id does not belong to the session token")
+		return nil, "", s3Err("InvalidAccessKeyId", "the access key id does not belong to the session token")
 	}
 	if time.Now().Unix() > v.Expires {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "ExpiredToken", "the provided token has expired")
+		return nil, "", s3Err("ExpiredToken", "the provided token has expired")
 	}
 	p, ok := s.principal(v.Principal)
 	if !ok {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken", "the principal of the token is no longer in the auth config")
+		return nil, "", s3Err("InvalidToken", "the principal of the token is no longer in the auth config")
 	}
 	if !s.sameGeneration(signedWith, p.checked, v.Gen) {
-		return nil, "", apierr.S3Denied(apierr.Unauthenticated, "InvalidToken",
+		return nil, "", s3Err("InvalidToken",
 			"the credentials were vended before their principal's secret changed: load the table again for new ones")
 	}
 	p.Table, p.Expires = v.Table, time.Unix(v.Expires, 0)

@@ -5,10 +5,7 @@
 // signed-in principal's token as the call's credentials, so the page shows what grpcurl
 // shows and may do what its principal may do there.
 //
-// A session is a cookie holding an access token the cluster issued at sign-in (HttpOnly,
-// SameSite=Strict, Secure with TLS); every POST carries its CSRF token, a keyed hash of
-// the session (pkg/auth). Every URL is relative, so the console works behind a proxy
-// that serves it under a path prefix.
+// Design notes: docs/design/console.md.
 package console
 
 import (
@@ -134,7 +131,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A browser says where a request comes from: another site's page never gets in,
 		// whatever the cookie's SameSite (an old browser may ignore it).
 		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-			writeError(w, apierr.New(apierr.PermissionDenied, "cross-site requests are refused"))
+			c.writeError(w, r, apierr.New(apierr.PermissionDenied, "cross-site requests are refused"))
 			return
 		}
 	}
@@ -193,13 +190,13 @@ func (c *Console) withSession(csrf bool, h func(http.ResponseWriter, *http.Reque
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, err := c.current(r)
 		if err != nil {
-			writeError(w, err)
+			c.writeError(w, r, err)
 			return
 		}
 		if csrf {
 			if err := c.o.Auth.CheckCSRF(s.cookie, r.Header.Get(CSRFHeader)); err != nil {
 				c.log.Info("console: a request without its CSRF token refused", "principal", s.p.ID, "path", r.URL.Path)
-				writeError(w, err)
+				c.writeError(w, r, err)
 				return
 			}
 		}
@@ -219,7 +216,7 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) {
 		err = nil
 	}
 	if err != nil {
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, c.info(s))
@@ -238,7 +235,7 @@ func (c *Console) info(s *sess) sessionInfo {
 // or its secret), and sets the session cookie to a fresh access token of it.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if c.o.Auth == nil {
-		writeError(w, apierr.New(apierr.FailedPrecondition, "auth is off on this node: there is nothing to sign in to"))
+		c.writeError(w, r, apierr.New(apierr.FailedPrecondition, "auth is off on this node: there is nothing to sign in to"))
 		return
 	}
 	var req struct {
@@ -247,7 +244,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		Token        string `json:"token"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeError(w, apierr.Invalid("body", "not a sign-in request: want {\"client_id\", \"client_secret\"} or {\"token\"}"))
+		c.writeError(w, r, apierr.Invalid("body", "not a sign-in request: want {\"client_id\", \"client_secret\"} or {\"token\"}"))
 		return
 	}
 	var p *auth.Principal
@@ -265,12 +262,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		c.log.Info("console: sign-in refused", "client_id", req.ClientID, "error", err)
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	tok, ttl, err := c.o.Auth.Issue(p)
 	if err != nil {
-		writeError(w, apierr.Wrap(apierr.Unauthenticated, err, "sign-in"))
+		c.writeError(w, r, apierr.Wrap(apierr.Unauthenticated, err, "sign-in"))
 		return
 	}
 	c.setCookie(w, tok, ttl)
@@ -301,7 +298,7 @@ func (c *Console) setCookie(w http.ResponseWriter, value string, ttl time.Durati
 func (c *Console) call(w http.ResponseWriter, r *http.Request, s *sess) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		writeError(w, apierr.Invalid("body", "the request body is over %d bytes", MaxBody))
+		c.writeError(w, r, apierr.Invalid("body", "the request body is over %d bytes", MaxBody))
 		return
 	}
 	resp, err := c.invoke(r.Context(), s, r.PathValue("method"), func(m proto.Message) error {
@@ -314,12 +311,12 @@ func (c *Console) call(w http.ResponseWriter, r *http.Request, s *sess) {
 		return nil
 	})
 	if err != nil {
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	out, err := marshal.Marshal(resp)
 	if err != nil {
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -355,8 +352,10 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-func writeError(w http.ResponseWriter, err error) {
-	st := status.Convert(apierr.GRPC(err))
+// writeError answers err as the gRPC door renders it; what the answer does not tell is
+// logged under the request id it names.
+func (c *Console) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	st := status.Convert(apierr.GRPCLogged(r.Context(), c.log, "console "+r.URL.Path, err))
 	writeErrorStatus(w, apierr.HTTPStatus(err), st.Code().String(), st.Message())
 }
 

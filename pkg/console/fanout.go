@@ -75,7 +75,7 @@ func (c *Console) fileServers(w http.ResponseWriter, r *http.Request, s *sess) {
 	page = max(page, 0)
 	nodes, err := c.liveNodes(r.Context(), s)
 	if err != nil {
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	var fsNodes []*adminv1.Node
@@ -95,7 +95,7 @@ func (c *Console) fileServers(w http.ResponseWriter, r *http.Request, s *sess) {
 			return nil
 		})
 		if err != nil {
-			e := status.Convert(apierr.GRPC(err))
+			e := status.Convert(apierr.GRPCLogged(r.Context(), c.log, "console "+r.URL.Path, err))
 			ans.Nodes[i].Error = &apiError{Code: e.Code().String(), Message: e.Message()}
 			return
 		}
@@ -121,7 +121,7 @@ type chartsAnswer struct {
 func (c *Console) charts(w http.ResponseWriter, r *http.Request, s *sess) {
 	nodes, err := c.liveNodes(r.Context(), s)
 	if err != nil {
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	hist := make([]*adminv1.GetHistoryResponse, len(nodes))
@@ -144,7 +144,7 @@ func (c *Console) charts(w http.ResponseWriter, r *http.Request, s *sess) {
 			if ans.Errors == nil {
 				ans.Errors = map[string]apiError{}
 			}
-			e := status.Convert(apierr.GRPC(errs[i]))
+			e := status.Convert(apierr.GRPCLogged(r.Context(), c.log, "console "+r.URL.Path, errs[i]))
 			ans.Errors[nodes[i].GetNodeId()] = apiError{Code: e.Code().String(), Message: e.Message()}
 			continue
 		}

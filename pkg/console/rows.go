@@ -50,21 +50,21 @@ func (c *Console) rows(w http.ResponseWriter, r *http.Request, s *sess) {
 		ns, name = "default", q.Get("table")
 	}
 	if err := errors.Join(names.Check("namespace", names.Namespace, ns), names.Check("table", names.Table, name)); err != nil || name == "" {
-		writeError(w, apierr.Invalid("table", "want namespace.table"))
+		c.writeError(w, r, apierr.Invalid("table", "want namespace.table"))
 		return
 	}
 	limit := DefaultRows
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxRows {
-			writeError(w, apierr.Invalid("limit", "want 1 to %d rows", MaxRows))
+			c.writeError(w, r, apierr.Invalid("limit", "want 1 to %d rows", MaxRows))
 			return
 		}
 		limit = n
 	}
 	from := q.Get("from")
 	if from != "" && from != "start" && from != "end" {
-		writeError(w, apierr.Invalid("from", "want start (the oldest rows) or end (the newest)"))
+		c.writeError(w, r, apierr.Invalid("from", "want start (the oldest rows) or end (the newest)"))
 		return
 	}
 	// The admin API decides first whether the principal may read the table at all.
@@ -72,12 +72,12 @@ func (c *Console) rows(w http.ResponseWriter, r *http.Request, s *sess) {
 		m.(*adminv1.DescribeTableRequest).Namespace, m.(*adminv1.DescribeTableRequest).Name = ns, name
 		return nil
 	}); err != nil {
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	url, err := c.catalogURL(r.Context(), s)
 	if err != nil {
-		writeError(w, err)
+		c.writeError(w, r, err)
 		return
 	}
 	var tlsCfg *tls.Config
@@ -87,12 +87,12 @@ func (c *Console) rows(w http.ResponseWriter, r *http.Request, s *sess) {
 	ctx, opts := tablerows.CatalogOptions(r.Context(), s.token, tlsCfg)
 	cat, err := rest.NewCatalog(ctx, "mink", url, opts...)
 	if err != nil {
-		writeError(w, c.readError(url, err))
+		c.writeError(w, r, c.readError(url, err))
 		return
 	}
 	tbl, err := cat.LoadTable(ctx, table.Identifier{ns, name})
 	if err != nil {
-		writeError(w, c.readError(url, err))
+		c.writeError(w, r, c.readError(url, err))
 		return
 	}
 	ans := rowsAnswer{Table: ns + "." + name, Catalog: url, Rows: [][]*string{}}
@@ -116,7 +116,7 @@ func (c *Console) rows(w http.ResponseWriter, r *http.Request, s *sess) {
 		return nil
 	})
 	if err != nil {
-		writeError(w, c.readError(url, err))
+		c.writeError(w, r, c.readError(url, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, ans)
@@ -136,9 +136,8 @@ func (c *Console) readError(url string, err error) error {
 	case errors.Is(err, rest.ErrServiceUnavailable):
 		return apierr.New(apierr.Unavailable, "the catalog at %s is unavailable now: try again", url)
 	}
-	id := apierr.RequestID()
-	c.log.Warn("console: reading rows failed", "catalog", url, "request_id", id, "error", err)
-	return apierr.New(apierr.Unavailable, "reading the rows through the catalog at %s failed (request id %s: the node's log says why)", url, id)
+	// The door (writeError) logs err under the request id the answer names.
+	return apierr.Wrap(apierr.Unavailable, err, "reading the rows through the catalog at %s failed", url)
 }
 
 // catalogURL is a file server's catalog: this node's when it is one, else the first

@@ -3,24 +3,16 @@
 // epochs grow at every change of hands; every write made under a lease is fenced by
 // Postgres itself; and each node takes its share by the same pure rules (Decide).
 //
-// A lease is valid through its holder's member row (Kafka's member epoch, Sleet's
-// heartbeat): it is live while the member row of the incarnation that took it is live,
-// so renewing that one row renews every lease the node holds, and a round writes one
-// row whatever the node holds. A node's expired row is deleted by the first round that
-// sees it, which frees its leases in the same statement: only then, a full lease_ttl
-// after its last renewal, can others take them.
-//
-// Time is the database's: liveness and expiry are computed with Postgres's now(), and a
-// node's own clock only measures how long ago it last renewed, so that it stops acting
-// before its leases can have expired.
+// Design notes: docs/design/lease.md.
 package lease
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/minkhq/mink/pkg/apierr"
 )
 
 // Role is what a node does; it decides which leases the node takes.
@@ -139,15 +131,16 @@ func (m Member) Has(r Role) bool {
 	return false
 }
 
+// The lease library's errors, with the kinds clients are told.
 var (
 	// ErrLeaseLost: a fenced write found that this holder no longer holds that epoch of
 	// the lease (taken by another node, released, or expired). Nothing was changed.
-	ErrLeaseLost = errors.New("lease lost")
+	ErrLeaseLost = apierr.New(apierr.Aborted, "lease lost")
 	// ErrReplaced: another process registered with this node id; this one must stop.
-	ErrReplaced = errors.New("node id taken over by another process")
+	ErrReplaced = apierr.New(apierr.Aborted, "node id taken over by another process")
 	// ErrLeft: this process left the cluster (Leave); Postgres refuses its incarnation's
 	// member row from then on. A new process registers under a new incarnation.
-	ErrLeft = errors.New("this process left the cluster: its incarnation cannot register or renew again")
+	ErrLeft = apierr.New(apierr.Aborted, "this process left the cluster: its incarnation cannot register or renew again")
 	// ErrNoSuchMember: no live member has that id.
-	ErrNoSuchMember = errors.New("no such live node")
+	ErrNoSuchMember = apierr.New(apierr.NotFound, "no such live node")
 )

@@ -73,6 +73,10 @@ func TestCreateAvroTable(t *testing.T) {
 	if tbl.GetSchemaVersion() != 0 || tbl.GetSchemaId() != 0 {
 		t.Errorf("schema version %d, id %d; want 0 and 0", tbl.GetSchemaVersion(), tbl.GetSchemaId())
 	}
+	// The spec the metadata is written with: every table's, identity on the Kafka partition.
+	if s := tbl.GetPartitionSpec(); len(s) != 1 || s[0].GetColumn() != "_kafka_partition" || s[0].GetTransform() != "identity" || s[0].GetName() != "_kafka_partition" {
+		t.Errorf("partition spec %v, want identity(_kafka_partition)", s)
+	}
 	// The registry's fields are the columns, in order, before the Kafka columns, with
 	// top-level field ids 1..n.
 	want := append([]string{"id", "item", "price", "tags", "attrs", "ship_to"}, kafkaColumns...)

@@ -20,6 +20,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
@@ -501,7 +502,7 @@ func kafkaErr(err error) error {
 	if errors.Is(err, kafkasrc.ErrUnavailable) {
 		return apierr.UnavailableErr("kafka", err)
 	}
-	return fmt.Errorf("kafka: %w", err)
+	return apierr.Failed(err, "kafka")
 }
 
 func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, error) {
@@ -519,6 +520,15 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 	out.SchemaId = int32(v.Schema.ID)
 	for _, f := range v.Schema.Fields() {
 		out.Schema = append(out.Schema, &adminv1.SchemaColumn{FieldId: int32(f.ID), Name: f.Name, Type: f.Type.String()})
+	}
+	// The spec the metadata is written with, so what is shown is what engines prune by.
+	spec, err := icebergmeta.PartitionSpec(v.Schema)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range spec.Fields() {
+		column, _ := v.Schema.FindColumnName(f.SourceID())
+		out.PartitionSpec = append(out.PartitionSpec, &adminv1.PartitionField{Column: column, Transform: f.Transform.String(), Name: f.Name})
 	}
 	return out, nil
 }

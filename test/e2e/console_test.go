@@ -319,6 +319,11 @@ func TestConsole(t *testing.T) {
 		if len(schema) != len(d.GetTable().GetSchema()) {
 			t.Errorf("schema rows %v, DescribeTable %v", schema, d.GetTable().GetSchema())
 		}
+		var spec string
+		consoleJSON(t, browser, `document.querySelector('dd[data-fact="Partitioned by"]').textContent`, &spec)
+		if f := d.GetTable().GetPartitionSpec(); len(f) != 1 || spec != f[0].GetTransform()+"("+f[0].GetColumn()+")" {
+			t.Errorf("the page's partition spec %q, DescribeTable %v", spec, f)
+		}
 		var snaps int
 		consoleJSON(t, browser, `document.querySelectorAll("table.snapshots tbody tr").length`, &snaps)
 		if snaps == 0 || snaps > 20 || len(d.GetSnapshots()) == 0 {

@@ -80,6 +80,12 @@ function fmtBytes(b) {
 }
 const short = (s) => String(s || "").replace(/^(ROLE|RECORD_FORMAT|TABLE_MODE|LEASE_KIND|SCHEMA_MODE|TOPIC_STATE)_/, "").toLowerCase();
 const badge = (text, cls) => el("span", { class: "badge" + (cls ? " " + cls : "") }, text);
+// partitionSpec writes a spec as minkctl table describe does: transform(column), with the
+// field's name where it is not its column's.
+function partitionSpec(fields) {
+  if (!fields || fields.length === 0) return "-";
+  return fields.map((f) => `${f.transform}(${f.column})` + (f.name !== f.column ? ` AS ${f.name}` : "")).join(", ");
+}
 function errorBox(e) { return el("p", { class: "error", "data-code": e.code || "" }, (e.code ? e.code + ": " : "") + e.message); }
 function table(head, rows, cls) {
   return el("table", { class: cls }, el("thead", {}, el("tr", {}, head.map((h) =>
@@ -316,7 +322,8 @@ async function viewTable(root, name) {
   const topicState = d.topicState && d.topicState !== "TOPIC_STATE_OK" && d.topicState !== "TOPIC_STATE_UNSPECIFIED"
     ? [badge(short(d.topicState), "bad"), " " + (d.topicError || "")] : "";
   const facts = [["Topic", [t.topic, " ", topicState]], ["Format", short(t.format)], ["Mode", short(t.mode)], ["Partitions", t.partitions],
-    ["Schema version", `${t.schemaVersion} (Iceberg schema id ${t.schemaId})`], ["Created", fmtTime(t.createdAt)],
+    ["Schema version", `${t.schemaVersion} (Iceberg schema id ${t.schemaId})`],
+    ["Partitioned by", partitionSpec(t.partitionSpec)], ["Created", fmtTime(t.createdAt)],
     ["Indexed", `${fmtNum(hwm - lag)} of ${fmtNum(hwm)} records (lag ${fmtNum(lag)})`],
     ["Committed freshness", d.committedAt ? `last commit ${fmtTime(d.committedAt)}; ${fmtNum(committedBehind)} records past it` : "no commit yet"],
     ["Live freshness", live ? "loads include the tail up to the high watermark (mink.live-load)" : "off: loads see the last commit only"]];

@@ -1511,7 +1511,10 @@ type Table struct {
 	TopicId string `protobuf:"bytes,16,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	// How far indexing and commits have got, summed over the partitions: set by ListTables
 	// when asked (with_summary).
-	Summary       *TableSummary `protobuf:"bytes,17,opt,name=summary,proto3" json:"summary,omitempty"`
+	Summary *TableSummary `protobuf:"bytes,17,opt,name=summary,proto3" json:"summary,omitempty"`
+	// How the table's data files are partitioned, in order: today every table is
+	// identity(_kafka_partition), so a file holds one Kafka partition's records.
+	PartitionSpec []*PartitionField `protobuf:"bytes,18,rep,name=partition_spec,json=partitionSpec,proto3" json:"partition_spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1665,6 +1668,76 @@ func (x *Table) GetSummary() *TableSummary {
 	return nil
 }
 
+func (x *Table) GetPartitionSpec() []*PartitionField {
+	if x != nil {
+		return x.PartitionSpec
+	}
+	return nil
+}
+
+// One field of a partition spec: a source column, an Iceberg transform written as in the
+// Iceberg spec (identity, year, month, day, hour, bucket[N], truncate[W], void) and the
+// partition field's name.
+type PartitionField struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Column        string                 `protobuf:"bytes,1,opt,name=column,proto3" json:"column,omitempty"`
+	Transform     string                 `protobuf:"bytes,2,opt,name=transform,proto3" json:"transform,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionField) Reset() {
+	*x = PartitionField{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionField) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionField) ProtoMessage() {}
+
+func (x *PartitionField) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionField.ProtoReflect.Descriptor instead.
+func (*PartitionField) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PartitionField) GetColumn() string {
+	if x != nil {
+		return x.Column
+	}
+	return ""
+}
+
+func (x *PartitionField) GetTransform() string {
+	if x != nil {
+		return x.Transform
+	}
+	return ""
+}
+
+func (x *PartitionField) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // A table's state at a glance: what a listing of many tables shows per table.
 type TableSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1684,7 +1757,7 @@ type TableSummary struct {
 
 func (x *TableSummary) Reset() {
 	*x = TableSummary{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1769,7 @@ func (x *TableSummary) String() string {
 func (*TableSummary) ProtoMessage() {}
 
 func (x *TableSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1782,7 @@ func (x *TableSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableSummary.ProtoReflect.Descriptor instead.
 func (*TableSummary) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TableSummary) GetLagRecords() int64 {
@@ -1779,7 +1852,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1791,7 +1864,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1804,7 +1877,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTableRequest) GetNode() string {
@@ -1921,7 +1994,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2006,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2019,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1968,7 +2041,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2053,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2066,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DropTableRequest) GetNode() string {
@@ -2025,7 +2098,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2110,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2123,7 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 type ListTablesRequest struct {
@@ -2071,7 +2144,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2156,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2169,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListTablesRequest) GetNode() string {
@@ -2145,7 +2218,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2230,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2243,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -2199,7 +2272,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2284,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2297,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeTableRequest) GetNode() string {
@@ -2283,7 +2356,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2368,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2381,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -2420,7 +2493,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2432,7 +2505,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2518,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Snapshot) GetSnapshotId() int64 {
@@ -2516,7 +2589,7 @@ type SchemaVersion struct {
 
 func (x *SchemaVersion) Reset() {
 	*x = SchemaVersion{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2601,7 @@ func (x *SchemaVersion) String() string {
 func (*SchemaVersion) ProtoMessage() {}
 
 func (x *SchemaVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2614,7 @@ func (x *SchemaVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaVersion.ProtoReflect.Descriptor instead.
 func (*SchemaVersion) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SchemaVersion) GetVersion() int32 {
@@ -2587,7 +2660,7 @@ type DescribeTableResponse struct {
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2672,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2685,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -2687,7 +2760,7 @@ type ColumnChange struct {
 
 func (x *ColumnChange) Reset() {
 	*x = ColumnChange{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2772,7 @@ func (x *ColumnChange) String() string {
 func (*ColumnChange) ProtoMessage() {}
 
 func (x *ColumnChange) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2785,7 @@ func (x *ColumnChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnChange.ProtoReflect.Descriptor instead.
 func (*ColumnChange) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ColumnChange) GetChange() isColumnChange_Change {
@@ -2802,7 +2875,7 @@ type WidenColumn struct {
 
 func (x *WidenColumn) Reset() {
 	*x = WidenColumn{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +2887,7 @@ func (x *WidenColumn) String() string {
 func (*WidenColumn) ProtoMessage() {}
 
 func (x *WidenColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +2900,7 @@ func (x *WidenColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WidenColumn.ProtoReflect.Descriptor instead.
 func (*WidenColumn) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WidenColumn) GetName() string {
@@ -2854,7 +2927,7 @@ type RenameColumn struct {
 
 func (x *RenameColumn) Reset() {
 	*x = RenameColumn{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2939,7 @@ func (x *RenameColumn) String() string {
 func (*RenameColumn) ProtoMessage() {}
 
 func (x *RenameColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2952,7 @@ func (x *RenameColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameColumn.ProtoReflect.Descriptor instead.
 func (*RenameColumn) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RenameColumn) GetName() string {
@@ -2908,7 +2981,7 @@ type ResetTableRequest struct {
 
 func (x *ResetTableRequest) Reset() {
 	*x = ResetTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +2993,7 @@ func (x *ResetTableRequest) String() string {
 func (*ResetTableRequest) ProtoMessage() {}
 
 func (x *ResetTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3006,7 @@ func (x *ResetTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetTableRequest.ProtoReflect.Descriptor instead.
 func (*ResetTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResetTableRequest) GetNode() string {
@@ -2967,7 +3040,7 @@ type ResetTableResponse struct {
 
 func (x *ResetTableResponse) Reset() {
 	*x = ResetTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3052,7 @@ func (x *ResetTableResponse) String() string {
 func (*ResetTableResponse) ProtoMessage() {}
 
 func (x *ResetTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3065,7 @@ func (x *ResetTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetTableResponse.ProtoReflect.Descriptor instead.
 func (*ResetTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResetTableResponse) GetTable() *Table {
@@ -3019,7 +3092,7 @@ type AlterTableRequest struct {
 
 func (x *AlterTableRequest) Reset() {
 	*x = AlterTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3104,7 @@ func (x *AlterTableRequest) String() string {
 func (*AlterTableRequest) ProtoMessage() {}
 
 func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3117,7 @@ func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableRequest.ProtoReflect.Descriptor instead.
 func (*AlterTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AlterTableRequest) GetNode() string {
@@ -3098,7 +3171,7 @@ type AlterTableResponse struct {
 
 func (x *AlterTableResponse) Reset() {
 	*x = AlterTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3183,7 @@ func (x *AlterTableResponse) String() string {
 func (*AlterTableResponse) ProtoMessage() {}
 
 func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3196,7 @@ func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableResponse.ProtoReflect.Descriptor instead.
 func (*AlterTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AlterTableResponse) GetTable() *Table {
@@ -3146,7 +3219,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +3231,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +3244,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Topic) GetName() string {
@@ -3210,7 +3283,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3295,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3308,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateTopicRequest) GetNode() string {
@@ -3275,7 +3348,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3360,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3373,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateTopicResponse) GetTopic() *Topic {
@@ -3319,7 +3392,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3404,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3417,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListTopicsRequest) GetNode() string {
@@ -3363,7 +3436,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3375,7 +3448,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3388,7 +3461,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -3407,7 +3480,7 @@ type GetHistoryRequest struct {
 
 func (x *GetHistoryRequest) Reset() {
 	*x = GetHistoryRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3419,7 +3492,7 @@ func (x *GetHistoryRequest) String() string {
 func (*GetHistoryRequest) ProtoMessage() {}
 
 func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3432,7 +3505,7 @@ func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetHistoryRequest) GetNode() string {
@@ -3459,7 +3532,7 @@ type Series struct {
 
 func (x *Series) Reset() {
 	*x = Series{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3544,7 @@ func (x *Series) String() string {
 func (*Series) ProtoMessage() {}
 
 func (x *Series) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3557,7 @@ func (x *Series) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Series.ProtoReflect.Descriptor instead.
 func (*Series) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Series) GetName() string {
@@ -3527,7 +3600,7 @@ type GetHistoryResponse struct {
 
 func (x *GetHistoryResponse) Reset() {
 	*x = GetHistoryResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3539,7 +3612,7 @@ func (x *GetHistoryResponse) String() string {
 func (*GetHistoryResponse) ProtoMessage() {}
 
 func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3552,7 +3625,7 @@ func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetHistoryResponse) GetNodeId() string {
@@ -3681,7 +3754,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\fSchemaColumn\x12\x19\n" +
 	"\bfield_id\x18\x01 \x01(\x05R\afieldId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\x88\x06\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\xce\x06\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3705,10 +3778,15 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x12,\n" +
 	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x12\x19\n" +
 	"\btopic_id\x18\x10 \x01(\tR\atopicId\x125\n" +
-	"\asummary\x18\x11 \x01(\v2\x1b.mink.admin.v1.TableSummaryR\asummary\x1a=\n" +
+	"\asummary\x18\x11 \x01(\v2\x1b.mink.admin.v1.TableSummaryR\asummary\x12D\n" +
+	"\x0epartition_spec\x18\x12 \x03(\v2\x1d.mink.admin.v1.PartitionFieldR\rpartitionSpec\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Z\n" +
+	"\x0ePartitionField\x12\x16\n" +
+	"\x06column\x18\x01 \x01(\tR\x06column\x12\x1c\n" +
+	"\ttransform\x18\x02 \x01(\tR\ttransform\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xf5\x01\n" +
 	"\fTableSummary\x12\x1f\n" +
 	"\vlag_records\x18\x01 \x01(\x03R\n" +
 	"lagRecords\x12+\n" +
@@ -3938,7 +4016,7 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
@@ -3963,57 +4041,58 @@ var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(*RegistryDecoding)(nil),      // 20: mink.admin.v1.RegistryDecoding
 	(*SchemaColumn)(nil),          // 21: mink.admin.v1.SchemaColumn
 	(*Table)(nil),                 // 22: mink.admin.v1.Table
-	(*TableSummary)(nil),          // 23: mink.admin.v1.TableSummary
-	(*CreateTableRequest)(nil),    // 24: mink.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 25: mink.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),      // 26: mink.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 27: mink.admin.v1.DropTableResponse
-	(*ListTablesRequest)(nil),     // 28: mink.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 29: mink.admin.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 30: mink.admin.v1.DescribeTableRequest
-	(*PartitionStatus)(nil),       // 31: mink.admin.v1.PartitionStatus
-	(*Snapshot)(nil),              // 32: mink.admin.v1.Snapshot
-	(*SchemaVersion)(nil),         // 33: mink.admin.v1.SchemaVersion
-	(*DescribeTableResponse)(nil), // 34: mink.admin.v1.DescribeTableResponse
-	(*ColumnChange)(nil),          // 35: mink.admin.v1.ColumnChange
-	(*WidenColumn)(nil),           // 36: mink.admin.v1.WidenColumn
-	(*RenameColumn)(nil),          // 37: mink.admin.v1.RenameColumn
-	(*ResetTableRequest)(nil),     // 38: mink.admin.v1.ResetTableRequest
-	(*ResetTableResponse)(nil),    // 39: mink.admin.v1.ResetTableResponse
-	(*AlterTableRequest)(nil),     // 40: mink.admin.v1.AlterTableRequest
-	(*AlterTableResponse)(nil),    // 41: mink.admin.v1.AlterTableResponse
-	(*Topic)(nil),                 // 42: mink.admin.v1.Topic
-	(*CreateTopicRequest)(nil),    // 43: mink.admin.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 44: mink.admin.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),     // 45: mink.admin.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 46: mink.admin.v1.ListTopicsResponse
-	(*GetHistoryRequest)(nil),     // 47: mink.admin.v1.GetHistoryRequest
-	(*Series)(nil),                // 48: mink.admin.v1.Series
-	(*GetHistoryResponse)(nil),    // 49: mink.admin.v1.GetHistoryResponse
-	nil,                           // 50: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 51: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 52: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 53: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 54: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	nil,                           // 55: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 57: google.protobuf.Duration
+	(*PartitionField)(nil),        // 23: mink.admin.v1.PartitionField
+	(*TableSummary)(nil),          // 24: mink.admin.v1.TableSummary
+	(*CreateTableRequest)(nil),    // 25: mink.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),   // 26: mink.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),      // 27: mink.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),     // 28: mink.admin.v1.DropTableResponse
+	(*ListTablesRequest)(nil),     // 29: mink.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),    // 30: mink.admin.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),  // 31: mink.admin.v1.DescribeTableRequest
+	(*PartitionStatus)(nil),       // 32: mink.admin.v1.PartitionStatus
+	(*Snapshot)(nil),              // 33: mink.admin.v1.Snapshot
+	(*SchemaVersion)(nil),         // 34: mink.admin.v1.SchemaVersion
+	(*DescribeTableResponse)(nil), // 35: mink.admin.v1.DescribeTableResponse
+	(*ColumnChange)(nil),          // 36: mink.admin.v1.ColumnChange
+	(*WidenColumn)(nil),           // 37: mink.admin.v1.WidenColumn
+	(*RenameColumn)(nil),          // 38: mink.admin.v1.RenameColumn
+	(*ResetTableRequest)(nil),     // 39: mink.admin.v1.ResetTableRequest
+	(*ResetTableResponse)(nil),    // 40: mink.admin.v1.ResetTableResponse
+	(*AlterTableRequest)(nil),     // 41: mink.admin.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),    // 42: mink.admin.v1.AlterTableResponse
+	(*Topic)(nil),                 // 43: mink.admin.v1.Topic
+	(*CreateTopicRequest)(nil),    // 44: mink.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 45: mink.admin.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),     // 46: mink.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 47: mink.admin.v1.ListTopicsResponse
+	(*GetHistoryRequest)(nil),     // 48: mink.admin.v1.GetHistoryRequest
+	(*Series)(nil),                // 49: mink.admin.v1.Series
+	(*GetHistoryResponse)(nil),    // 50: mink.admin.v1.GetHistoryResponse
+	nil,                           // 51: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 52: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 53: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 54: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 55: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 56: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 57: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 58: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	56, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	50, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	56, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	56, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	56, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	51, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	57, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	57, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	57, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	56, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	51, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	57, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	57, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	52, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	58, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
 	6,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
 	7,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	52, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	53, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
 	8,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
 	6,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
 	6,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
@@ -4021,81 +4100,82 @@ var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
 	19, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	53, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	56, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	54, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	57, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
 	20, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
 	20, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
 	21, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
 	3,  // 26: mink.admin.v1.Table.mode:type_name -> mink.admin.v1.TableMode
-	23, // 27: mink.admin.v1.Table.summary:type_name -> mink.admin.v1.TableSummary
-	57, // 28: mink.admin.v1.TableSummary.lag:type_name -> google.protobuf.Duration
-	56, // 29: mink.admin.v1.TableSummary.committed_at:type_name -> google.protobuf.Timestamp
-	2,  // 30: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
-	19, // 31: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	54, // 32: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
-	4,  // 33: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	2,  // 34: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
-	4,  // 35: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	3,  // 36: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
-	22, // 37: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	22, // 38: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	56, // 39: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	56, // 40: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
-	57, // 41: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
-	56, // 42: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
-	21, // 43: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
-	22, // 44: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	31, // 45: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	5,  // 46: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
-	56, // 47: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
-	56, // 48: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
-	32, // 49: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
-	33, // 50: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
-	19, // 51: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
-	36, // 52: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
-	37, // 53: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
-	22, // 54: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
-	35, // 55: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	55, // 56: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	22, // 57: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	42, // 58: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
-	42, // 59: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
-	56, // 60: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
-	57, // 61: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
-	48, // 62: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
-	9,  // 63: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	11, // 64: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	13, // 65: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	15, // 66: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	17, // 67: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	24, // 68: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	26, // 69: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	28, // 70: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	30, // 71: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	40, // 72: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	43, // 73: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
-	45, // 74: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
-	38, // 75: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
-	47, // 76: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
-	10, // 77: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	12, // 78: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	14, // 79: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	16, // 80: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	18, // 81: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	25, // 82: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	27, // 83: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	29, // 84: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	34, // 85: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	41, // 86: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	44, // 87: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
-	46, // 88: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
-	39, // 89: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
-	49, // 90: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
-	77, // [77:91] is the sub-list for method output_type
-	63, // [63:77] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	24, // 27: mink.admin.v1.Table.summary:type_name -> mink.admin.v1.TableSummary
+	23, // 28: mink.admin.v1.Table.partition_spec:type_name -> mink.admin.v1.PartitionField
+	58, // 29: mink.admin.v1.TableSummary.lag:type_name -> google.protobuf.Duration
+	57, // 30: mink.admin.v1.TableSummary.committed_at:type_name -> google.protobuf.Timestamp
+	2,  // 31: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
+	19, // 32: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
+	55, // 33: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	4,  // 34: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	2,  // 35: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
+	4,  // 36: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	3,  // 37: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
+	22, // 38: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	22, // 39: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	57, // 40: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	57, // 41: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	58, // 42: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
+	57, // 43: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
+	21, // 44: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
+	22, // 45: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	32, // 46: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	5,  // 47: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
+	57, // 48: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
+	57, // 49: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
+	33, // 50: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
+	34, // 51: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
+	19, // 52: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	37, // 53: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	38, // 54: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	22, // 55: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
+	36, // 56: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	56, // 57: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	22, // 58: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	43, // 59: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
+	43, // 60: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
+	57, // 61: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
+	58, // 62: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
+	49, // 63: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
+	9,  // 64: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	11, // 65: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	13, // 66: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	15, // 67: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	17, // 68: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	25, // 69: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	27, // 70: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	29, // 71: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	31, // 72: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	41, // 73: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	44, // 74: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
+	46, // 75: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
+	39, // 76: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
+	48, // 77: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
+	10, // 78: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	12, // 79: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	14, // 80: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	16, // 81: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	18, // 82: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	26, // 83: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	28, // 84: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	30, // 85: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	35, // 86: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	42, // 87: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	45, // 88: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
+	47, // 89: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
+	40, // 90: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
+	50, // 91: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
+	78, // [78:92] is the sub-list for method output_type
+	64, // [64:78] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -4103,7 +4183,7 @@ func file_mink_admin_v1_admin_proto_init() {
 	if File_mink_admin_v1_admin_proto != nil {
 		return
 	}
-	file_mink_admin_v1_admin_proto_msgTypes[29].OneofWrappers = []any{
+	file_mink_admin_v1_admin_proto_msgTypes[30].OneofWrappers = []any{
 		(*ColumnChange_Add)(nil),
 		(*ColumnChange_Widen)(nil),
 		(*ColumnChange_MakeOptional)(nil),
@@ -4115,7 +4195,7 @@ func file_mink_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

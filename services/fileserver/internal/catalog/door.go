@@ -3,23 +3,18 @@ package catalog
 // The catalog's door: what every request passes before a handler. It names the request
 // (X-Request-Id, in every log line about it), refuses paths Go's ServeMux would redirect,
 // bounds bodies, and, with auth on, authenticates the caller and puts the principal in
-// the request's context. fail is the one way handlers answer an error: what is not the
-// client's to read (a driver's text, SQLSTATE, paths, addresses) goes to the log under
-// the request id, and the envelope points there.
+// the request's context. fail is the one way handlers answer an error (apierr.Iceberg):
+// what is not the client's to read (a driver's text, SQLSTATE, paths, addresses) goes to
+// the log under the request id, and the envelope points there.
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"path"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
@@ -42,12 +37,6 @@ type requestIDKey struct{}
 func requestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
-}
-
-func newRequestID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // cleanPath is what Go's ServeMux redirects a path to (net/http's own cleanPath).
@@ -77,7 +66,7 @@ func shortPath(r *http.Request) string {
 // door wraps the catalog's routes.
 func (c *catalog) door(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := newRequestID()
+		id := apierr.RequestID()
 		w.Header().Set("X-Request-Id", id)
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
 		r = r.WithContext(ctx)
@@ -86,8 +75,8 @@ func (c *catalog) door(next http.Handler) http.Handler {
 		// its clean form: a redirect no Iceberg client expects (and one that could send
 		// a client's token elsewhere). Such a path names nothing here.
 		if ep := r.URL.EscapedPath(); ep != cleanPath(ep) || r.URL.Path != cleanPath(r.URL.Path) {
-			apierr.WriteIcebergModel(w, r, apierr.IcebergErrorModel{Code: http.StatusBadRequest, Type: "BadRequestException",
-				Message: fmt.Sprintf("path %q is not in canonical form (it has . or .. segments, or empty ones): Mink's catalog does not redirect; send the path the client means", shortPath(r))})
+			c.fail(w, r, apierr.New(apierr.InvalidArgument, "path %q is not in canonical form (it has . or .. segments, or empty ones): "+
+				"Mink's catalog does not redirect; send the path the client means", shortPath(r)), "")
 			return
 		}
 		limit := int64(MaxBodyBytes)
@@ -131,8 +120,8 @@ func remoteHost(r *http.Request) string {
 func (c *catalog) tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 	// The rest of the body is not read: the connection closes after the answer.
 	w.Header().Set("Connection", "close")
-	apierr.WriteIcebergModel(w, r, apierr.IcebergErrorModel{Code: http.StatusRequestEntityTooLarge, Type: "RequestTooLargeException",
-		Message: fmt.Sprintf("%s %s: the request body is over %d bytes, the most Mink's catalog reads", r.Method, shortPath(r), limit)})
+	c.fail(w, r, apierr.HTTPErr(apierr.InvalidArgument, http.StatusRequestEntityTooLarge,
+		"%s %s: the request body is over %d bytes, the most Mink's catalog reads", r.Method, shortPath(r), limit), "")
 }
 
 // isTooLarge reports whether err is a read past the door's body bound.
@@ -173,15 +162,12 @@ func truncate(s string, n int) string {
 }
 
 // fail answers r with err in the Iceberg envelope; notFound is the exception type of a
-// 404. A server-side failure (5xx), or an error carrying a cause from below (a driver's
-// error, another node's), is logged whole under the request id, and the client reads
-// what Mink itself said of it and where to look.
+// 404. A server-side failure (5xx), or an error whose answer leaves out a cause, is
+// logged whole under the request id the answer names.
 func (c *catalog) fail(w http.ResponseWriter, r *http.Request, err error, notFound string) {
-	m := apierr.Iceberg(err, notFound)
-	switch {
-	case m.Code == 499: // the client has gone: nobody reads it
-	case m.Code >= 500 || hasCause(err):
-		id := requestID(r.Context())
+	id := requestID(r.Context())
+	m := apierr.Iceberg(err, notFound, id)
+	if m.Code != 499 && (m.Code >= 500 || m.Logged) { // 499: the client has gone, nobody reads it
 		attrs := []any{"request_id", id, "method", r.Method, "path", shortPath(r), "status", m.Code, "error", err.Error()}
 		if p := auth.FromContext(r.Context()); p != nil {
 			attrs = append(attrs, "principal", p.ID)
@@ -191,33 +177,9 @@ func (c *catalog) fail(w http.ResponseWriter, r *http.Request, err error, notFou
 		} else {
 			c.log.WarnContext(r.Context(), "catalog request failed", attrs...)
 		}
-		m.Message = safeMessage(err) + "; see the file server's log, request id " + id
 	}
 	if m.Code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 	}
-	apierr.WriteIcebergModel(w, r, m)
-}
-
-// hasCause reports whether err's text holds more than Mink's own words: it is not one of
-// apierr's errors without a cause, or Postgres answered it.
-func hasCause(err error) bool {
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) {
-		return true
-	}
-	var e *apierr.Error
-	return !errors.As(err, &e) || e.Err != nil
-}
-
-// safeMessage is what Mink itself said of err, without its cause.
-func safeMessage(err error) string {
-	var e *apierr.Error
-	if errors.As(err, &e) && e.Msg != "" {
-		if e.Field != "" {
-			return e.Field + ": " + e.Msg
-		}
-		return e.Msg
-	}
-	return "internal error"
+	apierr.WriteIceberg(w, r, m)
 }

@@ -195,7 +195,7 @@ func (c *catalog) listNamespaces(w http.ResponseWriter, r *http.Request) {
 	nss, more, err := collect(pg,
 		func(after string, n int) ([]string, error) {
 			nss, err := tables.NamespacesPage(ctx, c.o.DB, after, n)
-			return nss, postgresErr(err, "list namespaces")
+			return nss, apierr.Postgres(err, "list namespaces")
 		},
 		func(ns string) string { return ns },
 		func(ns string) (bool, error) {
@@ -274,7 +274,7 @@ func (c *catalog) listTables(w http.ResponseWriter, r *http.Request) {
 	ts, more, err := collect(pg,
 		func(after string, n int) ([]tables.Table, error) {
 			ts, err := tables.ListPage(ctx, c.o.DB, ns, after, n, true)
-			return ts, postgresErr(err, "list the tables of %s", ns)
+			return ts, apierr.Postgres(err, "list the tables of %s", ns)
 		},
 		func(t tables.Table) string { return t.Name },
 		func(t tables.Table) (bool, error) { return p.CanRead(ns, t.Name), nil })

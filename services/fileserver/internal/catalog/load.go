@@ -54,7 +54,7 @@ func (c *catalog) load(ctx context.Context, p *auth.Principal, ns, name string, 
 		return current{}, apierr.New(apierr.NotFound, "table %s.%s does not exist", ns, name)
 	}
 	if err != nil {
-		return current{}, postgresErr(err, "load table %s.%s", ns, name)
+		return current{}, apierr.Postgres(err, "load table %s.%s", ns, name)
 	}
 	if t.TopicLost != "" {
 		// Its topic was deleted and created again: the rows it holds are no longer in
@@ -66,7 +66,7 @@ func (c *catalog) load(ctx context.Context, p *auth.Principal, ns, name string, 
 	cur.key, cur.content, found, err = tables.CurrentMetadata(ctx, c.o.DB, t.ID, content)
 	switch {
 	case err != nil:
-		return current{}, postgresErr(err, "load table %s", t.FullName())
+		return current{}, apierr.Postgres(err, "load table %s", t.FullName())
 	case !found:
 		return current{}, apierr.New(apierr.NotFound,
 			"table %s has no committed snapshot yet, nor metadata: its writer stores the first as soon as it holds the table's writer lease, and commits within %s (table property %s) of its first indexed range",

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
 )
 
@@ -146,7 +147,7 @@ func (c *catalog) tokens(w http.ResponseWriter, r *http.Request) {
 		}
 		sp, err := c.o.Auth.Bearer(subject)
 		if err != nil {
-			c.oauthFail(w, r, http.StatusBadRequest, "invalid_grant", "the subject token: "+err.Error())
+			c.oauthFail(w, r, http.StatusBadRequest, "invalid_grant", "the subject token: "+apierr.Message(err))
 			return
 		}
 		if !sp.Expires.IsZero() {

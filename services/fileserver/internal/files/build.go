@@ -135,7 +135,7 @@ func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
 	var settings parquetbuild.Settings
 	if err := json.Unmarshal(r.Settings, &settings); err != nil {
 		s.met.buildFailed(ctx, "deletes", "error")
-		return fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
+		return apierr.Wrap(apierr.Internal, err, "file %s: its recorded settings do not decode", r.Key)
 	}
 	d := rangefile.Deletes{Table: r.TableID, Partition: r.Partition, Start: r.Start, End: r.End, DataKey: r.DeletesOf, CoverEnd: r.CoverEnd, Tail: r.DeletesTail}
 	err := s.commit(r, r.SHA256, func(w io.Writer) (int64, error) {
@@ -144,7 +144,7 @@ func (s *Store) fillDeletes(ctx context.Context, r objects.Record) error {
 			if c := apierr.Classify(err); c == apierr.Unavailable || c == apierr.DeadlineExceeded {
 				return 0, apierr.Postgres(err, "build %s", r.Key)
 			}
-			return 0, fmt.Errorf("build %s: %w", r.Key, err)
+			return 0, apierr.Failed(err, "build %s", r.Key)
 		}
 		if fs.Size != r.Size || fs.SHA256 != r.SHA256 {
 			// Only a changed index can do this (a range re-derived after compaction, for
@@ -206,7 +206,7 @@ func (s *Store) fillData(ctx context.Context, r objects.Record, b *flight.Build)
 	}
 	var settings parquetbuild.Settings
 	if err := json.Unmarshal(r.Settings, &settings); err != nil {
-		err = fmt.Errorf("file %s: recorded settings: %w", r.Key, err)
+		err = apierr.Wrap(apierr.Internal, err, "file %s: its recorded settings do not decode", r.Key)
 		s.met.buildFailed(ctx, "data", "error")
 		return err
 	}
@@ -245,11 +245,11 @@ func (s *Store) commit(r objects.Record, sha string, write func(io.Writer) (int6
 		if errors.Is(err, filecache.ErrNoSpace) {
 			return apierr.Wrap(apierr.ResourceExhausted, err, "no cache space to build %s now", r.Key)
 		}
-		return fmt.Errorf("build %s: %w", r.Key, err)
+		return apierr.Wrap(apierr.Unavailable, err, "cannot build %s now: this node's cache cannot be written", r.Key)
 	}
 	n, err := write(p)
 	if err == nil && (n != r.Size || p.Written() != r.Size) {
-		err = fmt.Errorf("build %s: wrote %d bytes (measured %d), want %d", r.Key, p.Written(), n, r.Size)
+		err = apierr.New(apierr.Internal, "build %s: wrote %d bytes (measured %d), want %d", r.Key, p.Written(), n, r.Size)
 	}
 	if err != nil {
 		p.Abort()
@@ -278,7 +278,7 @@ func (s *Store) buildErr(ctx context.Context, t tables.Table, r objects.Record, 
 	case ctx.Err() != nil:
 		return apierr.Wrap(apierr.Unavailable, err, "building %s took longer than %v", r.Key, s.o.BuildTimeout)
 	}
-	return fmt.Errorf("build %s from %s: %w", r.Key, where, err)
+	return apierr.Failed(err, "build %s from %s", r.Key, where)
 }
 
 // replacing is the error of a file that Kafka no longer yields as recorded, why saying

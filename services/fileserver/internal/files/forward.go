@@ -10,12 +10,10 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -86,7 +84,7 @@ func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamin
 		// longer read (their values were unbounded). Unsigned, the answer reads as "owner
 		// unreachable" there, and that node measures the span itself, as it would without
 		// this one: live loads go on through a rolling upgrade.
-		return status.Errorf(codes.Unimplemented, "node %s reads a measure's budget and TTL from ReadFileRequest.measure only, not from %s/%s headers: upgrade the calling node",
+		return apierr.New(apierr.Unimplemented, "node %s reads a measure's budget and TTL from ReadFileRequest.measure only, not from %s/%s headers: upgrade the calling node",
 			s.o.NodeID, mdLegacyMeasureMaxBytes, mdLegacyMeasureTTL)
 	}
 	err := ValidKey(req.GetKey())
@@ -133,7 +131,7 @@ func (s *Store) ReadFile(req *filev1.ReadFileRequest, stream grpc.ServerStreamin
 		}
 		n, err := io.ReadFull(obj.Body, buf[:min(int64(len(buf)), obj.Length-sent)])
 		if err != nil {
-			return apierr.GRPC(fmt.Errorf("read %s at %d: %w", req.GetKey(), obj.Offset+sent, err))
+			return apierr.GRPC(apierr.Failed(err, "read %s at %d", req.GetKey(), obj.Offset+sent))
 		}
 		if err := stream.Send(&filev1.ReadFileResponse{Part: &filev1.ReadFileResponse_Chunk{Chunk: buf[:n]}}); err != nil {
 			return err
@@ -153,7 +151,7 @@ func (s *Store) sendChunks(ctx context.Context, key string, obj *Object, head *f
 		n, err := io.ReadFull(obj.Body, *p)
 		if err != nil {
 			bufPool.Put(p)
-			return apierr.GRPC(fmt.Errorf("read %s at %d: %w", key, obj.Offset+sent, err))
+			return apierr.GRPC(apierr.Failed(err, "read %s at %d", key, obj.Offset+sent))
 		}
 		if head != nil {
 			// The info waits for the first chunk, so that both leave in one write: a
@@ -270,7 +268,7 @@ func (s *Store) forward(ctx context.Context, node, addr, key string, rng *Range,
 	if err != nil {
 		cancel()
 		if errors.Is(err, io.EOF) {
-			err = status.Error(codes.Internal, "owner ended the stream without an answer")
+			err = apierr.New(apierr.Internal, "owner %s ended the stream of %s without an answer", node, key)
 		}
 		if len(stream.Trailer().Get(mdServedBy)) == 0 && ctx.Err() == nil {
 			s.met.forwarded(ctx, "error")

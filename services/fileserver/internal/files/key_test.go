@@ -61,12 +61,12 @@ func TestParseAndResolveRange(t *testing.T) {
 		}
 		off, n, err := r.Resolve(size)
 		if c.badSize {
-			e := apierr.S3(err)
+			e := apierr.S3(err, "R")
 			if apierr.Classify(err) != apierr.OutOfRange || e.Code != "InvalidRange" || e.ContentRange != "bytes */1000" {
 				t.Errorf("%q: resolved to %d+%d, %v (%+v); want InvalidRange with bytes */1000", c.h, off, n, err, e)
 			}
 			// The size survives the trip from the owner, as a gRPC status.
-			if got := apierr.S3(apierr.GRPC(err)).ContentRange; got != "bytes */1000" {
+			if got := apierr.S3(apierr.GRPC(err), "R").ContentRange; got != "bytes */1000" {
 				t.Errorf("%q from another node: Content-Range %q", c.h, got)
 			}
 			continue
@@ -90,7 +90,7 @@ func TestParseAndResolveRange(t *testing.T) {
 	if off, n, err := whole.Resolve(0); off != 0 || n != 0 || err != nil {
 		t.Errorf("whole empty file: %d %d %v", off, n, err)
 	}
-	if _, _, err := (&Range{IsSuffix: true, Suffix: 5}).Resolve(0); apierr.S3(err).ContentRange != "bytes */0" {
+	if _, _, err := (&Range{IsSuffix: true, Suffix: 5}).Resolve(0); apierr.S3(err, "R").ContentRange != "bytes */0" {
 		t.Errorf("a suffix of an empty file: %v", err)
 	}
 }

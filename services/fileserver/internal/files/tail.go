@@ -201,7 +201,7 @@ const (
 // is not built again.
 func (s *Store) Measure(ctx context.Context, req MeasureRequest) (Measured, error) {
 	if req.End <= req.Start || req.MaxBytes <= 0 || req.TTL <= 0 {
-		return Measured{}, fmt.Errorf("files: bad tail span [%d, %d) (max %d bytes, ttl %v)", req.Start, req.End, req.MaxBytes, req.TTL)
+		return Measured{}, apierr.New(apierr.Internal, "bad tail span [%d, %d) (max %d bytes, ttl %v)", req.Start, req.End, req.MaxBytes, req.TTL)
 	}
 	req = req.bounded()
 	id := TailIdentity(req.Table.Namespace, req.Table.Name, req.Partition, req.Start, req.End)
@@ -543,10 +543,10 @@ func (s *Store) measureOnce(req MeasureRequest, fl *flight.Build) (Measured, tai
 	}
 	fs, err := b.Close()
 	if err != nil {
-		return fail(fmt.Errorf("build the tail of %s partition %d [%d, %d): %w", t.FullName(), req.Partition, req.Start, end, err))
+		return fail(apierr.Failed(err, "build the tail of %s partition %d [%d, %d)", t.FullName(), req.Partition, req.Start, end))
 	}
 	if fs.Size != p.Written() {
-		return fail(fmt.Errorf("build the tail of %s partition %d [%d, %d): measured %d bytes, wrote %d", t.FullName(), req.Partition, req.Start, end, fs.Size, p.Written()))
+		return fail(apierr.New(apierr.Internal, "build the tail of %s partition %d [%d, %d): measured %d bytes, wrote %d", t.FullName(), req.Partition, req.Start, end, fs.Size, p.Written()))
 	}
 	stats, err := json.Marshal(fs.Columns)
 	if err != nil {
@@ -562,10 +562,11 @@ func (s *Store) measureOnce(req MeasureRequest, fl *flight.Build) (Measured, tai
 		return fail(err)
 	}
 	if size != fs.Size || sha != fs.SHA256 {
-		return fail(fmt.Errorf("tail file %s is recorded with %d bytes and sha256 %s, built with %d bytes and sha256 %s", key, size, sha, fs.Size, fs.SHA256))
+		return fail(apierr.Wrap(apierr.Internal, fmt.Errorf("tail file %s is recorded with %d bytes and sha256 %s, built with %d bytes and sha256 %s", key, size, sha, fs.Size, fs.SHA256),
+			"the tail of %s partition %d [%d, %d) is recorded with other bytes than it was built with", t.FullName(), req.Partition, req.Start, end))
 	}
 	if err := p.Commit(filecache.Entry{Key: key, Size: fs.Size, ETag: objects.ETag(fs.SHA256), LastModified: objects.LastModified(created), TableID: t.ID}); err != nil {
-		return fail(fmt.Errorf("cache tail file %s: %w", key, err))
+		return fail(apierr.Failed(err, "cache the tail of %s partition %d [%d, %d)", t.FullName(), req.Partition, req.Start, end))
 	}
 	s.met.built(ctx, "tail")
 	s.log.Debug("measured a tail file", "key", key, "table", t.FullName(), "partition", req.Partition,
@@ -583,7 +584,7 @@ func (s *Store) measureOnce(req MeasureRequest, fl *flight.Build) (Measured, tai
 // most maxTTL after its last measure. It returns what the row records.
 func (s *Store) record(ctx context.Context, r tailRow, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
 	if ttl <= 0 || ttl > maxTTL {
-		return time.Time{}, 0, "", fmt.Errorf("record tail file %s: ttl %v outside (0, %v]", r.key, ttl, maxTTL)
+		return time.Time{}, 0, "", apierr.New(apierr.Internal, "record tail file %s: ttl %v outside (0, %v]", r.key, ttl, maxTTL)
 	}
 	created, size, sha, err = objects.RecordTail(ctx, s.o.DB, objects.Tail{Table: r.table, Key: r.key, Partition: r.partition,
 		Start: r.start, End: r.end, Records: r.records, Size: r.size, SHA256: r.sha256, Settings: r.settings, Stats: r.stats, Keys: r.keys}, ttl, maxTTL)
@@ -610,5 +611,5 @@ func (s *Store) tailErr(ctx context.Context, t tables.Table, req MeasureRequest,
 	case ctx.Err() != nil:
 		return apierr.Wrap(apierr.Unavailable, err, "building the tail of %s from %s took longer than %v", t.FullName(), where, s.o.BuildTimeout)
 	}
-	return fmt.Errorf("build the tail of %s from %s: %w", t.FullName(), where, err)
+	return apierr.Failed(err, "build the tail of %s from %s", t.FullName(), where)
 }

@@ -67,8 +67,8 @@ func parseFilter(raw json.RawMessage, names, plan *iceberg.Schema, caseSensitive
 	}
 	expr, err := iceberg.ParseExpr(b, plan)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), iceberg.ErrInvalidArgument.Error()+": ")
-		return filter{}, apierr.Invalid("filter", "%s", clip(strings.ReplaceAll(msg, "\n", "; ")))
+		// iceberg-go's words about the request's filter.
+		return filter{}, apierr.Invalid("filter", "%s", clip(strings.ReplaceAll(err.Error(), "\n", "; ")))
 	}
 	return filter{expr: expr, exact: n.exact, set: true}, nil
 }

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
@@ -253,18 +252,12 @@ func (p *Planner) scan(ctx context.Context, k scanKey, src source) (*planned, er
 
 // planErr says what went wrong planning a scan of t, in apierr's kinds.
 func planErr(t tables.Table, err error) error {
-	switch apierr.Classify(err) {
-	case apierr.Unavailable, apierr.DeadlineExceeded:
-		return apierr.Wrap(apierr.Unavailable, err, "plan a scan of table %s: postgres is unavailable", t.FullName())
-	case apierr.Canceled:
-		return err
-	}
 	if errors.Is(err, iceberg.ErrInvalidArgument) {
-		// iceberg-go's words about the snapshots asked for (not an ancestor, ...).
-		msg := strings.TrimPrefix(err.Error(), iceberg.ErrInvalidArgument.Error()+": ")
-		return apierr.New(apierr.InvalidArgument, "%s", clip(msg))
+		// iceberg-go's words about the snapshots asked for (not an ancestor, ...): the
+		// request's own.
+		return apierr.New(apierr.InvalidArgument, "%s", clip(err.Error()))
 	}
-	return fmt.Errorf("plan a scan of table %s: %w", t.FullName(), err)
+	return apierr.Postgres(err, "plan a scan of table %s", t.FullName())
 }
 
 // residual is what a task's rows must still be filtered by, as JSON; nil: no filter.

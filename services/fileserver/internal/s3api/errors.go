@@ -1,10 +1,7 @@
 package s3api
 
 import (
-	"errors"
-	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -68,22 +65,6 @@ func truncate(s string, n int) string {
 	return s[:cut] + "..."
 }
 
-// authError is the S3 error of a signature that does not verify: its S3 code, with the
-// status S3 gives it.
-func authError(err error) apierr.S3Error {
-	e := apierr.S3(err)
-	var ae *apierr.Error
-	if errors.As(err, &ae) && ae.S3Code != "" {
-		e.Code, e.Status = ae.S3Code, auth.S3Status(ae.S3Code)
-	}
-	var sm *auth.SignatureMismatch
-	if errors.As(err, &sm) {
-		e.AWSAccessKeyID, e.SignatureProvided = sm.AccessKeyID, sm.SignatureProvided
-		e.StringToSign, e.CanonicalRequest = sm.StringToSign, sm.CanonicalRequest
-	}
-	return e
-}
-
 // authorized reports whether p may read key: a key names its table by its first two
 // segments, "<namespace>/<table>/...". When not, it says why.
 func authorized(p *auth.Principal, key string) (string, bool) {
@@ -136,39 +117,3 @@ func subresource(q url.Values) (string, bool) {
 	}
 	return first, true
 }
-
-// publicMessage is what a client is told of err, whose S3 error is e: Mink's own words,
-// without what came from below (a driver's error text with SQL or addresses, a path on
-// the node). The whole error goes to the log under the request id.
-func publicMessage(err error, e apierr.S3Error) string {
-	if e.Status == http.StatusInternalServerError && apierr.Classify(err) != apierr.DataLoss {
-		// A bug or an unclassified failure: nothing of it is the client's business.
-		return "We encountered an internal error. Please try again; the file server's log has the details under the request id."
-	}
-	// apierr cut the words of drivers and the OS from e.Message already. What another
-	// node answered comes as text only, and a driver's words may have been formatted in
-	// with %v: cut at what marks them.
-	msg := e.Message
-	for _, m := range internalMarkers {
-		if i := strings.Index(msg, m); i >= 0 {
-			msg = msg[:i]
-		}
-	}
-	msg = absPath.ReplaceAllString(msg, "$1<path>")
-	msg = strings.TrimRight(msg, " :;,")
-	if msg == "" {
-		return http.StatusText(e.Status)
-	}
-	return msg
-}
-
-// internalMarkers begin the words of Postgres, a network dialer or the OS in an error's
-// text.
-var internalMarkers = []string{
-	"(SQLSTATE", "SQLSTATE ", "ERROR: ", "FATAL: ", "failed to connect to", "unable to dial",
-	"dial tcp", "dial unix", "read tcp", "write tcp", "lookup ", "connect: ", "connection refused",
-	"connection reset", "broken pipe", "i/o timeout", "no such file or directory", "permission denied",
-}
-
-// absPath is an absolute file path in a message (keys never start with "/").
-var absPath = regexp.MustCompile(`(^|[\s"'(\[=])/[^\s"'()\[\],;]+`)

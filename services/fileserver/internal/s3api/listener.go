@@ -2,7 +2,6 @@ package s3api
 
 import (
 	"bytes"
-	"encoding/xml"
 	"io"
 	"log/slog"
 	"net"
@@ -133,23 +132,22 @@ func netHTTPError(p []byte) (status int, text string, ok bool) {
 // s3Answer is the XML answer that replaces net/http's (status, text); last is the
 // start of what was read last, where the refused request line is.
 func (c *conn) s3Answer(status int, text, last string) []byte {
-	id := requestID()
-	e := apierr.S3Error{Status: status, Code: "InvalidRequest", RequestID: id,
-		Message: "The request is malformed: " + strings.TrimPrefix(text, http.StatusText(status)+": ")}
+	id := apierr.RequestID()
+	code, msg := "InvalidRequest", "The request is malformed: "+strings.TrimPrefix(text, http.StatusText(status)+": ")
 	switch {
 	case status == http.StatusBadRequest && badRequestURI(last):
-		e.Code, e.Message = "InvalidURI", "Couldn't parse the specified URI."
+		code, msg = "InvalidURI", "Couldn't parse the specified URI."
 	case status == http.StatusRequestHeaderFieldsTooLarge:
-		e.Status, e.Code, e.Message = http.StatusBadRequest, "RequestHeaderSectionTooLarge",
+		status, code, msg = http.StatusBadRequest, "RequestHeaderSectionTooLarge",
 			"Your request header section exceeds the maximum allowed size."
 	case status == http.StatusNotImplemented:
-		e.Code, e.Message = "NotImplemented", "A header you provided implies functionality that is not implemented (Transfer-Encoding)."
+		code, msg = "NotImplemented", "A header you provided implies functionality that is not implemented (Transfer-Encoding)."
 	case text == http.StatusText(status):
-		e.Message = "The request is malformed."
+		msg = "The request is malformed."
 	}
+	e := apierr.S3(apierr.S3Err(apierr.InvalidArgument, status, code, "%s", msg), id)
 	c.log.Debug("s3 request refused before its handler", "request_id", id, "code", e.Code, "remote_addr", c.RemoteAddr().String())
-	body, _ := xml.Marshal(e)
-	body = append([]byte(xml.Header), body...)
+	body := e.XML()
 	var b bytes.Buffer
 	b.WriteString("HTTP/1.1 " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) + "\r\n")
 	b.WriteString("Content-Type: application/xml\r\nConnection: close\r\nServer: Mink\r\n")

@@ -79,11 +79,9 @@ const s3Time = "2006-01-02T15:04:05.000Z"
 
 // list answers ListObjectsV2 (list-type=2) and ListObjects: the committed files of the
 // tables p may read, a page at a time.
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, id string, p *auth.Principal, q url.Values, fail func(apierr.S3Error)) {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, p *auth.Principal, q url.Values, fail func(error, about)) {
 	badParam := func(name, value, format string, args ...any) {
-		e := apierr.S3(apierr.Invalid(name, format, args...))
-		e.BucketName, e.ArgumentValue = layout.Bucket, value
-		fail(e)
+		fail(apierr.Invalid(name, format, args...), about{bucket: layout.Bucket, value: value})
 	}
 	v2 := false
 	if q.Has("list-type") {
@@ -144,9 +142,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, id string, p *aut
 	}
 	l, err := h.files.List(r.Context(), query, readable)
 	if err != nil {
-		e := h.failure(r, id, "s3 listing failed", err, "principal", p.ID, "prefix", prefix)
-		e.BucketName = layout.Bucket
-		fail(e)
+		fail(err, about{bucket: layout.Bucket, what: "s3 listing failed", attrs: []any{"principal", p.ID, "prefix", prefix}})
 		return
 	}
 	for _, o := range l.Objects {
@@ -171,18 +167,17 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, id string, p *aut
 
 // listBuckets answers ListBuckets: Mink's one bucket, to any principal (what it may read
 // in it is the listing's to say).
-func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, id string, p *auth.Principal, q url.Values, fail func(apierr.S3Error)) {
+func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, p *auth.Principal, q url.Values, fail func(error, about)) {
 	if q.Has("max-buckets") {
 		if n, err := strconv.Atoi(q.Get("max-buckets")); err != nil || n < 1 || n > 10000 {
-			e := apierr.S3(apierr.Invalid("max-buckets", "max-buckets must be an integer from 1 to 10000: %q", q.Get("max-buckets")))
-			e.ArgumentValue = q.Get("max-buckets")
-			fail(e)
+			fail(apierr.Invalid("max-buckets", "max-buckets must be an integer from 1 to 10000: %q", q.Get("max-buckets")),
+				about{value: q.Get("max-buckets")})
 			return
 		}
 	}
 	created, err := h.files.BucketCreated(r.Context())
 	if err != nil {
-		fail(h.failure(r, id, "s3 bucket listing failed", err, "principal", p.ID))
+		fail(err, about{what: "s3 bucket listing failed", attrs: []any{"principal", p.ID}})
 		return
 	}
 	res := listAllMyBucketsResult{NS: s3NS, Owner: bucketOwner{ID: p.ID, DisplayName: p.ID}, Prefix: q.Get("prefix")}

@@ -1,37 +1,13 @@
 // Package s3api is the S3 API of a file server, path-style, as S3-compatible clients
 // (iceberg-go's, Spark's S3A, Trino's, PyIceberg's, DuckDB's, aws-cli) send it, over the
-// one bucket, "mink":
+// one bucket, "mink": reads of every file a snapshot names and listings of the committed
+// ones, every request checked by pkg/auth when auth is on.
 //
-//   - GetObject and HeadObject of every file a snapshot names, with conditionals and one
-//     byte Range. A Range header that is not one byte range (several, another unit, one
-//     that does not parse or ends before it starts) is ignored, as RFC 9110 and S3 do:
-//     the whole file. A range that starts past the end is 416 InvalidRange with
-//     Content-Range: bytes */<size>.
-//   - ListObjectsV2 (list-type=2: prefix, delimiter, max-keys up to 1000, start-after,
-//     continuation-token, encoding-type=url; fetch-owner is ignored) and ListObjects
-//     (marker): the committed files of the tables the principal may read, in UTF-8 byte
-//     order (pkg/objects says which files those are, and why a live load's are not
-//     listed). A continuation token is opaque; one that was changed is InvalidArgument.
-//   - ListBuckets (GET /), HeadBucket and GetBucketLocation of the one bucket.
-//
-// Everything else answers an S3 XML error: NoSuchBucket for other buckets,
-// NotImplemented for subresources (?acl, ?tagging, ...), MethodNotAllowed for writes,
-// InvalidArgument naming the parameter at fault (ArgumentName) for a bad one. Bodies
-// stream from the cache file (sendfile) or from the owner's gRPC stream; a file is never
-// held whole in memory.
-//
-// With auth on, every request must carry an AWS Signature Version 4 (header or
-// presigned URL) that pkg/auth verifies, by a principal that may read the table the
-// key's first two segments name ("<namespace>/<table>/..."); vended credentials read
-// their one table only, and list only it. A failing request touches nothing: it is
-// refused before the key is looked up, so it neither fills the cache nor reads Postgres
-// or Kafka.
+// Design notes: docs/design/s3api.md.
 package s3api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -105,7 +81,7 @@ func New(o Options) (*Handler, error) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id := requestID()
+	id := apierr.RequestID()
 	w.Header().Set("X-Amz-Request-Id", id)
 	w.Header().Set("Server", "Mink")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
@@ -118,48 +94,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// must not be cleaned (".." resolved) before the key is checked.
 	path := r.URL.EscapedPath()
 	bucket, rawKey, hasKey := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	fail := func(e apierr.S3Error) {
-		e.RequestID = id
-		if e.Resource == "" {
-			e.Resource = path
-		}
+	fail := func(err error, a about) {
+		e := apierr.S3(err, id)
+		e.BucketName, e.Key, e.ArgumentValue, e.Resource = a.bucket, a.key, a.value, path
+		h.logFailure(r, id, err, e, a)
 		apierr.WriteS3(w, r, bounded(e))
 	}
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "InvalidURI",
-			Message: "Couldn't parse the specified URI: the query string is not validly percent-encoded."})
+		fail(apierr.S3Err(apierr.InvalidArgument, http.StatusBadRequest, "InvalidURI",
+			"Couldn't parse the specified URI: the query string is not validly percent-encoded."), about{})
 		return
 	}
 	p := auth.Anonymous
 	if h.auth != nil {
 		if p, err = h.auth.VerifyS3(r); err != nil {
-			e := authError(err)
-			h.log.DebugContext(r.Context(), "s3 request not authenticated", "request_id", id, "code", e.Code,
-				"error", err, "remote_addr", r.RemoteAddr)
-			fail(e)
+			fail(err, about{what: "s3 request not authenticated", attrs: []any{"remote_addr", r.RemoteAddr}})
 			return
 		}
 	}
 	if bucket == "" {
 		if r.Method != http.MethodGet {
 			w.Header().Set("Allow", "GET")
-			fail(apierr.S3Error{Status: http.StatusMethodNotAllowed, Code: "MethodNotAllowed",
-				Message: "Mink's S3 API is read-only: " + r.Method + " / is not allowed (GET / lists the buckets)"})
+			fail(apierr.S3Err(apierr.Unimplemented, http.StatusMethodNotAllowed, "MethodNotAllowed",
+				"Mink's S3 API is read-only: %s / is not allowed (GET / lists the buckets)", r.Method), about{})
 			return
 		}
-		h.listBuckets(w, r, id, p, query, fail)
+		h.listBuckets(w, r, p, query, fail)
 		return
 	}
 	if b, err := url.PathUnescape(bucket); err != nil || b != layout.Bucket {
-		fail(apierr.S3Error{Status: http.StatusNotFound, Code: "NoSuchBucket", BucketName: bucket,
-			Message: "the bucket does not exist: Mink serves one bucket, " + layout.Bucket + ", with path-style requests"})
+		fail(apierr.S3Err(apierr.NotFound, 0, "NoSuchBucket",
+			"the bucket does not exist: Mink serves one bucket, %s, with path-style requests", layout.Bucket), about{bucket: bucket})
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		fail(apierr.S3Error{Status: http.StatusMethodNotAllowed, Code: "MethodNotAllowed", BucketName: layout.Bucket,
-			Message: "Mink's S3 API is read-only: " + r.Method + " is not allowed"})
+		fail(apierr.S3Err(apierr.Unimplemented, http.StatusMethodNotAllowed, "MethodNotAllowed",
+			"Mink's S3 API is read-only: %s is not allowed", r.Method), about{bucket: layout.Bucket})
 		return
 	}
 	bucketLevel := !hasKey || rawKey == ""
@@ -168,9 +140,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sub, ok := subresource(query); ok {
-		fail(apierr.S3Error{Status: http.StatusNotImplemented, Code: "NotImplemented", BucketName: layout.Bucket,
-			Message: "the ?" + sub + " subresource is not supported: Mink's S3 API serves GetObject, HeadObject, " +
-				"ListObjectsV2, ListObjects, ListBuckets, HeadBucket and GetBucketLocation only"})
+		fail(apierr.New(apierr.Unimplemented, "the ?%s subresource is not supported: Mink's S3 API serves GetObject, HeadObject, "+
+			"ListObjectsV2, ListObjects, ListBuckets, HeadBucket and GetBucketLocation only", sub), about{bucket: layout.Bucket})
 		return
 	}
 	if bucketLevel {
@@ -179,57 +150,68 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		h.list(w, r, id, p, query, fail)
+		h.list(w, r, p, query, fail)
 		return
 	}
 	key, err := url.PathUnescape(rawKey)
 	if err != nil {
-		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "InvalidURI", BucketName: layout.Bucket,
-			Message: "Couldn't parse the specified URI: the key is not validly percent-encoded."})
+		fail(apierr.S3Err(apierr.InvalidArgument, http.StatusBadRequest, "InvalidURI",
+			"Couldn't parse the specified URI: the key is not validly percent-encoded."), about{bucket: layout.Bucket})
 		return
 	}
 	if len(key) > files.MaxKeyLen {
-		fail(apierr.S3Error{Status: http.StatusBadRequest, Code: "KeyTooLongError", BucketName: layout.Bucket, Key: key,
-			Message: "Your key is too long: " + strconv.Itoa(len(key)) + " bytes, more than " + strconv.Itoa(files.MaxKeyLen)})
+		fail(apierr.S3Err(apierr.InvalidArgument, http.StatusBadRequest, "KeyTooLongError",
+			"Your key is too long: %d bytes, more than %d", len(key), files.MaxKeyLen), about{bucket: layout.Bucket, key: key})
 		return
 	}
 	if msg, ok := authorized(p, key); !ok {
-		h.log.InfoContext(r.Context(), "s3 read refused", "request_id", id, "principal", p.ID, "table", p.Table, "key", key)
-		fail(apierr.S3Error{Status: http.StatusForbidden, Code: "AccessDenied", BucketName: layout.Bucket, Key: key,
-			Message: "Access Denied: " + msg})
+		fail(apierr.S3Err(apierr.PermissionDenied, 0, "AccessDenied", "Access Denied: %s", msg), about{bucket: layout.Bucket, key: key,
+			what: "s3 read refused", attrs: []any{"principal", p.ID, "table", p.Table}, notice: true})
 		return
 	}
 	h.object(w, r, id, key, fail)
 }
 
-// failure is the S3 error of err, a failure of Mink's own (not of the request's form):
-// the client is told Mink's words; what it is not told (a driver's words, a path) is
-// logged under the request id its error carries.
-func (h *Handler) failure(r *http.Request, id, what string, err error, attrs ...any) apierr.S3Error {
-	e := apierr.S3(err)
-	e.Message = publicMessage(err, e)
-	if r.Context().Err() == nil {
-		level := slog.LevelDebug
-		switch {
-		case e.Status == http.StatusInternalServerError:
-			level = slog.LevelWarn
-		case e.Status >= 500:
-			level = slog.LevelInfo
-		}
-		h.log.Log(r.Context(), level, what, append([]any{"request_id", id, "code", e.Code, "error", err}, attrs...)...)
+// about is what an error answer echoes of its request (bucket, key, the value of the
+// parameter at fault) and what the log says of it besides the error.
+type about struct {
+	bucket, key, value string
+	what               string // the log's message ("": "s3 request failed")
+	attrs              []any
+	notice             bool // logged at info at least (a refused read)
+}
+
+// logFailure logs a failed request under its request id: a failure of Mink's own (5xx),
+// or one whose answer leaves out its cause, above the debug level.
+func (h *Handler) logFailure(r *http.Request, id string, err error, e apierr.S3Error, a about) {
+	if r.Context().Err() != nil {
+		return // the client has gone
 	}
-	return e
+	level := slog.LevelDebug
+	switch {
+	case e.Status == http.StatusInternalServerError:
+		level = slog.LevelWarn
+	case e.Status >= 500, e.Logged, a.notice:
+		level = slog.LevelInfo
+	}
+	what := a.what
+	if what == "" {
+		what = "s3 request failed"
+	}
+	attrs := []any{"request_id", id, "code", e.Code, "error", err}
+	if a.key != "" {
+		attrs = append(attrs, "key", a.key)
+	}
+	h.log.Log(r.Context(), level, what, append(attrs, a.attrs...)...)
 }
 
 // object answers GetObject and HeadObject.
-func (h *Handler) object(w http.ResponseWriter, r *http.Request, id, key string, fail func(apierr.S3Error)) {
+func (h *Handler) object(w http.ResponseWriter, r *http.Request, id, key string, fail func(error, about)) {
 	// A Range header that is not one byte range is ignored, as RFC 9110 says: the whole
 	// file.
 	rng := files.ParseRange(r.Header.Get("Range"))
 	keyErr := func(err error) {
-		e := h.failure(r, id, "s3 read failed", err, "key", key, "range", rng.String())
-		e.BucketName, e.Key = layout.Bucket, key
-		fail(e)
+		fail(err, about{bucket: layout.Bucket, key: key, what: "s3 read failed", attrs: []any{"range", rng.String()}})
 	}
 	head := r.Method == http.MethodHead
 	obj, err := h.files.Open(r.Context(), key, rng, head)
@@ -255,8 +237,8 @@ func (h *Handler) object(w http.ResponseWriter, r *http.Request, id, key string,
 			w.WriteHeader(code)
 			return
 		}
-		fail(apierr.S3Error{Status: code, Code: "PreconditionFailed", BucketName: layout.Bucket, Key: key,
-			Message: "at least one of the preconditions (If-Match, If-Unmodified-Since) does not hold"})
+		fail(apierr.S3Err(apierr.FailedPrecondition, code, "PreconditionFailed",
+			"at least one of the preconditions (If-Match, If-Unmodified-Since) does not hold"), about{bucket: layout.Bucket, key: key})
 		return
 	}
 	status := http.StatusOK
@@ -395,17 +377,4 @@ func contentType(key string) string {
 		return "application/avro"
 	}
 	return "application/octet-stream"
-}
-
-// requestID names a request in its answer and the log. It never holds "301": the S3
-// library iceberg-go reads through (gocloud.dev's s3blob) takes any failed request whose
-// error text holds it, request id included, for a missing bucket, and stops retrying.
-func requestID() string {
-	for {
-		var b [8]byte
-		rand.Read(b[:])
-		if id := strings.ToUpper(hex.EncodeToString(b[:])); !strings.Contains(id, "301") {
-			return id
-		}
-	}
 }

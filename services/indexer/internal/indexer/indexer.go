@@ -243,16 +243,16 @@ func (ix *Indexer) Figures() map[string]string {
 	return out
 }
 
-// pauseReason says why indexing failed in words fit for an operator's status: the
-// dependency that cannot be reached, named; otherwise a pointer to the log (other
-// errors may carry internals).
+// pauseReason says why indexing failed in words fit for a node's status, which clients
+// read: what apierr tells of a dependency that cannot be reached, or of a state to fix;
+// otherwise a pointer to the log.
 func pauseReason(err error) string {
-	switch apierr.Classify(err) {
-	case apierr.Unavailable, apierr.FailedPrecondition:
-		return err.Error()
-	}
-	if errors.Is(err, tablecodec.ErrUnknownSchema) {
-		return err.Error()
+	switch {
+	case apierr.Classify(err) == apierr.Unavailable, apierr.Classify(err) == apierr.FailedPrecondition:
+		return apierr.Message(err)
+	case errors.Is(err, tablecodec.ErrUnknownSchema):
+		return "a record names a schema the table has not stored yet (is a schema registry configured, --schema-registry-url?); " +
+			"indexing resumes once it is known, and the indexer's log names the schema"
 	}
 	return "indexing failed and is retried; the indexer's log says why"
 }
