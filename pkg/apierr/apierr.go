@@ -1,6 +1,7 @@
 // Package apierr is the one place that turns errors into what a client sees. Code anywhere
-// in Mink returns plain Go errors: its own sentinels (lease.ErrNoSuchMember, ...), driver
-// errors (Postgres, network) or the constructors below. Classify sorts any of them into a
+// in Mink returns plain Go errors: the constructors below (sentinels too, such as
+// lease.ErrLeaseLost, so that this package imports no domain package), driver errors
+// (Postgres, network) or others. Classify sorts any of them into a
 // transport-neutral Kind, and each transport maps a Kind once: gRPC status codes here; the
 // HTTP status of the Iceberg REST catalog and the S3 API (with their error bodies) belong
 // here too, beside GRPC, so no handler decides codes on its own and nothing leaks out as
@@ -28,8 +29,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/minkhq/mink/pkg/lease"
 )
 
 // Kind is what went wrong, as a client needs to know it.
@@ -154,10 +153,6 @@ func Classify(err error) Kind {
 		return Unavailable
 	}
 	switch {
-	case errors.Is(err, lease.ErrNoSuchMember):
-		return NotFound
-	case errors.Is(err, lease.ErrLeaseLost), errors.Is(err, lease.ErrReplaced), errors.Is(err, lease.ErrLeft):
-		return Aborted
 	case errors.Is(err, pgx.ErrNoRows):
 		return NotFound
 	case errors.Is(err, context.DeadlineExceeded):

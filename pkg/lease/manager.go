@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // DefaultTTL is the seed's lease_ttl.
@@ -88,7 +89,7 @@ type Stats struct {
 
 // Manager is one node's membership and leases.
 type Manager struct {
-	db          DB
+	db          pg.DB
 	cfg         Config
 	log         *slog.Logger
 	incarnation string
@@ -131,7 +132,7 @@ type Manager struct {
 }
 
 // NewManager prepares a node; Run registers it.
-func NewManager(db DB, cfg Config) (*Manager, error) {
+func NewManager(db pg.DB, cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
@@ -386,14 +387,11 @@ const leftKept = "1 day"
 // cluster, or was replaced by another process (mink_refuse_left's errors), by its
 // SQLSTATE.
 func leftErr(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "MK001":
-			return ErrLeft
-		case "MK002":
-			return ErrReplaced
-		}
+	switch pg.Code(err) {
+	case "MK001":
+		return ErrLeft
+	case "MK002":
+		return ErrReplaced
 	}
 	return err
 }

@@ -7,17 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// DB is what the lease library needs of Postgres; *pgxpool.Pool and *pgx.Conn have it.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+	"github.com/minkhq/mink/pkg/pg"
+)
 
 // Fenced runs fn in a transaction that first checks, in Postgres, that l.Holder still holds
 // epoch l.Epoch of the lease and that its member row (the incarnation that took the lease)
@@ -26,7 +18,7 @@ type DB interface {
 // renews the lease, is read, never locked, so however long fn takes it never delays a
 // renewal. If the check fails it returns ErrLeaseLost and fn never runs: a stale holder
 // changes nothing.
-func Fenced(ctx context.Context, db DB, l Lease, fn func(tx pgx.Tx) error) error {
+func Fenced(ctx context.Context, db pg.DB, l Lease, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		var one int
 		err := tx.QueryRow(ctx, `SELECT 1 FROM mink_leases l
@@ -59,7 +51,7 @@ func HeldSQL(kind, table, partition, holder, epoch string) string {
 // lease and one partition lease per partition. Partitions only grow (as in Kafka); rows
 // that exist are kept with their holders and epochs. Call it in the transaction that
 // creates or updates the table so nothing is half-created.
-func AddScopes(ctx context.Context, db DB, table int64, partitions int32) error {
+func AddScopes(ctx context.Context, db pg.DB, table int64, partitions int32) error {
 	_, err := db.Exec(ctx, `INSERT INTO mink_leases (kind, table_id, partition)
 		SELECT 'writer', $1::bigint, -1
 		UNION ALL
@@ -85,7 +77,7 @@ func scanMember(row pgx.Row) (Member, error) {
 }
 
 // ListMembers returns the live members, by node id.
-func ListMembers(ctx context.Context, db DB) ([]Member, error) {
+func ListMembers(ctx context.Context, db pg.DB) ([]Member, error) {
 	rows, err := db.Query(ctx, `SELECT `+memberColumns+` FROM mink_members WHERE expires_at > now() ORDER BY node_id`)
 	if err != nil {
 		return nil, err
@@ -94,7 +86,7 @@ func ListMembers(ctx context.Context, db DB) ([]Member, error) {
 }
 
 // LookupMember returns the live member with that id, or ErrNoSuchMember.
-func LookupMember(ctx context.Context, db DB, node string) (Member, error) {
+func LookupMember(ctx context.Context, db pg.DB, node string) (Member, error) {
 	m, err := scanMember(db.QueryRow(ctx, `SELECT `+memberColumns+` FROM mink_members WHERE node_id = $1 AND expires_at > now()`, node))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Member{}, fmt.Errorf("%w: %q", ErrNoSuchMember, node)
@@ -105,7 +97,7 @@ func LookupMember(ctx context.Context, db DB, node string) (Member, error) {
 // ListLeases returns every lease, or one table's (table > 0): free ones with an empty
 // Holder. A lease whose holder is not live is shown free: that is what Postgres will
 // let others do. Expires is the holder's member row's expiry.
-func ListLeases(ctx context.Context, db DB, table int64) ([]Info, error) {
+func ListLeases(ctx context.Context, db pg.DB, table int64) ([]Info, error) {
 	rows, err := db.Query(ctx, `SELECT l.kind, l.table_id, l.partition, t.namespace || '.' || t.name,
 			l.holder, l.epoch, l.expires_at
 		FROM mink_lease_holders l JOIN mink_tables t ON t.id = l.table_id

@@ -16,11 +16,12 @@
 package lease
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/minkhq/mink/pkg/apierr"
 )
 
 // Role is what a node does; it decides which leases the node takes.
@@ -139,15 +140,16 @@ func (m Member) Has(r Role) bool {
 	return false
 }
 
+// The errors carry their kind (apierr), as a client sees them.
 var (
 	// ErrLeaseLost: a fenced write found that this holder no longer holds that epoch of
 	// the lease (taken by another node, released, or expired). Nothing was changed.
-	ErrLeaseLost = errors.New("lease lost")
+	ErrLeaseLost = apierr.New(apierr.Aborted, "lease lost")
 	// ErrReplaced: another process registered with this node id; this one must stop.
-	ErrReplaced = errors.New("node id taken over by another process")
+	ErrReplaced = apierr.New(apierr.Aborted, "node id taken over by another process")
 	// ErrLeft: this process left the cluster (Leave); Postgres refuses its incarnation's
 	// member row from then on. A new process registers under a new incarnation.
-	ErrLeft = errors.New("this process left the cluster: its incarnation cannot register or renew again")
+	ErrLeft = apierr.New(apierr.Aborted, "this process left the cluster: its incarnation cannot register or renew again")
 	// ErrNoSuchMember: no live member has that id.
-	ErrNoSuchMember = errors.New("no such live node")
+	ErrNoSuchMember = apierr.New(apierr.NotFound, "no such live node")
 )

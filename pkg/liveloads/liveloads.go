@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // Span is one partition's tail: offsets [Start, End).
@@ -33,7 +33,7 @@ func scanFile(r pgx.CollectableRow, f *icebergmeta.DataFile, key *string) error 
 // keyed (an upsert table's load, whose deletes read the tail files' keys): only those
 // with keys recorded (one measured by a file server from before upsert tails recorded
 // none is measured again, which records them).
-func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span, keyed bool) (indexed, tails []icebergmeta.DataFile, err error) {
+func Candidates(ctx context.Context, db pg.DB, table int64, spans []Span, keyed bool) (indexed, tails []icebergmeta.DataFile, err error) {
 	ps, los, his := make([]int32, len(spans)), make([]int64, len(spans)), make([]int64, len(spans))
 	for i, s := range spans {
 		ps[i], los[i], his[i] = s.Partition, s.Start, s.End
@@ -64,7 +64,7 @@ func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span, key
 
 // DataFiles returns the rows of the data files keys, by key (missing ones absent); a
 // position delete file's (upsert tables) with DeletesOf and CoverEnd.
-func DataFiles(ctx context.Context, db lease.DB, keys []string) (map[string]icebergmeta.DataFile, error) {
+func DataFiles(ctx context.Context, db pg.DB, keys []string) (map[string]icebergmeta.DataFile, error) {
 	rows, err := db.Query(ctx, `SELECT key, `+fileColumns+`, coalesce(deletes_of, ''), coalesce(cover_end, 0)
 		FROM mink_data_files WHERE key = ANY($1)`, keys)
 	if err != nil {
@@ -83,13 +83,6 @@ func DataFiles(ctx context.Context, db lease.DB, keys []string) (map[string]iceb
 	return out, err
 }
 
-// Now is the database's clock.
-func Now(ctx context.Context, db lease.DB) (time.Time, error) {
-	var now time.Time
-	err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now, err
-}
-
 // Stored is a recorded load snapshot: its metadata JSON.
 type Stored struct {
 	Key     string
@@ -99,7 +92,7 @@ type Stored struct {
 // Newest returns the newest load snapshot of stream whose offsets were read less than
 // bound ago, with how long ago (both by the database's clock), and the database's time
 // now either way.
-func Newest(ctx context.Context, db lease.DB, table int64, stream string, bound time.Duration) (s Stored, age time.Duration, now time.Time, found bool, err error) {
+func Newest(ctx context.Context, db pg.DB, table int64, stream string, bound time.Duration) (s Stored, age time.Duration, now time.Time, found bool, err error) {
 	var key *string
 	var ageMs *float64
 	err = db.QueryRow(ctx, `SELECT n.now, f.key, f.content, (extract(epoch FROM n.now - f.load_read_at) * 1000)::float8
@@ -118,7 +111,7 @@ func Newest(ctx context.Context, db lease.DB, table int64, stream string, bound 
 
 // ByContent returns the load snapshot recorded under loadKey that stays readable at
 // least minLeft from now.
-func ByContent(ctx context.Context, db lease.DB, table int64, loadKey string, minLeft time.Duration) (Stored, bool, error) {
+func ByContent(ctx context.Context, db pg.DB, table int64, loadKey string, minLeft time.Duration) (Stored, bool, error) {
 	var s Stored
 	err := db.QueryRow(ctx, `SELECT key, content FROM mink_meta_files
 		WHERE table_id = $1 AND load_key = $2 AND expires_at > now() + $3::float8 * interval '1 millisecond'`,
@@ -157,7 +150,7 @@ type Delete struct {
 // its metadata JSON row carries the keys. A stale row of the same content key (readable
 // for less than ReuseFrom) gives up its key; a fresh one makes Save return ErrExists
 // and write nothing.
-func Save(ctx context.Context, db lease.DB, l Load) error {
+func Save(ctx context.Context, db pg.DB, l Load) error {
 	if len(l.Meta) == 0 {
 		return errors.New("liveloads: a load has metadata files")
 	}

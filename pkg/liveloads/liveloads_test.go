@@ -12,6 +12,7 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/liveloads"
 	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
@@ -98,7 +99,7 @@ func TestNewestWithinBound(t *testing.T) {
 	t.Parallel()
 	db, tbl := setup(t)
 	ctx := context.Background()
-	now, err := liveloads.Now(ctx, db)
+	now, err := pg.Now(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}

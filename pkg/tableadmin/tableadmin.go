@@ -23,6 +23,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -32,7 +33,7 @@ import (
 
 // Service implements admin.Tables.
 type Service struct {
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // schema versions and the schema registry
 }

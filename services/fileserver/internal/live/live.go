@@ -80,9 +80,9 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/liveloads"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -129,7 +129,7 @@ type Measurer interface {
 
 // Options configure a Loader.
 type Options struct {
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Files  Measurer
 	Codecs *tablecodec.Codecs // the tables' schemas
@@ -733,7 +733,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 
 	var now time.Time
 	if err := l.query(ctx, func(ctx context.Context) (err error) {
-		now, err = liveloads.Now(ctx, l.o.DB)
+		now, err = pg.Now(ctx, l.o.DB)
 		return err
 	}); err != nil {
 		return Result{}, apierr.Postgres(err, "load table %s", t.FullName())

@@ -33,7 +33,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -104,7 +104,7 @@ type Catalog interface {
 
 // Options configure a Planner.
 type Options struct {
-	DB      lease.DB
+	DB      pg.DB
 	Catalog Catalog
 	// LookupTimeout bounds each Postgres read (default 5s).
 	LookupTimeout time.Duration

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 )
 
@@ -25,15 +25,8 @@ var ErrMissing = errors.New("missing")
 // ErrStale: the commit pointer is no longer at the version the commit was made from.
 var ErrStale = errors.New("the table's metadata version moved")
 
-// Now is the database's clock.
-func Now(ctx context.Context, db lease.DB) (time.Time, error) {
-	var now time.Time
-	err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now, err
-}
-
 // MetaFile is a stored metadata file's content.
-func MetaFile(ctx context.Context, db lease.DB, key string) ([]byte, error) {
+func MetaFile(ctx context.Context, db pg.DB, key string) ([]byte, error) {
 	var b []byte
 	err := db.QueryRow(ctx, `SELECT content FROM mink_meta_files WHERE key = $1`, key).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -44,7 +37,7 @@ func MetaFile(ctx context.Context, db lease.DB, key string) ([]byte, error) {
 
 // Current is a table's commit pointer: its metadata file and version; ErrMissing
 // before its first metadata.
-func Current(ctx context.Context, db lease.DB, table int64) (key string, version int64, err error) {
+func Current(ctx context.Context, db pg.DB, table int64) (key string, version int64, err error) {
 	err = db.QueryRow(ctx, `SELECT metadata_key, version FROM mink_table_meta WHERE table_id = $1`, table).Scan(&key, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", 0, ErrMissing
@@ -61,7 +54,7 @@ func Version(ctx context.Context, tx pgx.Tx, table int64) (int64, error) {
 }
 
 // DataFiles reads mink_data_files rows by key.
-func DataFiles(ctx context.Context, db lease.DB, keys []string) ([]icebergmeta.DataFile, error) {
+func DataFiles(ctx context.Context, db pg.DB, keys []string) ([]icebergmeta.DataFile, error) {
 	var out []icebergmeta.DataFile
 	for chunk := range slices.Chunk(keys, 5000) {
 		rows, err := db.Query(ctx, `SELECT key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats,
@@ -159,7 +152,7 @@ func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
 type Collectable struct{ Data, Meta, ExpiredMeta []string }
 
 // ListCollectable reads a table's Collectable keys.
-func ListCollectable(ctx context.Context, db lease.DB, table int64) (Collectable, error) {
+func ListCollectable(ctx context.Context, db pg.DB, table int64) (Collectable, error) {
 	var c Collectable
 	for _, q := range []struct {
 		out *[]string
@@ -223,7 +216,7 @@ type Range struct {
 
 // LeadingRanges are up to n of a partition's first ranges that end at or below limit
 // and before the partition's indexed end (its last range stays, where indexing resumes).
-func LeadingRanges(ctx context.Context, db lease.DB, table int64, partition int32, limit int64, n int) ([]Range, error) {
+func LeadingRanges(ctx context.Context, db pg.DB, table int64, partition int32, limit int64, n int) ([]Range, error) {
 	rows, err := db.Query(ctx, `SELECT start_offset, end_offset, sha256 FROM mink_ranges
 		WHERE table_id = $1 AND partition = $2 AND end_offset <= $3
 		  AND end_offset < (SELECT indexed_end FROM mink_partitions WHERE table_id = $1 AND partition = $2)
@@ -260,7 +253,7 @@ type Problem struct {
 }
 
 // Problems reads a table's file problems, by key.
-func Problems(ctx context.Context, db lease.DB, table int64) ([]Problem, error) {
+func Problems(ctx context.Context, db pg.DB, table int64) ([]Problem, error) {
 	rows, err := db.Query(ctx, `SELECT key, reason, detail, reports FROM mink_file_problems WHERE table_id = $1 ORDER BY key`, table)
 	if err != nil {
 		return nil, err

@@ -18,8 +18,8 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tables"
@@ -211,7 +211,7 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 
 // buildDeletes builds a position delete file from the index as it is now, into nothing,
 // to measure it.
-func buildDeletes(ctx context.Context, db lease.DB, keys *rangefile.KeyCache, t tables.Table, f icebergmeta.DataFile) (icebergmeta.DataFile, error) {
+func buildDeletes(ctx context.Context, db pg.DB, keys *rangefile.KeyCache, t tables.Table, f icebergmeta.DataFile) (icebergmeta.DataFile, error) {
 	var s parquetbuild.Settings
 	if err := json.Unmarshal(f.Settings, &s); err != nil {
 		return icebergmeta.DataFile{}, fmt.Errorf("bad recorded settings: %w", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/writer/internal/store"
@@ -365,7 +366,7 @@ func (tw *tableWriter) topicLost(id kafkasrc.TopicID, offs []kafkasrc.PartitionO
 // dbNow is the database's clock: snapshot timestamps and retention use it, never a
 // node's own clock.
 func (tw *tableWriter) dbNow(ctx context.Context) (time.Time, error) {
-	return store.Now(ctx, tw.w.db)
+	return pg.Now(ctx, tw.w.db)
 }
 
 // commitNew commits the ranges indexed beyond the current snapshot as one append, with
