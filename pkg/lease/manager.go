@@ -235,15 +235,8 @@ func (m *Manager) Kick() {
 	}
 }
 
-const upsertMember = `INSERT INTO mink_members
-		(node_id, incarnation, roles, grpc_addr, addrs, version, draining, max_partitions, started_at, renewed_at, expires_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $9, now(), now(), now() + $8 * interval '1 millisecond')
-	ON CONFLICT (node_id) DO UPDATE SET
-		roles = EXCLUDED.roles, grpc_addr = EXCLUDED.grpc_addr, addrs = EXCLUDED.addrs,
-		version = EXCLUDED.version, draining = EXCLUDED.draining, max_partitions = EXCLUDED.max_partitions,
-		renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at`
-
-func (m *Manager) memberArgs() []any {
+// member is this node's member row as registration and renewals write it.
+func (m *Manager) member() memberRow {
 	roles := make([]string, len(m.cfg.Roles))
 	for i, r := range m.cfg.Roles {
 		roles[i] = string(r)
@@ -251,8 +244,8 @@ func (m *Manager) memberArgs() []any {
 	m.mu.Lock()
 	draining := m.draining
 	m.mu.Unlock()
-	return []any{m.cfg.NodeID, m.incarnation, roles, m.cfg.GRPCAddr, m.cfg.Addrs, m.cfg.Version, draining,
-		m.cfg.TTL.Milliseconds(), m.cfg.MaxPartitions}
+	return memberRow{node: m.cfg.NodeID, incarnation: m.incarnation, roles: roles, grpcAddr: m.cfg.GRPCAddr,
+		addrs: m.cfg.Addrs, version: m.cfg.Version, draining: draining, ttl: m.cfg.TTL, maxPartitions: m.cfg.MaxPartitions}
 }
 
 // Register inserts the member row, taking it over from any earlier process with the same
@@ -269,33 +262,27 @@ func (m *Manager) Register(ctx context.Context) error {
 	var startedAt, expires time.Time
 	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
 		m.count(2)
-		var old *string
-		var oldLive bool
-		err := tx.QueryRow(ctx, `SELECT incarnation::text, expires_at > now() FROM mink_members WHERE node_id = $1 FOR UPDATE`,
-			m.cfg.NodeID).Scan(&old, &oldLive)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		old, oldLive, err := lockMember(ctx, tx, m.cfg.NodeID)
+		if err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, upsertMember+`, incarnation = EXCLUDED.incarnation, started_at = EXCLUDED.started_at
-			RETURNING started_at, expires_at`, m.memberArgs()...).Scan(&startedAt, &expires); err != nil {
+		if startedAt, expires, err = registerMember(ctx, tx, m.member()); err != nil {
 			return err
 		}
 		m.rows(1, 1)
-		if old == nil || *old == m.incarnation {
+		if old == "" || old == m.incarnation {
 			return nil
 		}
 		// The old incarnation is retired: the rounds free what it still holds.
 		m.count(1)
-		if _, err := tx.Exec(ctx, `INSERT INTO mink_retired (node_id, incarnation) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-			m.cfg.NodeID, *old); err != nil {
+		if err := retire(ctx, tx, m.cfg.NodeID, old); err != nil {
 			return err
 		}
 		m.rows(0, 1)
 		// And refused for good: paused while replaced, the old process would otherwise
 		// insert its member row again when it wakes after this one has left.
 		m.count(1)
-		if _, err := tx.Exec(ctx, `INSERT INTO mink_left (node_id, incarnation, left_at, replaced) VALUES ($1, $2, now(), true)
-			ON CONFLICT (node_id, incarnation) DO NOTHING`, m.cfg.NodeID, *old); err != nil {
+		if err := refuseReplaced(ctx, tx, m.cfg.NodeID, old); err != nil {
 			return err
 		}
 		m.rows(0, 1)
@@ -303,18 +290,7 @@ func (m *Manager) Register(ctx context.Context) error {
 			return nil
 		}
 		m.count(1)
-		rows, err := tx.Query(ctx, `WITH mine AS (
-				SELECT kind, table_id, partition FROM mink_leases WHERE holder = $1 AND incarnation = $3
-				FOR UPDATE SKIP LOCKED)
-			UPDATE mink_leases l SET incarnation = $2, epoch = l.epoch + 1, acquired_at = now()
-			FROM mine w, mink_tables t
-			WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND t.id = l.table_id
-			RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch`,
-			m.cfg.NodeID, m.incarnation, *old)
-		if err != nil {
-			return err
-		}
-		leases, err = scanLeases(rows, m.cfg.NodeID, expires)
+		leases, err = adopt(ctx, tx, m.cfg.NodeID, m.incarnation, old, expires)
 		m.rows(int64(len(leases)), int64(len(leases)))
 		return err
 	})
@@ -335,53 +311,6 @@ func (m *Manager) Register(ctx context.Context) error {
 	m.notify() // once the adopted leases are held too
 	return nil
 }
-
-// janitor frees the leases of members whose rows expired, a full lease_ttl after they
-// last renewed and never sooner, and deletes those rows; it frees what retired
-// incarnations (member rows gone or taken over) still hold; and it forgets old records of
-// clean leaves. It never waits on a lock: a member row being renewed (or acquired under),
-// or a lease row that a fenced write in flight holds, is skipped; the incarnation that
-// held such a lease is kept in mink_retired, and a later round frees the lease once the
-// write has ended.
-const janitor = `WITH dead AS (
-		DELETE FROM mink_members WHERE node_id IN (
-			SELECT node_id FROM mink_members WHERE expires_at <= now() FOR UPDATE SKIP LOCKED)
-		RETURNING node_id, incarnation
-	), gone AS (
-		SELECT node_id, incarnation FROM dead
-		UNION SELECT node_id, incarnation FROM mink_retired
-	), owned AS (
-		SELECT l.kind, l.table_id, l.partition, l.holder, l.incarnation
-		FROM mink_leases l JOIN gone g ON l.holder = g.node_id AND l.incarnation = g.incarnation
-	), free AS (
-		SELECT l.kind, l.table_id, l.partition
-		FROM mink_leases l JOIN gone g ON l.holder = g.node_id AND l.incarnation = g.incarnation
-		FOR UPDATE OF l SKIP LOCKED
-	), freed AS (
-		UPDATE mink_leases l SET holder = NULL, incarnation = NULL FROM free f
-		WHERE l.kind = f.kind AND l.table_id = f.table_id AND l.partition = f.partition
-		RETURNING 1
-	), kept AS (
-		SELECT DISTINCT o.holder AS node_id, o.incarnation FROM owned o
-		WHERE NOT EXISTS (SELECT 1 FROM free f WHERE f.kind = o.kind AND f.table_id = o.table_id AND f.partition = o.partition)
-	), retire AS (
-		INSERT INTO mink_retired (node_id, incarnation) SELECT node_id, incarnation FROM kept
-		ON CONFLICT DO NOTHING RETURNING 1
-	), unretire AS (
-		DELETE FROM mink_retired r USING gone g
-		WHERE r.node_id = g.node_id AND r.incarnation = g.incarnation
-		  AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.node_id = r.node_id AND k.incarnation = r.incarnation)
-		RETURNING 1
-	), forget AS (
-		DELETE FROM mink_left WHERE left_at < now() - interval '` + leftKept + `' RETURNING 1
-	)
-	SELECT (SELECT count(*) FROM dead) + (SELECT count(*) FROM freed) + (SELECT count(*) FROM retire) + (SELECT count(*) FROM unretire)
-		+ (SELECT count(*) FROM forget)`
-
-// leftKept is how long the record of a clean leave is kept: far longer than a statement
-// sent before the leave can still reach Postgres (Linux gives up retransmitting on a TCP
-// connection after about 15 minutes).
-const leftKept = "1 day"
 
 // leftErr tells a statement that Postgres refused because this incarnation left the
 // cluster, or was replaced by another process (mink_refuse_left's errors), by its
@@ -438,10 +367,7 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 	// no fenced write ever locks, so nothing can hold it up.
 	start := time.Now()
 	m.count(1)
-	var inserted bool
-	var expires time.Time
-	err = m.db.QueryRow(ctx, upsertMember+` WHERE mink_members.incarnation = $2 RETURNING (xmax = 0), expires_at`,
-		m.memberArgs()...).Scan(&inserted, &expires)
+	inserted, expires, err := renewMember(ctx, m.db, m.member())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("lease: %s: %w", m.cfg.NodeID, ErrReplaced)
 	}
@@ -456,52 +382,14 @@ func (m *Manager) Round(ctx context.Context) (err error) {
 	}
 	m.renewed(start, expires)
 
-	b := &pgx.Batch{}
-	b.Queue(janitor)
-	b.Queue(`SELECT coalesce(sum(gen) FILTER (WHERE name = 'members'), 0), coalesce(sum(gen) FILTER (WHERE name = 'tables'), 0)
-		FROM mink_generations`)
-	b.Queue(`SELECT kind, table_id, count(*) FROM mink_leases WHERE holder IS NULL GROUP BY kind, table_id`)
-	m.count(b.Len())
-	freeParts, freeWriters := map[int64]int32{}, map[int64]bool{}
-	var membersGen, tablesGen, janitored, nfree int64
-	err = func() error {
-		br := m.db.SendBatch(ctx, b)
-		defer br.Close()
-		if err := br.QueryRow().Scan(&janitored); err != nil {
-			return fmt.Errorf("lease: free the leases of expired members: %w", err)
-		}
-		if err := br.QueryRow().Scan(&membersGen, &tablesGen); err != nil {
-			return fmt.Errorf("lease: read generations: %w", err)
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return fmt.Errorf("lease: read free leases: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var kind string
-			var table, n int64
-			if err := rows.Scan(&kind, &table, &n); err != nil {
-				return fmt.Errorf("lease: read free leases: %w", err)
-			}
-			nfree++
-			if Kind(kind) == KindWriter {
-				freeWriters[table] = true
-			} else {
-				freeParts[table] = int32(n)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lease: read free leases: %w", err)
-		}
-		rows.Close()
-		return br.Close()
-	}()
+	m.count(roundStatements)
+	rr, err := readRound(ctx, m.db)
 	if err != nil {
 		return err
 	}
-	m.rows(2+nfree, janitored)
-	if err := m.refresh(ctx, membersGen, tablesGen); err != nil {
+	m.rows(2+rr.freeRows, rr.cleaned)
+	freeParts, freeWriters := rr.freeParts, rr.freeWriters
+	if err := m.refresh(ctx, rr.membersGen, rr.tablesGen); err != nil {
 		return err
 	}
 
@@ -567,27 +455,11 @@ func (m *Manager) refresh(ctx context.Context, membersGen, tablesGen int64) erro
 	}
 	if needTables {
 		m.count(1)
-		rows, err := m.db.Query(ctx, `SELECT id, namespace || '.' || name, partitions FROM mink_tables`)
+		tables, names, err := readTables(ctx, m.db)
 		if err != nil {
 			return fmt.Errorf("lease: read tables: %w", err)
 		}
-		tables := []TableView{}
-		names := map[int64]string{}
-		for rows.Next() {
-			var t TableView
-			var name string
-			if err := rows.Scan(&t.ID, &name, &t.Partitions); err != nil {
-				rows.Close()
-				return fmt.Errorf("lease: read tables: %w", err)
-			}
-			tables = append(tables, t)
-			names[t.ID] = name
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lease: read tables: %w", err)
-		}
 		m.rows(int64(len(tables)), 0)
-		sort.Slice(tables, func(i, j int) bool { return tables[i].ID < tables[j].ID })
 		m.mu.Lock()
 		m.tables, m.tableNames, m.tablesGen = tables, names, tablesGen
 		m.mu.Unlock()
@@ -615,33 +487,9 @@ func (m *Manager) freeScopes(ctx context.Context, wants map[int64]int32) (map[in
 		keys = appendPreferenceKeys(keys, m.cfg.NodeID, t, parts[t])
 	}
 	m.count(1)
-	// A partition beyond what this node knows of the table (it grew since the node read
-	// the tables) has no key: NULL sorts last, and the scope name breaks ties as in prefers.
-	rows, err := m.db.Query(ctx, `SELECT w.table_id, f.partition
-		FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::int[]) AS w(table_id, n, off, parts)
-		CROSS JOIN LATERAL (
-			SELECT l.partition FROM mink_leases l
-			WHERE l.holder IS NULL AND l.kind = 'partition' AND l.table_id = w.table_id
-			ORDER BY CASE WHEN l.partition < w.parts THEN ($5::bigint[])[w.off + l.partition + 1] END DESC NULLS LAST,
-				('partition/' || l.table_id || '/' || l.partition) COLLATE "C"
-			LIMIT w.n) f`, tables, counts, offsets, partsOf(tables, parts), keys)
-	if err != nil {
-		return nil, fmt.Errorf("lease: read free leases: %w", err)
-	}
-	defer rows.Close()
-	out := map[int64][]int32{}
-	var n int64
-	for rows.Next() {
-		var t int64
-		var p int32
-		if err := rows.Scan(&t, &p); err != nil {
-			return nil, fmt.Errorf("lease: read free leases: %w", err)
-		}
-		out[t] = append(out[t], p)
-		n++
-	}
+	out, n, err := readFree(ctx, m.db, tables, counts, offsets, partsOf(tables, parts), keys)
 	m.rows(n, 0)
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("lease: read free leases: %w", err)
 	}
 	return out, nil
@@ -748,25 +596,10 @@ func (m *Manager) restart(hs []*held, start time.Time) {
 	for i, h := range ready {
 		scopes[i], epochs[i] = h.Scope, h.Epoch
 	}
-	kinds, tables, parts := scopeArrays(scopes)
 	ctx, cancel := context.WithTimeout(m.base, m.cfg.TTL/3)
 	defer cancel()
 	m.count(1)
-	rows, err := m.db.Query(ctx, `UPDATE mink_leases l SET epoch = l.epoch + 1, acquired_at = now()
-		FROM unnest($3::text[], $4::bigint[], $5::int[], $6::bigint[]) AS w(kind, table_id, partition, epoch)
-		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND l.epoch = w.epoch
-		  AND l.holder = $1 AND l.incarnation = $2
-		RETURNING l.kind, l.table_id, l.partition, l.epoch`, m.cfg.NodeID, m.incarnation, kinds, tables, parts, epochs)
-	var got []Lease
-	if err == nil {
-		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
-			var l Lease
-			var kind string
-			err := r.Scan(&kind, &l.Table, &l.Partition, &l.Epoch)
-			l.Kind = Kind(kind)
-			return l, err
-		})
-	}
+	got, err := newEpochs(ctx, m.db, m.cfg.NodeID, m.incarnation, scopes, epochs)
 	if err != nil {
 		// They stay stopped; the next round's renewal tries again.
 		m.log.Warn("could not restart lease workers under new epochs", "leases", len(ready), "error", err)
@@ -815,40 +648,9 @@ func (m *Manager) expireLocally() {
 // who wins a race, and a lease another node is taking at the same moment is skipped, not
 // waited for.
 func (m *Manager) acquire(ctx context.Context, ss []Scope) ([]Lease, error) {
-	kinds, tables, parts := scopeArrays(ss)
 	start := time.Now()
 	m.count(1)
-	// The member row is locked FOR KEY SHARE (which renewals do not wait for): a leave,
-	// or a janitor deleting the row as it expires, then waits for this statement or skips
-	// the row, and frees what it took, instead of freeing the leases from a snapshot
-	// without them and leaving them held by a member row that is gone, which nothing
-	// would ever free.
-	rows, err := m.db.Query(ctx, `WITH me AS (
-			SELECT expires_at FROM mink_members
-			WHERE node_id = $1 AND incarnation = $2 AND expires_at > now() AND NOT draining
-			FOR KEY SHARE
-		), want AS (
-			SELECT l.kind, l.table_id, l.partition FROM mink_leases l
-			JOIN unnest($3::text[], $4::bigint[], $5::int[]) AS w(kind, table_id, partition)
-			  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
-			WHERE l.holder IS NULL
-			FOR UPDATE OF l SKIP LOCKED)
-		UPDATE mink_leases l SET holder = $1, incarnation = $2, epoch = l.epoch + 1, acquired_at = now()
-		FROM want w, me m, mink_tables t
-		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
-		  AND t.id = l.table_id
-		RETURNING l.kind, l.table_id, l.partition, t.namespace || '.' || t.name, l.epoch, m.expires_at`,
-		m.cfg.NodeID, m.incarnation, kinds, tables, parts)
-	if err != nil {
-		return nil, fmt.Errorf("lease: acquire: %w", err)
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Lease, error) {
-		var l Lease
-		var kind string
-		err := r.Scan(&kind, &l.Table, &l.Partition, &l.TableName, &l.Epoch, &l.Expires)
-		l.Kind, l.Holder = Kind(kind), m.cfg.NodeID
-		return l, err
-	})
+	got, err := acquire(ctx, m.db, m.cfg.NodeID, m.incarnation, ss)
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire: %w", err)
 	}
@@ -887,22 +689,8 @@ func (m *Manager) release(ctx context.Context, ss []Scope) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	kinds, tables, parts, epochs := leaseArrays(pending)
 	m.count(1)
-	rows, err := m.db.Query(ctx, `WITH mine AS (
-			SELECT l.kind, l.table_id, l.partition FROM mink_leases l
-			JOIN unnest($3::text[], $4::bigint[], $5::int[], $6::bigint[]) AS w(kind, table_id, partition, epoch)
-			  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND l.epoch = w.epoch
-			WHERE l.holder = $1 AND l.incarnation = $2
-			FOR UPDATE OF l SKIP LOCKED)
-		UPDATE mink_leases l SET holder = NULL, incarnation = NULL FROM mine w
-		WHERE l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition
-		RETURNING l.kind, l.table_id, l.partition`,
-		m.cfg.NodeID, m.incarnation, kinds, tables, parts, epochs)
-	var freed []Scope
-	if err == nil {
-		freed, err = collectScopes(rows)
-	}
+	freed, err := free(ctx, m.db, m.cfg.NodeID, m.incarnation, pending)
 	m.rows(int64(len(freed)), int64(len(freed)))
 	m.released.Add(int64(len(freed)))
 	for _, s := range freed {
@@ -925,16 +713,8 @@ func (m *Manager) release(ctx context.Context, ss []Scope) error {
 
 // stillMine removes from pending the leases this node no longer holds in Postgres.
 func (m *Manager) stillMine(ctx context.Context, pending map[Scope]Lease) error {
-	kinds, tables, parts, epochs := leaseArrays(pending)
 	m.count(1)
-	rows, err := m.db.Query(ctx, `SELECT l.kind, l.table_id, l.partition FROM mink_leases l
-		JOIN unnest($3::text[], $4::bigint[], $5::int[], $6::bigint[]) AS w(kind, table_id, partition, epoch)
-		  ON l.kind = w.kind AND l.table_id = w.table_id AND l.partition = w.partition AND l.epoch = w.epoch
-		WHERE l.holder = $1 AND l.incarnation = $2`, m.cfg.NodeID, m.incarnation, kinds, tables, parts, epochs)
-	if err != nil {
-		return err
-	}
-	mine, err := collectScopes(rows)
+	mine, err := stillHeld(ctx, m.db, m.cfg.NodeID, m.incarnation, pending)
 	if err != nil {
 		return err
 	}
@@ -1060,36 +840,18 @@ func (m *Manager) Leave() error {
 		// that row, and from its commit on Postgres refuses every later one, such as a
 		// renewal of the last round that reaches Postgres only now.
 		m.count(3)
-		tag, err := tx.Exec(ctx, `INSERT INTO mink_left (node_id, incarnation, left_at) VALUES ($1, $2::uuid, now())
-			ON CONFLICT DO NOTHING`, m.cfg.NodeID, m.incarnation)
-		if err != nil {
+		var err error
+		if recorded, err = recordLeft(ctx, tx, m.cfg.NodeID, m.incarnation); err != nil {
 			return err
 		}
-		recorded = tag.RowsAffected()
 		// Then the member row, before the leases: deleting it waits for an acquisition in
 		// flight (which locks the row it acquires under), so the next statement, with a
 		// snapshot of its own, frees what that acquisition took too.
-		if tag, err = tx.Exec(ctx, `DELETE FROM mink_members WHERE node_id = $1 AND incarnation = $2::uuid`,
-			m.cfg.NodeID, m.incarnation); err != nil {
+		if gone, err = deleteMember(ctx, tx, m.cfg.NodeID, m.incarnation); err != nil {
 			return err
 		}
-		gone = tag.RowsAffected()
-		return tx.QueryRow(ctx, `WITH free AS (
-			SELECT kind, table_id, partition FROM mink_leases WHERE holder = $1 AND incarnation = $2::uuid
-			FOR UPDATE SKIP LOCKED
-		), freed AS (
-			UPDATE mink_leases l SET holder = NULL, incarnation = NULL FROM free f
-			WHERE l.kind = f.kind AND l.table_id = f.table_id AND l.partition = f.partition
-			RETURNING 1
-		), kept AS (
-			SELECT 1 FROM mink_leases l WHERE l.holder = $1 AND l.incarnation = $2::uuid
-			  AND NOT EXISTS (SELECT 1 FROM free f WHERE f.kind = l.kind AND f.table_id = l.table_id AND f.partition = l.partition)
-			LIMIT 1
-		), retire AS (
-			INSERT INTO mink_retired (node_id, incarnation) SELECT $1, $2::uuid FROM kept ON CONFLICT DO NOTHING
-		)
-		SELECT (SELECT count(*) FROM freed), (SELECT count(*) FROM kept)`,
-			m.cfg.NodeID, m.incarnation).Scan(&freed, &kept)
+		freed, kept, err = freeAll(ctx, tx, m.cfg.NodeID, m.incarnation)
+		return err
 	})
 	if err != nil {
 		// Postgres is unreachable: the leases are free once the member row expires.

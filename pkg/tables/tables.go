@@ -428,6 +428,9 @@ func addPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32
 		SELECT $1::bigint, p FROM generate_series(0, $2::int - 1) AS p ON CONFLICT DO NOTHING`, table, partitions); err != nil {
 		return err
 	}
+	if _, err := tx.Exec(ctx, `UPDATE mink_tables SET partitions = greatest(partitions, $2) WHERE id = $1`, table, partitions); err != nil {
+		return err
+	}
 	return lease.AddScopes(ctx, tx, table, partitions)
 }
 

@@ -25,7 +25,7 @@ func Table(tb testing.TB, db pg.DB, name string, partitions int32) int64 {
 	var id int64
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions)
-			VALUES ('default', $1, $1, 0) RETURNING id`, name).Scan(&id); err != nil {
+			VALUES ('default', $1, $1, $2) RETURNING id`, name, partitions).Scan(&id); err != nil {
 			return err
 		}
 		return lease.AddScopes(ctx, tx, id, partitions)
