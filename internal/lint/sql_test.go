@@ -45,23 +45,14 @@ var sqlRules = sqlConfig{
 	// Statements not yet moved to the store that owns their tables (issue 28): each entry
 	// is "<package> <table>" and goes when the move is done; nothing may be added.
 	pending: map[string]bool{
-		"pkg/icebergmeta mink_meta_files":                   true,
-		"pkg/liveloads mink_meta_files":                     true,
-		"pkg/liveloads mink_data_files":                     true,
-		"pkg/liveloads mink_ranges":                         true,
-		"pkg/liveloads ":                                    true,
-		"pkg/ranges mink_data_files":                        true,
-		"pkg/schemapoints mink_partitions":                  true,
-		"pkg/schemapoints mink_data_files":                  true,
-		"pkg/tableadmin mink_tables":                        true,
-		"pkg/tables mink_meta_files":                        true,
-		"pkg/tables mink_partitions":                        true,
-		"services/writer/internal/store mink_data_files":    true,
-		"services/writer/internal/store mink_meta_files":    true,
-		"services/writer/internal/store mink_file_problems": true,
-		"services/writer/internal/store mink_ranges":        true,
-		"services/writer/internal/store mink_partitions":    true,
-		"services/writer/internal/store mink_table_meta":    true,
+		"pkg/liveloads mink_meta_files":    true,
+		"pkg/liveloads mink_data_files":    true,
+		"pkg/liveloads mink_ranges":        true,
+		"pkg/liveloads ":                   true,
+		"pkg/ranges mink_data_files":       true,
+		"pkg/schemapoints mink_partitions": true,
+		"pkg/schemapoints mink_data_files": true,
+		"pkg/tables mink_meta_files":       true,
 	},
 }
 

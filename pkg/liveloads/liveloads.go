@@ -62,27 +62,6 @@ func Candidates(ctx context.Context, db pg.DB, table int64, spans []Span, keyed 
 	return indexed, tails, err
 }
 
-// DataFiles returns the rows of the data files keys, by key (missing ones absent); a
-// position delete file's (upsert tables) with DeletesOf and CoverEnd.
-func DataFiles(ctx context.Context, db pg.DB, keys []string) (map[string]icebergmeta.DataFile, error) {
-	rows, err := db.Query(ctx, `SELECT key, `+fileColumns+`, coalesce(deletes_of, ''), coalesce(cover_end, 0)
-		FROM mink_data_files WHERE key = ANY($1)`, keys)
-	if err != nil {
-		return nil, err
-	}
-	fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
-		var f icebergmeta.DataFile
-		err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats,
-			&f.DeletesOf, &f.CoverEnd)
-		return f, err
-	})
-	out := make(map[string]icebergmeta.DataFile, len(fs))
-	for _, f := range fs {
-		out[f.Key] = f
-	}
-	return out, err
-}
-
 // Stored is a recorded load snapshot: its metadata JSON.
 type Stored struct {
 	Key     string

@@ -41,6 +41,14 @@ type Range struct {
 	CreatedAt time.Time
 }
 
+// AddPartitions makes the index rows of partitions 0 to partitions-1 of a table, in tx
+// (the one creating or growing the table); those that exist are kept.
+func AddPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32) error {
+	_, err := tx.Exec(ctx, `INSERT INTO mink_partitions (table_id, partition)
+		SELECT $1::bigint, p FROM generate_series(0, $2::int - 1) AS p ON CONFLICT DO NOTHING`, table, partitions)
+	return err
+}
+
 // ErrNotContiguous: the range does not start where the partition's index ends. Nothing
 // was stored.
 var ErrNotContiguous = errors.New("range does not start where the index ends")

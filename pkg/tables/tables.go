@@ -21,6 +21,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/pg"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
@@ -424,8 +425,7 @@ func MarkTopicLost(ctx context.Context, db pg.DB, l lease.Lease, why string) err
 }
 
 func addPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO mink_partitions (table_id, partition)
-		SELECT $1::bigint, p FROM generate_series(0, $2::int - 1) AS p ON CONFLICT DO NOTHING`, table, partitions); err != nil {
+	if err := ranges.AddPartitions(ctx, tx, table, partitions); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE mink_tables SET partitions = greatest(partitions, $2) WHERE id = $1`, table, partitions); err != nil {
@@ -460,6 +460,20 @@ func Grow(ctx context.Context, db pg.DB, l lease.Lease, partitions int32) (bool,
 		return addPartitions(ctx, tx, table, partitions)
 	})
 	return grew, err
+}
+
+// LockForAlter holds t's row in tx for an alter and reads its properties, version and
+// partitions (into t); NotFound if it was dropped meanwhile. FOR NO KEY UPDATE: tail
+// files being recorded (rows referencing the table) do not wait for it, while the alter
+// waits for them on the partitions' rows.
+func LockForAlter(ctx context.Context, tx pgx.Tx, t *Table) (map[string]string, error) {
+	var props map[string]string
+	err := tx.QueryRow(ctx, `SELECT properties, version, partitions FROM mink_tables WHERE id = $1 FOR NO KEY UPDATE`,
+		t.ID).Scan(&props, &t.Version, &t.Partitions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, apierr.New(apierr.NotFound, "table %s does not exist", t.FullName())
+	}
+	return props, err
 }
 
 // SetProperties replaces a table's properties (validated by the caller with ParseProps).

@@ -81,6 +81,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/liveloads"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
@@ -715,7 +716,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
 		var b []byte
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			b, err = icebergmeta.MetaFile(ctx, l.o.DB, t.ID, key)
+			b, err = objects.MetaFile(ctx, l.o.DB, t.ID, key)
 			return err
 		})
 		if errors.Is(err, icebergmeta.ErrNoMetaFile) {
@@ -943,7 +944,7 @@ func (l *Loader) snapshotRows(ctx context.Context, t tables.Table, reader *icebe
 	}
 	var rows map[string]icebergmeta.DataFile
 	if err := l.query(ctx, func(ctx context.Context) (err error) {
-		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		rows, err = objects.DataFiles(ctx, l.o.DB, keys)
 		return err
 	}); err != nil {
 		return nil, apierr.Postgres(err, "load table %s: read its committed %s files", t.FullName(), kind)
@@ -1065,7 +1066,7 @@ func (l *Loader) fillMeasured(ctx context.Context, t tables.Table, tails []*tail
 	}
 	var rows map[string]icebergmeta.DataFile
 	err := l.query(ctx, func(ctx context.Context) (err error) {
-		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		rows, err = objects.DataFiles(ctx, l.o.DB, keys)
 		return err
 	})
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 )
@@ -341,7 +342,7 @@ func (p *Planner) token(t tables.Table, s, what string) (token, error) {
 // retention age).
 func (p *Planner) replay(r *http.Request, t tables.Table, tok token, what string) (source, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.o.LookupTimeout)
-	content, err := icebergmeta.MetaFile(ctx, p.o.DB, t.ID, tok.Metadata)
+	content, err := objects.MetaFile(ctx, p.o.DB, t.ID, tok.Metadata)
 	cancel()
 	if err == nil {
 		return newSource(t, tok.Metadata, content)

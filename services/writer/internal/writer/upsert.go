@@ -11,13 +11,13 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
-	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
 // pendingDeletes are the position delete files of the change being committed (upsert
@@ -215,12 +215,16 @@ func (tw *tableWriter) rowsOf(ctx context.Context, kind string, uris []string) (
 		}
 		keys = append(keys, k)
 	}
-	files, err := store.DataFiles(ctx, tw.w.db, keys)
+	rows, err := objects.DataFiles(ctx, tw.w.db, keys)
 	if err != nil {
 		return nil, err
 	}
-	if len(files) != len(keys) {
-		return nil, fmt.Errorf("current snapshot names %d %s files, mink_data_files has %d of them", len(keys), kind, len(files))
+	if len(rows) != len(keys) {
+		return nil, fmt.Errorf("current snapshot names %d %s files, mink_data_files has %d of them", len(keys), kind, len(rows))
+	}
+	files := make([]icebergmeta.DataFile, len(keys))
+	for i, k := range keys {
+		files[i] = rows[k]
 	}
 	return files, nil
 }
