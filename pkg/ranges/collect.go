@@ -55,3 +55,21 @@ func DeleteLeading(ctx context.Context, tx pgx.Tx, table int64, partition int32,
 		WHERE table_id = $1 AND partition = $2`, table, partition)
 	return tag.RowsAffected(), err
 }
+
+// Within returns a table's ranges that lie within spans, span i being [starts[i],
+// ends[i]) of partitions[i]: offsets, counts, checksum, settings and statistics, without
+// keys.
+func Within(ctx context.Context, db pg.DB, table int64, partitions []int32, starts, ends []int64) ([]Range, error) {
+	rows, err := db.Query(ctx, `SELECT r.partition, r.start_offset, r.end_offset, r.record_count, r.file_size, r.sha256, r.settings, r.stats
+		FROM mink_ranges r JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
+		  ON r.partition = s.p AND r.start_offset >= s.lo AND r.end_offset <= s.hi
+		WHERE r.table_id = $1`, table, partitions, starts, ends)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Range, error) {
+		r := Range{Table: table}
+		err := row.Scan(&r.Partition, &r.Start, &r.End, &r.Records, &r.Size, &r.SHA256, &r.Settings, &r.Stats)
+		return r, err
+	})
+}

@@ -1,9 +1,4 @@
-// Package liveloads is the store of live table loads (services/fileserver/internal/live):
-// the tail files a load can name, and load snapshots recorded so that other loads read
-// them instead of writing their own. A load snapshot's metadata JSON row carries its
-// content key (table, committed metadata, settings, tail spans), its stream (the same
-// without the spans) and the database time before its Kafka offsets were read.
-package liveloads
+package objects
 
 import (
 	"context"
@@ -14,7 +9,14 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/pg"
+	"github.com/minkhq/mink/pkg/ranges"
 )
+
+// Live table loads (services/fileserver/internal/live):
+// the tail files a load can name, and load snapshots recorded so that other loads read
+// them instead of writing their own. A load snapshot's metadata JSON row carries its
+// content key (table, committed metadata, settings, tail spans), its stream (the same
+// without the spans) and the database time before its Kafka offsets were read.
 
 // Span is one partition's tail: offsets [Start, End).
 type Span struct {
@@ -22,18 +24,16 @@ type Span struct {
 	Start, End int64
 }
 
-const fileColumns = `partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats`
-
 func scanFile(r pgx.CollectableRow, f *icebergmeta.DataFile, key *string) error {
 	return r.Scan(key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
 }
 
-// Candidates returns what may make up spans of table: the indexed ranges within them
+// LoadCandidates returns what may make up spans of table: the indexed ranges within them
 // (Key empty: the caller names their files) and the unexpired tail files within them;
 // keyed (an upsert table's load, whose deletes read the tail files' keys): only those
 // with keys recorded (one measured by a file server from before upsert tails recorded
 // none is measured again, which records them).
-func Candidates(ctx context.Context, db pg.DB, table int64, spans []Span, keyed bool) (indexed, tails []icebergmeta.DataFile, err error) {
+func LoadCandidates(ctx context.Context, db pg.DB, table int64, spans []Span, keyed bool) (indexed, tails []icebergmeta.DataFile, err error) {
 	ps, los, his := make([]int32, len(spans)), make([]int64, len(spans)), make([]int64, len(spans))
 	for i, s := range spans {
 		ps[i], los[i], his[i] = s.Partition, s.Start, s.End
@@ -49,11 +49,14 @@ func Candidates(ctx context.Context, db pg.DB, table int64, spans []Span, keyed 
 			return f, err
 		})
 	}
-	if indexed, err = read(`SELECT '', r.partition, r.start_offset, r.end_offset, r.record_count, r.file_size, r.sha256, r.settings, r.stats
-		FROM mink_ranges r JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
-		  ON r.partition = s.p AND r.start_offset >= s.lo AND r.end_offset <= s.hi
-		WHERE r.table_id = $1`); err != nil {
+	rs, err := ranges.Within(ctx, db, table, ps, los, his)
+	if err != nil {
 		return nil, nil, err
+	}
+	indexed = make([]icebergmeta.DataFile, len(rs))
+	for i, r := range rs {
+		indexed[i] = icebergmeta.DataFile{Partition: r.Partition, Start: r.Start, End: r.End, Records: r.Records, Size: r.Size,
+			SHA256: r.SHA256, Settings: r.Settings, Stats: r.Stats}
 	}
 	tails, err = read(`SELECT f.key, f.partition, f.start_offset, f.end_offset, f.record_count, f.file_size, f.sha256, f.settings, f.stats
 		FROM mink_data_files f JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
@@ -62,16 +65,16 @@ func Candidates(ctx context.Context, db pg.DB, table int64, spans []Span, keyed 
 	return indexed, tails, err
 }
 
-// Stored is a recorded load snapshot: its metadata JSON.
-type Stored struct {
+// StoredLoad is a recorded load snapshot: its metadata JSON.
+type StoredLoad struct {
 	Key     string
 	Content []byte
 }
 
-// Newest returns the newest load snapshot of stream whose offsets were read less than
+// NewestLoad returns the newest load snapshot of stream whose offsets were read less than
 // bound ago, with how long ago (both by the database's clock), and the database's time
 // now either way.
-func Newest(ctx context.Context, db pg.DB, table int64, stream string, bound time.Duration) (s Stored, age time.Duration, now time.Time, found bool, err error) {
+func NewestLoad(ctx context.Context, db pg.DB, table int64, stream string, bound time.Duration) (s StoredLoad, age time.Duration, now time.Time, found bool, err error) {
 	var key *string
 	var ageMs *float64
 	err = db.QueryRow(ctx, `SELECT n.now, f.key, f.content, (extract(epoch FROM n.now - f.load_read_at) * 1000)::float8
@@ -82,27 +85,27 @@ func Newest(ctx context.Context, db pg.DB, table int64, stream string, bound tim
 		  ORDER BY load_read_at DESC LIMIT 1) f ON true`,
 		table, stream, float64(bound.Milliseconds())).Scan(&now, &key, &s.Content, &ageMs)
 	if err != nil || key == nil {
-		return Stored{}, 0, now, false, err
+		return StoredLoad{}, 0, now, false, err
 	}
 	s.Key = *key
 	return s, time.Duration(*ageMs * float64(time.Millisecond)), now, true, nil
 }
 
-// ByContent returns the load snapshot recorded under loadKey that stays readable at
+// LoadByContent returns the load snapshot recorded under loadKey that stays readable at
 // least minLeft from now.
-func ByContent(ctx context.Context, db pg.DB, table int64, loadKey string, minLeft time.Duration) (Stored, bool, error) {
-	var s Stored
+func LoadByContent(ctx context.Context, db pg.DB, table int64, loadKey string, minLeft time.Duration) (StoredLoad, bool, error) {
+	var s StoredLoad
 	err := db.QueryRow(ctx, `SELECT key, content FROM mink_meta_files
 		WHERE table_id = $1 AND load_key = $2 AND expires_at > now() + $3::float8 * interval '1 millisecond'`,
 		table, loadKey, float64(minLeft.Milliseconds())).Scan(&s.Key, &s.Content)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Stored{}, false, nil
+		return StoredLoad{}, false, nil
 	}
 	return s, err == nil, err
 }
 
-// ErrExists: another load recorded the same content key first (read it with ByContent).
-var ErrExists = errors.New("liveloads: a load snapshot with this content key is recorded already")
+// ErrLoadExists: another load recorded the same content key first (read it with LoadByContent).
+var ErrLoadExists = errors.New("objects: a load snapshot with this content key is recorded already")
 
 // Load is a load snapshot to record.
 type Load struct {
@@ -113,25 +116,25 @@ type Load struct {
 	TTL       time.Duration
 	ReuseFrom time.Duration // a row of LoadKey readable for less than this is stale: it gives up its key
 	Tail      []icebergmeta.DataFile
-	Deletes   []Delete           // an upsert table's position delete files
+	Deletes   []LoadDelete       // an upsert table's position delete files
 	Meta      []icebergmeta.File // the metadata JSON last
 }
 
-// Delete is a live load's position delete file (File.DeletesOf names its data file)
+// LoadDelete is a live load's position delete file (File.DeletesOf names its data file)
 // and the tail files whose recorded keys it was computed with (rangefile.Deletes.Tail).
-type Delete struct {
+type LoadDelete struct {
 	File icebergmeta.DataFile
 	Tail []string
 }
 
-// Save records l in one transaction: its tail files' rows expire no sooner than now +
+// SaveLoad records l in one transaction: its tail files' rows expire no sooner than now +
 // TTL (a row collected meanwhile is written again), its metadata files expire then, and
 // its metadata JSON row carries the keys. A stale row of the same content key (readable
-// for less than ReuseFrom) gives up its key; a fresh one makes Save return ErrExists
+// for less than ReuseFrom) gives up its key; a fresh one makes SaveLoad return ErrLoadExists
 // and write nothing.
-func Save(ctx context.Context, db pg.DB, l Load) error {
+func SaveLoad(ctx context.Context, db pg.DB, l Load) error {
 	if len(l.Meta) == 0 {
-		return errors.New("liveloads: a load has metadata files")
+		return errors.New("objects: a load has metadata files")
 	}
 	ms := float64(l.TTL.Milliseconds())
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -149,7 +152,7 @@ func Save(ctx context.Context, db pg.DB, l Load) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return ErrExists
+			return ErrLoadExists
 		}
 		b := &pgx.Batch{}
 		for _, f := range l.Tail {
@@ -185,7 +188,7 @@ func Save(ctx context.Context, db pg.DB, l Load) error {
 
 // ErrTailGone: a tail file whose recorded keys a load's delete files need was collected
 // before the load was recorded (or written again without them): load again.
-var ErrTailGone = errors.New("liveloads: a tail file of the load was collected meanwhile")
+var ErrTailGone = errors.New("objects: a tail file of the load was collected meanwhile")
 
 // keepKeyed makes the tail files l's delete files read the keys of (rows or not) expire
 // no sooner than the load, and checks they are all there with their keys.
