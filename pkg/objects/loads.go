@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -216,4 +217,33 @@ func keepKeyed(ctx context.Context, tx pgx.Tx, l Load, ms float64) error {
 		return ErrTailGone
 	}
 	return nil
+}
+
+// TailKeys returns the keys of live loads' tail files (mink_data_files rows) by key, in
+// the order of keys: an error names one that is gone or has no keys recorded.
+func TailKeys(ctx context.Context, db pg.DB, keys []string) ([]ranges.RangeKeys, error) {
+	rows, err := db.Query(ctx, `SELECT key, start_offset, end_offset, keys FROM mink_data_files WHERE key = ANY($1)`, keys)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]ranges.RangeKeys{}
+	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+		var k string
+		var r ranges.RangeKeys
+		err := row.Scan(&k, &r.Start, &r.End, &r.Keys)
+		byKey[k] = r
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ranges.RangeKeys, len(keys))
+	for i, k := range keys {
+		r, ok := byKey[k]
+		if !ok || r.Keys == nil {
+			return nil, fmt.Errorf("tail file %s: no keys recorded (collected, or not an upsert tail)", k)
+		}
+		out[i] = r
+	}
+	return out, nil
 }

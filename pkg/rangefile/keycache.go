@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/upsert"
@@ -120,7 +121,7 @@ func (c *KeyCache) Partition(ctx context.Context, db pg.DB, table int64, partiti
 	var tailKeys []ranges.RangeKeys
 	if len(tail) > 0 {
 		var err error
-		if tailKeys, err = ranges.FileKeys(ctx, db, tail); err != nil {
+		if tailKeys, err = objects.TailKeys(ctx, db, tail); err != nil {
 			return nil, err
 		}
 	}

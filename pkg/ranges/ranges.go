@@ -217,32 +217,3 @@ func rangeKeys(ctx context.Context, db pg.DB, table int64, partition int32, from
 		return r, err
 	})
 }
-
-// FileKeys returns the keys of live loads' tail files (mink_data_files rows) by key, in
-// the order of keys: an error names one that is gone or has no keys recorded.
-func FileKeys(ctx context.Context, db pg.DB, keys []string) ([]RangeKeys, error) {
-	rows, err := db.Query(ctx, `SELECT key, start_offset, end_offset, keys FROM mink_data_files WHERE key = ANY($1)`, keys)
-	if err != nil {
-		return nil, err
-	}
-	byKey := map[string]RangeKeys{}
-	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
-		var k string
-		var r RangeKeys
-		err := row.Scan(&k, &r.Start, &r.End, &r.Keys)
-		byKey[k] = r
-		return struct{}{}, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]RangeKeys, len(keys))
-	for i, k := range keys {
-		r, ok := byKey[k]
-		if !ok || r.Keys == nil {
-			return nil, fmt.Errorf("tail file %s: no keys recorded (collected, or not an upsert tail)", k)
-		}
-		out[i] = r
-	}
-	return out, nil
-}

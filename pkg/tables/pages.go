@@ -8,7 +8,6 @@ package tables
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,20 +37,4 @@ func NamespacesPage(ctx context.Context, db pg.DB, after string, limit int) ([]s
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
-// CurrentMetadata is the commit pointer of table: the key of its current metadata file
-// and, with content, the file's bytes (nil when the file is missing). found is false
-// while the table's writer has stored no metadata yet.
-func CurrentMetadata(ctx context.Context, db pg.DB, table int64, content bool) (key string, body []byte, found bool, err error) {
-	err = db.QueryRow(ctx, `SELECT tm.metadata_key, CASE WHEN $2 THEN mf.content END
-		FROM mink_table_meta tm LEFT JOIN mink_meta_files mf ON mf.key = tm.metadata_key
-		WHERE tm.table_id = $1`, table, content).Scan(&key, &body)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil, false, nil
-	}
-	if err != nil {
-		return "", nil, false, err
-	}
-	return key, body, true, nil
 }
