@@ -42,6 +42,13 @@ postgres: ## Install PostgreSQL server binaries when absent (tests start private
 		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null ) || \
 		( echo "could not install PostgreSQL: install it, or set MINK_TEST_POSTGRES_URL" >&2; exit 1 ); fi
 
+.PHONY: chromium
+chromium: ## Install Debian's Chromium when absent (the console's tests drive it headless).
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	else echo "installing Chromium"; \
+		( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null ) || \
+		( echo "could not install Chromium: install it (apt-get install chromium)" >&2; exit 1 ); fi
+
 # --- code --------------------------------------------------------------------------
 
 .PHONY: generate
@@ -75,7 +82,7 @@ build: ## Build the role binaries (mink-indexer, mink-writer, mink-fileserver) a
 	for r in indexer writer fileserver; do $(GO) build -o $(BIN)/mink-$$r ./services/$$r || exit 1; done
 
 .PHONY: test
-test: postgres $(BIN)/grpcurl ## Run every test (real Postgres, real processes, kfake).
+test: postgres chromium $(BIN)/grpcurl ## Run every test (real Postgres, real processes, kfake, a headless browser).
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 INTEROP_JS := test/interop/js

@@ -2,16 +2,10 @@
 // node (--addr) and names the node that must answer (--node), which the dialed node
 // forwards to.
 //
-//	minkctl [flags] status [--cluster] | nodes | leases | drain NODE | undrain NODE
-//	minkctl [flags] table create NAME --topic T --column id:long:required ... |
-//	                      create NAME --format avro|protobuf|json_schema [--value-subject S] ... |
-//	                      alter NAME --add c:string --widen id:long --rename a:b --set k=v ... |
-//	                      drop NAME | list | describe NAME
-//	minkctl [flags] topic create NAME [--partitions N] | topic list
-//	minkctl [flags] scan NAMESPACE.TABLE [--limit N] [--from start|end] [--columns a,b] [--catalog URL]
-//
 // Every flag has a MINK_* environment twin (MINK_ADDR for --addr). Output is aligned
 // columns, or protojson with -o json.
+//
+// Synopsis: docs/admin.md#synopsis.
 package main
 
 import (

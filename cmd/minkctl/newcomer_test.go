@@ -158,7 +158,7 @@ func TestScanFindsCatalog(t *testing.T) {
 		hits = nil
 		minkctl := startFake(t, tc.f)
 		_, errOut, code := minkctl("scan", "default.demo")
-		if code != exitRPC || !strings.Contains(errOut, "table default.demo not found in catalog "+cat.URL) || len(hits) == 0 {
+		if code != exitRPC || !strings.Contains(errOut, "table default.demo not loaded from catalog "+cat.URL) || len(hits) == 0 {
 			t.Errorf("%s: scan without --catalog: exit %d, catalog hits %v: %s", tc.what, code, hits, errOut)
 		}
 	}

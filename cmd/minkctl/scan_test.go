@@ -23,6 +23,8 @@ import (
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	itable "github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+
+	"github.com/minkhq/mink/pkg/tablerows"
 )
 
 // sample is two rows with every kind of value a Mink table has: the demo's columns and
@@ -249,7 +251,7 @@ func TestScanThroughRESTCatalog(t *testing.T) {
 		t.Errorf("scan --columns --limit: exit %d %s\n%s\nwant:\n%s", code, errOut, out, want)
 	}
 	_, errOut, code = minkctl("scan", "default.nope", "--catalog", srv.URL)
-	if code != exitRPC || !strings.Contains(errOut, "table default.nope not found in catalog "+srv.URL) {
+	if code != exitRPC || !strings.Contains(errOut, "table default.nope not loaded from catalog "+srv.URL) {
 		t.Errorf("unknown table: exit %d: %s", code, errOut)
 	}
 	_, errOut, code = minkctl("scan", "default.demo", "--catalog", srv.URL, "--columns", "id,nope")
@@ -424,8 +426,8 @@ func TestPrintRowsNestedTable(t *testing.T) {
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
 	}
-	m := cellOf(rec.Column(1), 0).(object)[3].v
-	if got := plainText(m); got != `{gift: 1, a\tb: 9007199254740993}` {
+	m := tablerows.CellOf(rec.Column(1), 0).(tablerows.Object)[3].V
+	if got := tablerows.Text(m); got != `{gift: 1, a\tb: 9007199254740993}` {
 		t.Errorf("map text %q", got)
 	}
 }
@@ -449,7 +451,7 @@ func TestPrintRowsSliced(t *testing.T) {
 	// A map column sliced on its own: its entries start past the entries' offset.
 	codes := array.NewSlice(rec.Column(2), 2, 3)
 	defer codes.Release()
-	if got := plainText(cellOf(codes, 0)); got != "{7: seven}" {
+	if got := tablerows.Text(tablerows.CellOf(codes, 0)); got != "{7: seven}" {
 		t.Errorf("sliced map: %q", got)
 	}
 }
@@ -566,29 +568,4 @@ func stubCatalog(t *testing.T, name, metaLoc string) *httptest.Server {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-func TestMapCellJSON(t *testing.T) {
-	for _, tc := range []struct {
-		m    mapCell
-		want string
-	}{
-		{mapCell{{"a\"b", int64(1)}}, `{"a\"b":1}`},
-		{mapCell{{true, "y"}, {false, nil}}, `{"true":"y","false":null}`},
-		{mapCell{{uint64(18446744073709551615), decimalText("1.50")}}, `{"18446744073709551615":1.50}`},
-		{mapCell{{decimalText("-0.05"), []any{int64(1)}}}, `{"-0.05":[1]}`},
-		{mapCell{{[]byte{0, 1}, "b"}}, `{"AAE=":"b"}`},
-		{mapCell{{float32(0.1), "f"}, {math.NaN(), "nan"}}, `{"0.1":"f","NaN":"nan"}`},
-		{mapCell{{object{{"a", int64(1)}}, "s"}}, `[{"key":{"a":1},"value":"s"}]`},
-		{mapCell{{"x", int64(1)}, {[]any{"l"}, int64(2)}}, `[{"key":"x","value":1},{"key":["l"],"value":2}]`},
-		{mapCell{}, `{}`},
-	} {
-		if got := string(appendJSON(nil, tc.m)); got != tc.want {
-			t.Errorf("%v: %s, want %s", tc.m, got, tc.want)
-		}
-		var v any
-		if err := json.Unmarshal(appendJSON(nil, tc.m), &v); err != nil {
-			t.Errorf("%v: not JSON: %v", tc.m, err)
-		}
-	}
 }

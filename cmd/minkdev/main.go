@@ -3,16 +3,9 @@
 // .tmp/dev, two indexers, a writer and two file servers as separate processes, and two
 // demo topics with a steady stream each: JSON events as the table default.demo, and Avro
 // orders (subject demo_avro-value) as default.demo_avro, whose schema gains a field after
-// --demo-avro-evolve-after orders. Auth is on: the first run writes the auth config
-// .tmp/dev/auth.json (a random cluster secret, principals admin and reader with random
-// secrets), later runs keep it, every role gets --auth-config, and the banner prints the
-// credentials, the snippets in .tmp/dev/connect.md; --auth=false runs without it. It
-// builds nothing: make dev builds the binaries into .tmp/bin first. The first Ctrl-C stops
-// everything cleanly; a second one kills the roles instead of waiting for them.
+// --demo-avro-evolve-after orders.
 //
-// Every flag has a MINK_* twin: MINK_POSTGRES_URL, MINK_KAFKA_BROKERS and
-// MINK_SCHEMA_REGISTRY_URL use an existing database, brokers and registry instead of the
-// private ones.
+// Design notes: docs/design/minkdev.md.
 package main
 
 import (

@@ -26,6 +26,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/await"
+	"github.com/minkhq/mink/pkg/history"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/pgschema"
@@ -75,6 +76,8 @@ type nodeOptions struct {
 	auth *auth.Authority
 	// files is a file service to serve beside the admin service (nil: none).
 	files filev1.FileServiceServer
+	// history is what GetHistory answers (nil: no samples).
+	history *history.Ring
 }
 
 func startNodeWith(t *testing.T, db *pgxpool.Pool, id string, role lease.Role, o nodeOptions) *testNode {
@@ -94,7 +97,7 @@ func startNodeWith(t *testing.T, db *pgxpool.Pool, id string, role lease.Role, o
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(auth.NewPeerCredentials(o.auth, id)))
 	}
 	srv, err := admin.New(admin.Options{Leases: n.mgr, DB: db, Tables: o.tables, Logger: log, ForwardTimeout: 3 * time.Second,
-		DialOptions: dialOpts})
+		DialOptions: dialOpts, History: o.history})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,6 +21,7 @@ import (
 	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/await"
+	"github.com/minkhq/mink/pkg/history"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/lease"
@@ -134,7 +137,15 @@ func TestAuthAdminAPI(t *testing.T) {
 	cfg := authConfig(t, false)
 
 	a := startNodeWith(t, db, "a", lease.RoleFileServer, nodeOptions{tables: svc, auth: cfg, files: fileService{node: "a"}})
-	b := startNodeWith(t, db, "b", lease.RoleIndexer, nodeOptions{tables: svc, auth: cfg, files: fileService{node: "b"}})
+	// b's history has records of both tables.
+	reg := prometheus.NewRegistry()
+	recs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "mink_indexer_records_total"}, []string{"table"})
+	reg.MustRegister(recs)
+	recs.WithLabelValues("shop.orders").Add(3)
+	recs.WithLabelValues("default.hidden").Add(4)
+	hist := history.New(reg, history.Sources, 0, 0)
+	hist.Sample(time.Now())
+	b := startNodeWith(t, db, "b", lease.RoleIndexer, nodeOptions{tables: svc, auth: cfg, files: fileService{node: "b"}, history: hist})
 	// stale: etl is still an admin in its config (a reload not yet applied); its door
 	// lets etl's drain through, b's refuses it.
 	stale := startNodeWith(t, db, "stale", lease.RoleFileServer, nodeOptions{tables: svc, auth: authConfig(t, true)})
@@ -181,6 +192,17 @@ func TestAuthAdminAPI(t *testing.T) {
 		}
 		if d, err := ca.admin.DescribeTable(reader, &adminv1.DescribeTableRequest{Node: node, Namespace: "shop", Name: "orders"}); err != nil || len(d.GetPartitions()) != 2 {
 			t.Errorf("reader's DescribeTable(node=%q) of shop.orders: %v %v", node, d, err)
+		}
+	}
+	// GetHistory of b, through a: the reader gets its table's series only.
+	for who, want := range map[context.Context][]string{reader: {"shop.orders"}, admin: {"default.hidden", "shop.orders"}} {
+		h, err := ca.admin.GetHistory(who, &adminv1.GetHistoryRequest{Node: "b"})
+		var got []string
+		for _, s := range h.GetSeries() {
+			got = append(got, s.GetTable())
+		}
+		if err != nil || h.GetNodeId() != "b" || !slices.Equal(got, want) {
+			t.Errorf("GetHistory of b: %v %v, want the series of %v", got, err, want)
 		}
 	}
 	if lt, err := ca.admin.ListTables(admin, &adminv1.ListTablesRequest{}); err != nil || len(lt.GetTables()) != 2 {

@@ -24,6 +24,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/history"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/peers"
 	"github.com/minkhq/mink/pkg/pg"
@@ -55,6 +56,8 @@ type Options struct {
 	Topics Topics         // nil: topic RPCs answer Unimplemented
 	// Figures are the role-specific figures GetStatus reports (nil: none).
 	Figures func() map[string]string
+	// History is the node's ring of samples GetHistory reports (nil: none).
+	History *history.Ring
 	// DialOptions are added to every forwarding connection: pkg/node's (telemetry
 	// handlers, the node's peer token, TLS when configured).
 	DialOptions []grpc.DialOption
@@ -73,6 +76,7 @@ type Server struct {
 	tables  Tables
 	topics  Topics
 	figures func() map[string]string
+	history *history.Ring
 	log     *slog.Logger
 	peers   *peers.Pool
 
@@ -109,6 +113,7 @@ func New(o Options) (*Server, error) {
 		tables:         o.Tables,
 		topics:         o.Topics,
 		figures:        o.Figures,
+		history:        o.History,
 		log:            o.Logger,
 		peers:          peers.New(o.DialOptions...),
 		forwardTimeout: o.ForwardTimeout,
@@ -228,6 +233,10 @@ func (s *Server) ListTopics(ctx context.Context, req *adminv1.ListTopicsRequest)
 		})
 }
 
+func (s *Server) GetHistory(ctx context.Context, req *adminv1.GetHistoryRequest) (*adminv1.GetHistoryResponse, error) {
+	return serve(s, ctx, adminv1.AdminService_GetHistory_FullMethodName, req, s.getHistory)
+}
+
 // errNoTables, errNoTopics: a node built without table administration (tests of the
 // lease API).
 var (
@@ -268,6 +277,24 @@ func (s *Server) getStatus(ctx context.Context, _ *adminv1.GetStatusRequest) (*a
 	}
 	if s.figures != nil {
 		resp.Figures = s.figures()
+	}
+	return resp, nil
+}
+
+// getHistory is the node's samples: a reader sees its tables' series and the node's own.
+func (s *Server) getHistory(ctx context.Context, _ *adminv1.GetHistoryRequest) (*adminv1.GetHistoryResponse, error) {
+	resp := &adminv1.GetHistoryResponse{NodeId: s.self}
+	if s.history == nil {
+		return resp, nil
+	}
+	resp.Interval = durationpb.New(s.history.Interval())
+	p := auth.FromContext(ctx)
+	for _, h := range s.history.Snapshot(func(table string) bool { return canSee(p, table) }) {
+		out := &adminv1.Series{Name: h.Name, Table: h.Table, Values: h.Values}
+		for _, t := range h.Times {
+			out.Times = append(out.Times, timestamppb.New(t))
+		}
+		resp.Series = append(resp.Series, out)
 	}
 	return resp, nil
 }

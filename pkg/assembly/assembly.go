@@ -3,52 +3,7 @@
 // row is rewritten a bounded number of times. Plan is a pure function of the current
 // files; the writer builds each merge from Kafka and commits them as a replace snapshot.
 //
-// The policy, with T the target (mink.assembly.target-bytes) and k the tier width
-// (mink.assembly.tier-files):
-//
-//   - A file of at least T/2 bytes is final: never rewritten. A merge adds up to at most
-//     T bytes (the sum of its parts), so any two adjacent non-final files fit in one.
-//   - A merge is a run of adjacent files of one partition (files cover contiguous offset
-//     ranges, so a run is rebuilt from Kafka as the one range [first start, last end) and
-//     holds every row once). Runs never cross a final file, a file Kafka no longer wholly
-//     holds (expiry's to drop), or a change of recipe (parquetbuild settings: one build
-//     cannot use two schema versions).
-//   - A file's tier is ⌊log_k(rows)⌋. Rows rather than bytes: a merge holds exactly its
-//     parts' rows, while its Parquet bytes are less than theirs (one footer, longer
-//     pages), so k files of tier t always make a file of tier t+1.
-//   - The files of a run between barriers are taken oldest first onto a stack. After each,
-//     absorb: the files just below it with a lower tier merge into it, so tiers never rise
-//     towards newer offsets (but the partition's first file, alone below a newer file of a
-//     higher tier, is left for a carry: it is where expiry leaves the retained part of a
-//     file Kafka partly deleted, and absorbing it would rewrite its neighbour at every
-//     cut); carry: once the stack's top holds k files of the newest file's tier, they
-//     merge (with any lower-tier file among them). Carries chain, as in counting in base
-//     k, and the chain is one merge, built once.
-//   - A merge that reaches T/2 is final; the blocks below it are then closed (below). One
-//     that would pass T is cut: its oldest parts that fit T become a final file, and the
-//     rest are taken again onto a fresh stack.
-//   - A run of non-final files followed by a final file or a recipe change never gains a
-//     file again (new ranges come after it): it is packed into as few files as fit T.
-//
-// A plan depends only on the files, and a plan of the files an earlier plan left (all of
-// it built, or any part: a round cut by its budget) plans the rest of it: rounds end
-// where one round would. What a round whose merges were all built leaves (tested in
-// assembly_test.go, over random sizes): in the last run of a partition at most k-1 files
-// share a tier and tiers do not rise towards newer offsets, but for the partition's first
-// file; every earlier run between barriers holds at most one file below T/2. So a
-// partition holds at most
-//
-//	1 + (k-1)·(t_max - t_min + 1) + (runs closed by a final file or a recipe change)
-//
-// files below T/2, where t_min and t_max are the tiers of its last run. A row is
-// rewritten at most t - t0 + 2 times, t0 the tier of the range it was indexed in and t
-// the highest tier of a non-final file it lands in (t ≤ ⌊log_k⌋ of the rows of T/2
-// bytes): each merge but two raises the tier of the row's file; the two are the one
-// absorb a newly indexed range of a higher tier takes part in, and its last (into a final
-// file, or the packing of a run that gains no more files). With ranges of one tier (a
-// steady partition), only carries and that last merge remain: t - t0 + 1. These bounds take a merged file's size as the sum of its parts; a
-// real one is a little smaller, so one planned final may come out below T/2 and be merged
-// once more.
+// Design notes: docs/design/assembly.md.
 package assembly
 
 import (

@@ -3,20 +3,7 @@
 // principal keys or vended credentials), the admin gRPC API (bearer tokens), and the
 // node-to-node file service (peer tokens made from the cluster secret).
 //
-// The cluster has one auth config, the same file on every node (a Kubernetes Secret):
-//
-//	{"cluster_secret": "...", "previous_cluster_secrets": ["..."],
-//	 "principals": [{"id": "etl", "secret": "...", "role": "reader", "tables": ["default.*"]},
-//	                {"id": "ops", "secret": "...", "role": "admin"}]}
-//
-// Tokens and vended credentials are signed with keys derived from the cluster secret, so
-// any node verifies what any other issued without asking Postgres; they name their
-// principal, whose role and tables are read from the config as it is now, and carry a
-// keyed hash of its secret, so a principal removed from the file or given a new secret
-// loses everything issued before at the next reload. A token never outlives the
-// credential it was issued on. Rotating the cluster secret:
-// add the new one as cluster_secret and keep the old in previous_cluster_secrets until
-// what it signed has expired (an hour), then drop it.
+// Design notes: docs/design/auth.md.
 package auth
 
 import (

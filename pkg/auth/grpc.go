@@ -69,6 +69,7 @@ var methodAccess = map[string]Access{
 	adminv1.AdminService_ListLeases_FullMethodName:    AccessRead,
 	adminv1.AdminService_ListTables_FullMethodName:    AccessRead,
 	adminv1.AdminService_DescribeTable_FullMethodName: AccessRead,
+	adminv1.AdminService_GetHistory_FullMethodName:    AccessRead,
 	adminv1.AdminService_DrainNode_FullMethodName:     AccessAdmin,
 	adminv1.AdminService_UndrainNode_FullMethodName:   AccessAdmin,
 	adminv1.AdminService_CreateTable_FullMethodName:   AccessAdmin,

@@ -26,6 +26,7 @@ var wantPolicy = map[string]Access{
 	"/mink.admin.v1.AdminService/ListLeases":    AccessRead,
 	"/mink.admin.v1.AdminService/ListTables":    AccessRead,
 	"/mink.admin.v1.AdminService/DescribeTable": AccessRead,
+	"/mink.admin.v1.AdminService/GetHistory":    AccessRead,
 	"/mink.admin.v1.AdminService/DrainNode":     AccessAdmin,
 	"/mink.admin.v1.AdminService/UndrainNode":   AccessAdmin,
 	"/mink.admin.v1.AdminService/CreateTable":   AccessAdmin,

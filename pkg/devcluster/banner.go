@@ -36,6 +36,13 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 	if catalogErr != nil {
 		catalog += "  WARNING: not answering yet: " + catalogErr.Error()
 	}
+	if u := c.ConsoleURL(); u != "" {
+		who := "auth off"
+		if da != nil {
+			who = fmt.Sprintf("sign in as %s or %s (secrets below)", da.Admin.ID, da.Reader.ID)
+		}
+		fmt.Fprintf(tw, "  Console\t%s  in a browser (every node serves one, see Nodes); %s\n", u, who)
+	}
 	fmt.Fprintf(tw, "  Iceberg REST catalog\t%s\n", catalog)
 	fmt.Fprintf(tw, "  S3 endpoint\t%s  bucket mink, path-style%s\n", info.S3URL, others(func(n Node) string { return "http://" + Addr(n.S3Port) }))
 	fmt.Fprintf(tw, "  Postgres\t%s\n", flagenv.RedactURL(info.PostgresURL))
@@ -95,6 +102,9 @@ func printBanner(w io.Writer, c *Config, info RunInfo, partitions int, catalogEr
 		extra := ""
 		if n.MetricsPort != 0 {
 			extra = "  metrics " + Addr(n.MetricsPort)
+		}
+		if n.ConsolePort != 0 {
+			extra += "  console " + Addr(n.ConsolePort)
 		}
 		if n.Role == "fileserver" {
 			extra += fmt.Sprintf("  catalog %s  s3 %s", Addr(n.CatalogPort), Addr(n.S3Port))

@@ -47,6 +47,7 @@ type Config struct {
 
 	GRPCPort    int // the first node's gRPC port; the others follow it
 	MetricsPort int // the first node's /metrics port, the others follow; 0: off
+	ConsolePort int // the first node's console port, the others follow; 0: off
 	CatalogPort int // the first file server's Iceberg REST port; the others follow
 	S3Port      int // the first file server's S3 port; the others follow
 
@@ -79,7 +80,7 @@ var Defaults = Config{
 	Dir: filepath.Join(".tmp", "dev"), BinDir: filepath.Join(".tmp", "bin"),
 	PostgresPort: 15432, KafkaPort: 9092, RegistryPort: 8081,
 	Indexers: 2, Writers: 1, FileServers: 2, Auth: true,
-	GRPCPort: 7070, MetricsPort: 9464, CatalogPort: 8181, S3Port: 9000,
+	GRPCPort: 7070, MetricsPort: 9464, ConsolePort: 7080, CatalogPort: 8181, S3Port: 9000,
 	LeaseTTL: 10 * time.Second, ShutdownTimeout: 10 * time.Second, ReadyTimeout: 60 * time.Second,
 	LogLevel: slog.LevelInfo,
 	Topic:    "demo", Table: "demo", Partitions: 4, Rate: 20,
@@ -107,6 +108,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Auth, "auth", d.Auth, "auth on: every role checks credentials, from "+AuthFile+" under --dir (generated on the first run, kept after); --auth=false: anyone may do anything (debugging)")
 	fs.IntVar(&c.GRPCPort, "grpc-port", d.GRPCPort, "gRPC port of the first node; each next node takes the next port")
 	fs.IntVar(&c.MetricsPort, "metrics-port", d.MetricsPort, "/metrics port of the first node, the next ones follow (0: off)")
+	fs.IntVar(&c.ConsolePort, "console-port", d.ConsolePort, "browser console port of the first node, the next ones follow (0: off)")
 	fs.IntVar(&c.CatalogPort, "catalog-port", d.CatalogPort, "Iceberg REST catalog port of the first file server; the next ones follow")
 	fs.IntVar(&c.S3Port, "s3-port", d.S3Port, "S3 port of the first file server; the next ones follow")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", d.LeaseTTL, "the roles' --lease-ttl")
@@ -148,10 +150,10 @@ func (c *Config) Validate() error {
 		count int
 	}{
 		{"postgres-port", c.PostgresPort, 1}, {"kafka-port", c.KafkaPort, 1}, {"schema-registry-port", c.RegistryPort, 1}, {"grpc-port", c.GRPCPort, n},
-		{"metrics-port", c.MetricsPort, n}, {"catalog-port", c.CatalogPort, c.FileServers}, {"s3-port", c.S3Port, c.FileServers},
+		{"metrics-port", c.MetricsPort, n}, {"console-port", c.ConsolePort, n}, {"catalog-port", c.CatalogPort, c.FileServers}, {"s3-port", c.S3Port, c.FileServers},
 	}
 	for _, p := range ports {
-		if p.name == "metrics-port" && p.port == 0 {
+		if (p.name == "metrics-port" || p.name == "console-port") && p.port == 0 {
 			continue
 		}
 		if p.port < 1 || p.port+p.count-1 > 65535 {
@@ -224,6 +226,7 @@ type Node struct {
 	Role        string `json:"role"` // indexer, writer, fileserver
 	GRPCPort    int    `json:"grpc_port"`
 	MetricsPort int    `json:"metrics_port,omitempty"` // 0: off
+	ConsolePort int    `json:"console_port,omitempty"` // 0: off
 	CatalogPort int    `json:"catalog_port,omitempty"` // file servers only
 	S3Port      int    `json:"s3_port,omitempty"`      // file servers only
 }
@@ -241,6 +244,9 @@ func (c *Config) Nodes() []Node {
 			if c.MetricsPort != 0 {
 				n.MetricsPort = c.MetricsPort + len(nodes)
 			}
+			if c.ConsolePort != 0 {
+				n.ConsolePort = c.ConsolePort + len(nodes)
+			}
 			if role == "fileserver" {
 				n.CatalogPort, n.S3Port = c.CatalogPort+i-1, c.S3Port+i-1
 			}
@@ -251,6 +257,14 @@ func (c *Config) Nodes() []Node {
 	add("writer", c.Writers)
 	add("fileserver", c.FileServers)
 	return nodes
+}
+
+// ConsoleURL is the first node's console; "" when it is off.
+func (c *Config) ConsoleURL() string {
+	if c.ConsolePort == 0 {
+		return ""
+	}
+	return "http://" + Addr(c.ConsolePort) + "/"
 }
 
 // CatalogURL is the first file server's Iceberg REST catalog.

@@ -24,6 +24,7 @@ type connectParams struct {
 	S3          string // http://127.0.0.1:9000
 	S3Host      string // 127.0.0.1:9000 (DuckDB takes no scheme)
 	GRPC        string // 127.0.0.1:7070
+	Console     string // http://127.0.0.1:7080/: the first node's console; "" when off
 	FileServers []fileServer
 	Table       string // default.demo
 	TableName   string // demo (namespace default)
@@ -43,7 +44,7 @@ func newConnectParams(c *Config, info RunInfo, da *DevAuth) connectParams {
 	minkctl := rel(filepath.Join(c.BinDir, "minkctl"))
 	p := connectParams{
 		Catalog: info.CatalogURL, TokenURI: info.CatalogURL + "/v1/oauth/tokens", S3: info.S3URL, S3Host: u.Host,
-		GRPC: Addr(c.GRPCPort), Table: info.Table, TableName: c.Table, AvroTable: info.Avro.Table,
+		GRPC: Addr(c.GRPCPort), Console: c.ConsoleURL(), Table: info.Table, TableName: c.Table, AvroTable: info.Avro.Table,
 		Export: exportLine(c, info, da), Minkctl: minkctl, Grpcurl: grpcurlCommand(c), Tour: TourLines(minkctl, info.KafkaBrokers),
 	}
 	for _, n := range c.Nodes() {
@@ -110,7 +111,14 @@ var connectTemplate = template.Must(template.New("connect").Parse(
 		"Auth is OFF (--auth=false): every door answers anyone, and no credentials are needed.\n" +
 		"{{end}}" +
 		"\n" +
-		"## File servers\n" +
+		"{{if .Console}}## Console\n" +
+		"\n" +
+		"Open {{.Console}} in a browser (every node serves one, on the ports after it): the cluster's\n" +
+		"nodes and leases, the tables and their lag, their rows, the file servers and charts of the last\n" +
+		"15 minutes.{{if .Auth}} Sign in with a principal's id and secret: {{.Admin}} may drain nodes and\n" +
+		"create and alter tables there, {{.Reader}} sees its tables only.{{end}}\n" +
+		"\n" +
+		"{{end}}## File servers\n" +
 		"\n" +
 		"Every file server serves every table (a read that lands on one that does not own the file is\n" +
 		"forwarded to the owner): point an engine at any of them. The snippets below use the first.\n" +

@@ -389,7 +389,7 @@ func (c *Config) portsByFlag() []flagPort {
 		ps = append(ps, flagPort{"schema-registry-port", c.RegistryPort})
 	}
 	for _, n := range c.Nodes() {
-		for _, p := range []flagPort{{"grpc-port", n.GRPCPort}, {"metrics-port", n.MetricsPort}, {"catalog-port", n.CatalogPort}, {"s3-port", n.S3Port}} {
+		for _, p := range []flagPort{{"grpc-port", n.GRPCPort}, {"metrics-port", n.MetricsPort}, {"console-port", n.ConsolePort}, {"catalog-port", n.CatalogPort}, {"s3-port", n.S3Port}} {
 			if p.port != 0 {
 				ps = append(ps, p)
 			}

@@ -86,17 +86,18 @@ func TestNodesLayout(t *testing.T) {
 	c := Defaults
 	var got []string
 	for _, n := range c.Nodes() {
-		got = append(got, n.ID+"@"+Addr(n.GRPCPort))
+		got = append(got, n.ID+"@"+Addr(n.GRPCPort), "console@"+Addr(n.ConsolePort))
 		if n.Role == "fileserver" {
 			got = append(got, Addr(n.CatalogPort), Addr(n.S3Port))
 		}
 	}
-	want := "indexer-1@127.0.0.1:7070 indexer-2@127.0.0.1:7071 writer-1@127.0.0.1:7072 " +
-		"fileserver-1@127.0.0.1:7073 127.0.0.1:8181 127.0.0.1:9000 fileserver-2@127.0.0.1:7074 127.0.0.1:8182 127.0.0.1:9001"
+	want := "indexer-1@127.0.0.1:7070 console@127.0.0.1:7080 indexer-2@127.0.0.1:7071 console@127.0.0.1:7081 " +
+		"writer-1@127.0.0.1:7072 console@127.0.0.1:7082 fileserver-1@127.0.0.1:7073 console@127.0.0.1:7083 127.0.0.1:8181 127.0.0.1:9000 " +
+		"fileserver-2@127.0.0.1:7074 console@127.0.0.1:7084 127.0.0.1:8182 127.0.0.1:9001"
 	if strings.Join(got, " ") != want {
 		t.Errorf("nodes:\n%s\nwant:\n%s", strings.Join(got, " "), want)
 	}
-	if ps := c.ports(); len(ps) != 3+5+5+2+2 {
+	if ps := c.ports(); len(ps) != 3+5+5+5+2+2 {
 		t.Errorf("ports %v", ps)
 	}
 }

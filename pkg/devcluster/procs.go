@@ -51,6 +51,9 @@ func roleFlags(c *Config, n Node, postgresURL string, brokers []string, reg regi
 	if n.MetricsPort != 0 {
 		f.MetricsAddr = Addr(n.MetricsPort)
 	}
+	if n.ConsolePort != 0 {
+		f.ConsoleAddr = Addr(n.ConsolePort)
+	}
 	if n.Role == roleproc.FileServer {
 		f.CatalogAddr, f.S3Addr, f.CacheDir = Addr(n.CatalogPort), Addr(n.S3Port), filepath.Join(c.Dir, "cache", n.ID)
 	}

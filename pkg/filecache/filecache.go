@@ -2,14 +2,10 @@
 // recently used evicted, written atomically (temporary file, fsync, rename), and found
 // again after a restart by rescanning its folder.
 //
-// Each cached file carries what a read needs to answer without anything else (size,
-// ETag, Last-Modified) in a trailer after its bytes, so a cache hit needs neither Postgres
-// nor Kafka: that is what lets a file server keep serving cached files through an outage
-// of either. The bytes come first so a read is a plain offset into the file, which the
-// kernel can send without copying (sendfile).
-//
 // Space is reserved before a file is written (Create) and counted until it is committed
 // or aborted, so files being built count against the bound too.
+//
+// Design notes: docs/design/filecache.md.
 package filecache
 
 import (

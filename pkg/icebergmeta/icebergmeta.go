@@ -4,21 +4,7 @@
 // Iceberg table. It is pure but for reading earlier metadata files through a Store:
 // files in, files out; storing them and making a version current is the writer's job.
 //
-// Layout (keys in the one bucket, under the table's prefix):
-//
-//	<ns>/<table>/metadata/<version:05d>-<uuid>.metadata.json   table metadata
-//	<ns>/<table>/metadata/snap-<snapshot id>-1-<uuid>.avro      manifest list
-//	<ns>/<table>/metadata/<uuid>-m<n>.avro                      manifest
-//	<ns>/<table>/data/_kafka_partition=<p>/<start>-<end>-<sha>.parquet (layout.DataKey)
-//	<ns>/<table>/metadata/live/...                              a live load's (Live, LiveDir)
-//
-// Every name carries a fresh UUID (or the checksum, for data), so a name is never
-// reused and every file is immutable once named.
-//
-// Each snapshot's summary carries, besides Iceberg's standard totals, the offsets it
-// covers per Kafka partition: mink.partition.<p>.start-offset and
-// mink.partition.<p>.end-offset. The snapshot holds exactly one row per committed Kafka
-// record of [start, end) of every partition; that is how complete the table is.
+// Design notes: docs/design/icebergmeta.md.
 package icebergmeta
 
 import (

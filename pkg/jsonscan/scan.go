@@ -4,12 +4,7 @@
 // that the decoder drives value by value, and the conversions of JSON text to values
 // that must come out the same in both.
 //
-// The scanner accepts exactly RFC 8259 JSON; anything else is a syntax error naming the
-// byte position. Strings without escapes point into the input, strings with escapes are
-// unescaped into the caller's scratch memory, numbers stay their exact text, and nothing
-// is allocated per value. Every message is made of constant text and input bytes only,
-// never of library error text, because decoded rows feed Parquet files that are rebuilt
-// byte for byte: the same input must give the same bytes in every build.
+// Design notes: docs/design/jsonscan.md.
 package jsonscan
 
 import (

@@ -4,27 +4,7 @@
 // (transaction markers, aborted batches, compacted-away records), so ranges cut at those
 // positions tile a partition with no gap and no overlap.
 //
-// How records are fetched, and why: every read is a raw kmsg.FetchRequest for one
-// partition sent to its leader, and the response is decoded by kgo.ProcessFetchPartition
-// (the franz-go consumer's own decoder: CRC, all codecs, aborted-transaction filtering).
-// We chose that over a kgo consumer with KeepControlRecords because:
-//   - ProcessFetchPartition returns the next fetch offset, which already steps past
-//     control batches, aborted batches and KAFKA-5443 batches whose last records were
-//     compacted away. KeepControlRecords only shows us control records; a batch with no
-//     surviving record, or a gap at the end of a range, would be invisible.
-//   - each response carries the high watermark, last stable offset and log start offset,
-//     which is what lets a read end on a trailing gap, refuse a range past the last
-//     stable offset, and tell "deleted by retention" from "not written yet". The kgo
-//     consumer drops empty responses and hides these.
-//   - a kgo consumer holds one position per partition per client, so it cannot serve
-//     dozens of concurrent reads of one partition; raw fetches are independent
-//     requests on one shared client.
-//   - the kgo consumer retries a dead broker silently in the background (source.go
-//     backs off and never reports dial errors to PollFetches); a request we issue
-//     ourselves fails in our hands, so ErrUnavailable comes back within a bound.
-//
-// Tailers fetch the same way; while they wait for new data they share one long poll
-// per broker (see hub in tail.go), which only ever wakes them.
+// Design notes: docs/design/kafkasrc.md.
 package kafkasrc
 
 import (

@@ -3,16 +3,7 @@
 // epochs grow at every change of hands; every write made under a lease is fenced by
 // Postgres itself; and each node takes its share by the same pure rules (Decide).
 //
-// A lease is valid through its holder's member row (Kafka's member epoch, Sleet's
-// heartbeat): it is live while the member row of the incarnation that took it is live,
-// so renewing that one row renews every lease the node holds, and a round writes one
-// row whatever the node holds. A node's expired row is deleted by the first round that
-// sees it, which frees its leases in the same statement: only then, a full lease_ttl
-// after its last renewal, can others take them.
-//
-// Time is the database's: liveness and expiry are computed with Postgres's now(), and a
-// node's own clock only measures how long ago it last renewed, so that it stops acting
-// before its leases can have expired.
+// Design notes: docs/design/lease.md.
 package lease
 
 import (

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+
 	"google.golang.org/grpc"
 
 	"github.com/minkhq/mink/pkg/auth"
@@ -26,4 +28,12 @@ func peerDialOptions(a *auth.Authority, nodeID string, t *transport) []grpc.Dial
 		opts = append(opts, grpc.WithPerRPCCredentials(auth.NewPeerCredentials(a, nodeID)))
 	}
 	return opts
+}
+
+// chainUnary runs outer around inner around the handler: the gRPC server's door, and the
+// console gateway's, which calls the same handlers in process.
+func chainUnary(outer, inner grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return outer(ctx, req, info, func(ctx context.Context, req any) (any, error) { return inner(ctx, req, info, h) })
+	}
 }

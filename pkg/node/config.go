@@ -50,6 +50,8 @@ type Config struct {
 	AdvertiseAddr   string
 	LeaseTTL        time.Duration
 	MetricsAddr     string
+	// ConsoleAddr is where the browser console is served (pkg/console); empty: off.
+	ConsoleAddr string
 	// MetricsToken or MetricsTokenFile is the bearer token /metrics asks for (none: it
 	// is open, as before there was one).
 	MetricsToken     flagenv.Secret
@@ -71,7 +73,7 @@ type Config struct {
 	TLSKeyFile      string
 	TLSClientCAFile string
 	// MaxConnections caps the open connections of each listener (gRPC, metrics,
-	// catalog, S3); more wait until one closes. 0: the default, 4096.
+	// console, catalog, S3); more wait until one closes. 0: the default, 4096.
 	MaxConnections int
 
 	// Not flags: set by code.
@@ -140,6 +142,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", "", "gRPC address other nodes reach this one at (default <hostname>:<grpc port>, or --grpc-addr when it names a host)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", lease.DefaultTTL, "lease_ttl: a crashed node's leases are taken after this; rounds run every lease_ttl/3")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "address to serve Prometheus /metrics on (empty: off)")
+	fs.StringVar(&c.ConsoleAddr, "console-addr", "", "address to serve the operator console (a web page over the admin API, behind the same credentials) on; empty: off")
 	fs.Var(&c.MetricsToken, "metrics-token", "bearer token /metrics asks for (Prometheus: authorization.credentials); empty: /metrics is open to anyone who reaches it")
 	fs.StringVar(&c.MetricsTokenFile, "metrics-token-file", "", "file holding the bearer token /metrics asks for, re-read when it changes (Prometheus: authorization.credentials_file); instead of --metrics-token")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may run on after a stop signal")
@@ -149,7 +152,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate of this node for every listener and for calls to other nodes (reloaded when it changes)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&c.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA bundle that signs other nodes' (and clients') certificates: peers are verified with it, and a client certificate must be signed by it (clients need none); reloaded when it changes, as the key pair is; empty: the system's roots verify peers")
-	fs.IntVar(&c.MaxConnections, "max-connections", httplimit.DefaultMaxConnections, "most open connections of each listener (gRPC, metrics, catalog, S3); more wait until one closes")
+	fs.IntVar(&c.MaxConnections, "max-connections", httplimit.DefaultMaxConnections, "most open connections of each listener (gRPC, metrics, console, catalog, S3); more wait until one closes")
 	if c.RoleConfig != nil {
 		c.RoleConfig.RegisterFlags(fs)
 	}
@@ -206,6 +209,11 @@ func (c *Config) Validate() error {
 	if c.MetricsAddr != "" {
 		if err := CheckAddr(c.MetricsAddr, true); err != nil {
 			bad("metrics-addr", "%q: %v", c.MetricsAddr, err)
+		}
+	}
+	if c.ConsoleAddr != "" {
+		if err := CheckAddr(c.ConsoleAddr, true); err != nil {
+			bad("console-addr", "%q: %v", c.ConsoleAddr, err)
 		}
 	}
 	switch {

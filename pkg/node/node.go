@@ -5,6 +5,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,10 +35,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/admin"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/console"
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/history"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pgschema"
@@ -54,6 +58,7 @@ type Node struct {
 	advertise  string
 	grpcLis    net.Listener
 	metricsLis net.Listener // nil when metrics are off
+	consoleLis net.Listener // nil when the console is off
 }
 
 // New validates cfg and binds the listeners, so a taken port fails at start and ":0"
@@ -74,6 +79,15 @@ func New(cfg Config) (*Node, error) {
 		if n.metricsLis, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
 			n.grpcLis.Close()
 			return nil, &flagenv.FlagError{Flag: "metrics-addr", Err: err}
+		}
+	}
+	if cfg.ConsoleAddr != "" {
+		if n.consoleLis, err = net.Listen("tcp", cfg.ConsoleAddr); err != nil {
+			n.grpcLis.Close()
+			if n.metricsLis != nil {
+				n.metricsLis.Close()
+			}
+			return nil, &flagenv.FlagError{Flag: "console-addr", Err: err}
 		}
 	}
 	port := n.grpcLis.Addr().(*net.TCPAddr).Port
@@ -105,6 +119,14 @@ func (n *Node) MetricsAddr() net.Addr {
 	return n.metricsLis.Addr()
 }
 
+// ConsoleAddr is the console's bound listen address; nil when it is off.
+func (n *Node) ConsoleAddr() net.Addr {
+	if n.consoleLis == nil {
+		return nil
+	}
+	return n.consoleLis.Addr()
+}
+
 // Run serves until ctx ends, then shuts down in order: health NOT_SERVING, leases
 // released and the member row deleted, in-flight requests finished within
 // --shutdown-timeout, then everything closed. Each listener and loop is one actor: if one
@@ -113,6 +135,9 @@ func (n *Node) Run(ctx context.Context) error {
 	defer n.grpcLis.Close()
 	if n.metricsLis != nil {
 		defer n.metricsLis.Close()
+	}
+	if n.consoleLis != nil {
+		defer n.consoleLis.Close()
 	}
 	log := n.log.With("node", n.id)
 	cfg := n.cfg
@@ -218,6 +243,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.metricsLis != nil {
 		addrs["metrics"] = advertised(n.metricsLis.Addr())
 	}
+	if n.consoleLis != nil {
+		addrs["console"] = advertised(n.consoleLis.Addr())
+	}
 	mgr, err := lease.NewManager(pool, lease.Config{
 		NodeID: n.id, Roles: []lease.Role{cfg.Role}, GRPCAddr: n.advertise, Addrs: addrs,
 		Version: cfg.Version, TTL: cfg.LeaseTTL, MaxPartitions: parts.MaxPartitions, Logger: n.log,
@@ -240,9 +268,12 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := leaseMetrics(meter, mgr); err != nil {
 		return fmt.Errorf("node: metrics: %w", err)
 	}
+	// The node's own figures of the last minutes, from its metrics: what GetHistory
+	// answers and the console charts.
+	hist := history.New(reg, history.Sources, 0, 0)
 	adm, err := admin.New(admin.Options{
 		Leases: mgr, DB: pool, Tables: tablesSvc, Topics: adminSvc, Figures: figures(mgr, kinds, parts.MaxPartitions, parts.Figures), Meter: meter, Logger: log,
-		DialOptions: dialOpts,
+		DialOptions: dialOpts, History: hist,
 	})
 	if err != nil {
 		return err
@@ -252,10 +283,12 @@ func (n *Node) Run(ctx context.Context) error {
 	hs := health.NewServer()
 	// NewServer starts SERVING; a node is not ready until it has registered.
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	// Errors are mapped last, so the auth interceptors' errors are mapped too. The
+	// console's gateway calls the admin API through the same door.
+	door := chainUnary(apierr.UnaryServerInterceptor(log), authUnaryInterceptor(authority))
 	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
-		// Errors are mapped last, so the auth interceptors' errors are mapped too.
-		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(log), authUnaryInterceptor(authority)),
+		grpc.UnaryInterceptor(door),
 		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(log), authStreamInterceptor(authority)),
 	}, transport.grpcServerOptions()...)...)
 	healthpb.RegisterHealthServer(gs, hs)
@@ -277,9 +310,22 @@ func (n *Node) Run(ctx context.Context) error {
 		mux.Handle("/metrics", h)
 		metricsSrv = transport.httpServer(mux, log)
 	}
+	var consoleSrv *http.Server
+	if n.consoleLis != nil {
+		var catalogTLS func() *tls.Config // nil: plain HTTP
+		if transport.client != nil {
+			catalogTLS = transport.catalogTLS
+		}
+		con, err := console.New(console.Options{NodeID: n.id, Service: &adminv1.AdminService_ServiceDesc, Impl: adm,
+			Interceptor: door, Auth: authority, TLS: transport.server != nil, CatalogTLS: catalogTLS, Logger: log})
+		if err != nil {
+			return fmt.Errorf("node: console: %w", err)
+		}
+		consoleSrv = transport.limits.Server(con, transport.ServerTLS(), console.WriteTimeout, log)
+	}
 
 	log.Info("starting", "grpc_addr", n.grpcLis.Addr().String(), "advertise_addr", n.advertise,
-		"metrics_addr", addrs["metrics"], "lease_ttl", cfg.LeaseTTL.String(), "version", cfg.Version,
+		"metrics_addr", addrs["metrics"], "console_addr", addrs["console"], "lease_ttl", cfg.LeaseTTL.String(), "version", cfg.Version,
 		"postgres", flagenv.RedactURL(dbURL.Reveal()))
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -312,6 +358,7 @@ func (n *Node) Run(ctx context.Context) error {
 	transport.watch(actorCtx, g)
 	g.Go(func() error { schemaReg.WatchCA(actorCtx, certReloadInterval); return nil })
 	g.Go(func() error { releaseMemoryAfterBursts(actorCtx, memCheckEvery); return nil })
+	g.Go(func() error { hist.Run(actorCtx); return nil })
 	g.Go(func() error {
 		if err := gs.Serve(transport.listener(n.grpcLis)); err != nil {
 			return fmt.Errorf("node: serve gRPC: %w", err)
@@ -322,6 +369,14 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error {
 			if err := transport.serveHTTP(metricsSrv, n.metricsLis); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("node: serve metrics: %w", err)
+			}
+			return nil
+		})
+	}
+	if consoleSrv != nil {
+		g.Go(func() error {
+			if err := transport.serveHTTP(consoleSrv, n.consoleLis); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("node: serve the console: %w", err)
 			}
 			return nil
 		})
@@ -363,12 +418,15 @@ func (n *Node) Run(ctx context.Context) error {
 			gs.Stop()
 			<-stopped
 		}
-		if metricsSrv != nil {
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if err := metricsSrv.Shutdown(sctx); err != nil {
-				metricsSrv.Close()
+		for _, srv := range []*http.Server{metricsSrv, consoleSrv} {
+			if srv == nil {
+				continue
 			}
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if err := srv.Shutdown(sctx); err != nil {
+				srv.Close()
+			}
+			cancel()
 		}
 		return nil
 	})

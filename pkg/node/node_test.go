@@ -68,6 +68,8 @@ func TestConfigNamesTheBadFlag(t *testing.T) {
 		{"advertise without port", lease.RoleIndexer, append([]string{"--advertise-addr", "host"}, ok...), nil, []string{"--advertise-addr"}},
 		{"indexer flag on a writer", lease.RoleWriter, append([]string{"--max-partitions", "3"}, ok...), nil, []string{"max-partitions"}},
 		{"bad log level", lease.RoleFileServer, append([]string{"--log-level", "loud"}, ok...), nil, []string{"-log-level"}},
+		{"bad console addr", lease.RoleIndexer, append([]string{"--console-addr", "7080"}, ok...), nil, []string{"--console-addr", `"7080"`}},
+		{"console addr from env", lease.RoleIndexer, ok, map[string]string{"MINK_CONSOLE_ADDR": "host"}, []string{"--console-addr", "MINK_CONSOLE_ADDR"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,8 +90,8 @@ func TestConfigNamesTheBadFlag(t *testing.T) {
 		if len(cfg.KafkaBrokers) != 2 || cfg.KafkaBrokers[1] != "b:2" {
 			t.Errorf("brokers %q", cfg.KafkaBrokers)
 		}
-		if cfg.GRPCAddr != ":7070" {
-			t.Errorf("defaults: %+v", cfg)
+		if cfg.GRPCAddr != ":7070" || cfg.ConsoleAddr != "" {
+			t.Errorf("defaults: %+v (the console is off unless asked for)", cfg)
 		}
 	})
 }
@@ -256,6 +258,11 @@ func TestNewNamesTakenPort(t *testing.T) {
 	cfg.GRPCAddr = n.GRPCAddr().String()
 	if _, err := node.New(cfg); err == nil || !strings.Contains(err.Error(), "--grpc-addr") {
 		t.Errorf("second bind of %s: %v", cfg.GRPCAddr, err)
+	}
+	// The console's port, taken, is named too.
+	cfg.GRPCAddr, cfg.ConsoleAddr = "127.0.0.1:0", cfg.GRPCAddr
+	if _, err := node.New(cfg); err == nil || !strings.Contains(err.Error(), "--console-addr") {
+		t.Errorf("console on the taken %s: %v", cfg.ConsoleAddr, err)
 	}
 }
 

@@ -172,6 +172,14 @@ func (t *transport) clientTLS() *tls.Config {
 	return c
 }
 
+// catalogTLS is the TLS config of the console's reads through a file server's catalog
+// and S3 API, as a client verified as calls to other nodes are (with TLS only).
+func (t *transport) catalogTLS() *tls.Config {
+	c := t.clientTLS()
+	c.GetClientCertificate = nil // the catalog needs a principal's token, not a certificate
+	return c
+}
+
 // dialOptions secure calls to other nodes: TLS verified against --tls-client-ca-file
 // (or the system's roots), presenting this node's certificate; plaintext without TLS.
 func (t *transport) dialOptions() []grpc.DialOption {

@@ -2,22 +2,7 @@
 // server answers (a mink_data_files or mink_meta_files row), what GET and HEAD say of it
 // (size, ETag, last modified), and the listing of the committed ones in S3's key order.
 //
-// Lookup finds any recorded key, live-load tails included (Lookups adds a negative
-// cache of the keys it did not find; Recent and WatchCommits tell file servers of new
-// commits, to warm them, and Removed of collected files, to evict them); List names only
-// the committed
-// files: the writer's metadata files (metadata JSON, manifest lists, manifests) and the
-// data files its snapshots added. A live load's tail files (data rows marked live) and
-// metadata files (under metadata/live/, with an expiry) belong to that one load, are
-// readable for mink.live.ttl only and change with every load, so they are not listed;
-// once a commit names a tail file, it is listed. A committed file stays listed until the
-// writer collects it (after the snapshots naming it expire), and GET answers it until
-// then too: a listing names no key that GET then answers 404 for, unless collection
-// deletes it in between.
-//
-// Sizes, ETags and times come from the same columns GET's do: a data file's size and
-// checksum are the ones recorded at indexing (a build is checked against them before it
-// is served); a metadata file's are its content's.
+// Design notes: docs/design/objects.md.
 package objects
 
 import (

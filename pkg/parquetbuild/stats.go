@@ -132,12 +132,10 @@ func (b *intBounds) encode(x int64) []byte {
 	return out[:b.size]
 }
 
-// minimalTwosComplement drops leading bytes that only repeat the sign.
+// minimalTwosComplement drops leading bytes that only repeat the sign, into bytes of
+// its own (bounds outlive the buffers they are read from).
 func minimalTwosComplement(b []byte) []byte {
-	for len(b) > 1 && ((b[0] == 0x00 && b[1]&0x80 == 0) || (b[0] == 0xff && b[1]&0x80 != 0)) {
-		b = b[1:]
-	}
-	return append([]byte(nil), b...)
+	return append([]byte(nil), rowcodec.MinimalTwos(b)...)
 }
 
 type floatBounds struct {

@@ -102,6 +102,9 @@ type Partition struct {
 	IndexedEnd  int64 // end of its last range: where indexing resumes
 	Ranges      int64
 	LastRangeAt time.Time
+	// Idle is how long ago, by the database's clock, indexing last moved the end (since
+	// the table's creation when it never has).
+	Idle time.Duration
 	// IndexError is why indexing of the partition is paused ("" when it is not), and
 	// IndexErrorAt since when, as its indexer last reported.
 	IndexError   string
@@ -123,8 +126,10 @@ func SetIndexError(ctx context.Context, db pg.DB, l lease.Lease, msg string) err
 func Partitions(ctx context.Context, db pg.DB, table int64) ([]Partition, error) {
 	rows, err := db.Query(ctx, `SELECT p.partition, p.first_offset, p.indexed_end, p.last_range_at,
 			(SELECT count(*) FROM mink_ranges r WHERE r.table_id = p.table_id AND r.partition = p.partition),
-			coalesce(p.index_error, ''), p.index_error_at
-		FROM mink_partitions p WHERE p.table_id = $1 ORDER BY p.partition`, table)
+			coalesce(p.index_error, ''), p.index_error_at,
+			extract(epoch FROM now() - coalesce(p.last_range_at, t.created_at))::float8
+		FROM mink_partitions p JOIN mink_tables t ON t.id = p.table_id
+		WHERE p.table_id = $1 ORDER BY p.partition`, table)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +137,9 @@ func Partitions(ctx context.Context, db pg.DB, table int64) ([]Partition, error)
 		p := Partition{Table: table}
 		var first, end *int64
 		var last, errAt *time.Time
-		err := r.Scan(&p.Partition, &first, &end, &last, &p.Ranges, &p.IndexError, &errAt)
+		var idle float64
+		err := r.Scan(&p.Partition, &first, &end, &last, &p.Ranges, &p.IndexError, &errAt, &idle)
+		p.Idle = time.Duration(max(0, idle) * float64(time.Second))
 		if first != nil && end != nil {
 			p.Indexed, p.FirstOffset, p.IndexedEnd = true, *first, *end
 		}

@@ -3,12 +3,7 @@
 // reference resolved into a schemafmt.Source that a format compiles with no registry at
 // hand.
 //
-// Schema ids and (subject, version) pairs never change in a registry, so the Client
-// keeps what it fetched by them in memory (bounded) and shares concurrent fetches of
-// one; Latest always asks the registry. Errors carry one apierr Kind each: NotFound for
-// an unknown id, subject or version (also ErrNotFound); Unavailable when the registry
-// cannot be used right now (network, TLS, 5xx, 429, refused credentials); Internal for
-// any other answer Mink cannot use.
+// Design notes: docs/design/registry.md.
 package registry
 
 import (

@@ -18,6 +18,7 @@ type Flags struct {
 	KafkaBrokers    []string
 	GRPCAddr        string // "127.0.0.1:0": a free port, found with WaitStarted
 	MetricsAddr     string
+	ConsoleAddr     string // --console-addr: the browser console; "" leaves it off
 	LeaseTTL        time.Duration
 	ShutdownTimeout time.Duration
 	LogLevel        string
@@ -50,6 +51,7 @@ func (f Flags) Args() []string {
 	add("kafka-brokers", strings.Join(f.KafkaBrokers, ","))
 	add("grpc-addr", f.GRPCAddr)
 	add("metrics-addr", f.MetricsAddr)
+	add("console-addr", f.ConsoleAddr)
 	add("lease-ttl", dur(f.LeaseTTL))
 	add("shutdown-timeout", dur(f.ShutdownTimeout))
 	add("log-level", f.LogLevel)

@@ -77,6 +77,7 @@ type Started struct {
 	GRPCAddr      string `json:"grpc_addr"`
 	AdvertiseAddr string `json:"advertise_addr"`
 	MetricsAddr   string `json:"metrics_addr"`
+	ConsoleAddr   string `json:"console_addr"` // "" when the console is off
 }
 
 // Start starts the process described by s. It does not wait for anything: see

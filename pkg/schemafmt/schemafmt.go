@@ -4,24 +4,7 @@
 // subpackages avrofmt, protofmt and jsonfmt; pkg/tablecodec ties them to tables (wire
 // prefixes, schema ids, table schema versions).
 //
-// The contract every format keeps:
-//
-//   - Compile refuses a schema Mink cannot map (a recursive type, naming it; an
-//     unsupported construct, naming it) with an error fit to show the user.
-//   - Root is the Iceberg type of the schema's values with every field id 0 (unset):
-//     a *iceberg.StructType for a record, message or object (its fields become the
-//     table's columns), otherwise the one type of the value. Every field, list element
-//     and map value is optional (Required false): a value that lacks a field reads as
-//     null, and a later schema may drop any field; only map keys are required.
-//   - Bind(target) compiles a decoder into target, an Iceberg type with field ids that
-//     the table holds for this schema's values (the merge of Root with what earlier
-//     schemas had). Struct fields match by exact name at every level; a target field the
-//     schema lacks decodes as null; a schema field the target lacks is skipped. Types
-//     must be equal or promotable (Promotable); otherwise Bind returns a *Conflict.
-//   - Decode is deterministic: the same bytes and schemas give the same values and the
-//     same reason, in every process and version of Mink, because rows feed files that
-//     are rebuilt byte for byte. A reason is made of constant text and the input only,
-//     never of a library's error message.
+// Design notes: docs/design/schemafmt.md.
 package schemafmt
 
 import (

@@ -18,7 +18,8 @@ import (
 
 // TestDescribeAndList: both calls show each table's decodings, schema version and id and
 // current columns with their Iceberg types; Describe adds, per partition, Kafka's high
-// watermark and why indexing is paused.
+// watermark, its lag (from the log start before anything is indexed) and why indexing is
+// paused.
 func TestDescribeAndList(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -65,9 +66,10 @@ func TestDescribeAndList(t *testing.T) {
 		time.Since(p1.GetIndexErrorSince().AsTime()) > time.Hour {
 		t.Errorf("partition 1: %v", p1)
 	}
-	// Not indexed yet: no lag can be told (the index does not say where it starts).
-	if p1.GetLagRecords() != -1 || p1.GetRangeCount() != 0 {
-		t.Errorf("partition 1 lag %d, ranges %d", p1.GetLagRecords(), p1.GetRangeCount())
+	// Not indexed yet: indexing starts at the log start, so all of the log is lag; an
+	// empty partition has none (not "unknown", which says Kafka did not answer).
+	if p1.GetLagRecords() != 3 || p1.GetRangeCount() != 0 || p0.GetLagRecords() != 0 {
+		t.Errorf("partition 1 lag %d, ranges %d; partition 0 lag %d", p1.GetLagRecords(), p1.GetRangeCount(), p0.GetLagRecords())
 	}
 
 	l, err := f.svc.ListTables(f.ctx, &adminv1.ListTablesRequest{})

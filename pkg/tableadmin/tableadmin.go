@@ -36,6 +36,8 @@ type Service struct {
 	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // schema versions and the schema registry
+
+	committed committedCache
 }
 
 var formats = map[adminv1.RecordFormat]tableschema.Format{
@@ -315,28 +317,53 @@ func (s *Service) ResetTable(ctx context.Context, req *adminv1.ResetTableRequest
 }
 
 // ListTables lists tables, of one namespace or all: those the caller (auth.FromContext)
-// may read.
+// may read, a page at a time when asked, each with its summary when asked.
 func (s *Service) ListTables(ctx context.Context, req *adminv1.ListTablesRequest) (*adminv1.ListTablesResponse, error) {
 	if err := names.Check("namespace", names.Namespace, req.GetNamespace()); err != nil {
 		return nil, err
 	}
-	ts, err := tables.List(ctx, s.DB, req.GetNamespace())
+	size := int(req.GetPageSize())
+	if size < 0 {
+		return nil, apierr.Invalid("page_size", "must be 0 (every table) or more, got %d", size)
+	}
+	afterNS, afterName, err := parsePageToken(req.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
 	p := auth.FromContext(ctx)
 	resp := &adminv1.ListTablesResponse{}
-	for _, t := range ts {
-		if !p.CanRead(t.Namespace, t.Name) {
-			continue
-		}
-		out, err := s.toProto(ctx, t)
+	for {
+		// A reader's page is filled from as many of the tables it may not see as it takes.
+		ts, err := tables.ListAfter(ctx, s.DB, req.GetNamespace(), afterNS, afterName, size)
 		if err != nil {
 			return nil, err
 		}
-		resp.Tables = append(resp.Tables, out)
+		for _, t := range ts {
+			afterNS, afterName = t.Namespace, t.Name
+			if !p.CanRead(t.Namespace, t.Name) {
+				continue
+			}
+			var out *adminv1.Table
+			if req.GetWithSummary() {
+				d, err := s.describe(ctx, t, false)
+				if err != nil {
+					return nil, err
+				}
+				out = d.Table
+				out.Summary = summarize(d.Partitions, d.CommittedAt)
+			} else if out, err = s.toProto(ctx, t); err != nil {
+				return nil, err
+			}
+			resp.Tables = append(resp.Tables, out)
+			if size > 0 && len(resp.Tables) == size {
+				resp.NextPageToken = pageToken(t)
+				return resp, nil
+			}
+		}
+		if size == 0 || len(ts) < size {
+			return resp, nil
+		}
 	}
-	return resp, nil
 }
 
 // DescribeTable reports per partition how far indexing has got against Kafka's high
@@ -358,6 +385,12 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 	if err != nil {
 		return nil, err
 	}
+	return s.describe(ctx, t, true)
+}
+
+// describe is DescribeTable of t; with files, the current snapshot's files per
+// partition are counted (its manifests read).
+func (s *Service) describe(ctx context.Context, t tables.Table, files bool) (*adminv1.DescribeTableResponse, error) {
 	ps, err := ranges.Partitions(ctx, s.DB, t.ID)
 	if err != nil {
 		return nil, err
@@ -372,23 +405,33 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 			holders[l.Partition] = l
 		}
 	}
-	hwm := map[int32]int64{}
+	hwm, logStart := map[int32]int64{}, map[int32]int64{}
 	topicID, offs, kerr := s.Kafka.TopicOffsets(ctx, t.Topic)
 	for _, o := range offs {
-		hwm[o.Partition] = o.HighWatermark
+		hwm[o.Partition], logStart[o.Partition] = o.HighWatermark, o.LogStart
 	}
 	out, err := s.toProto(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	resp := &adminv1.DescribeTableResponse{Table: out}
+	c, err := s.committedOf(ctx, t, files)
+	if err != nil {
+		return nil, err
+	}
+	resp := &adminv1.DescribeTableResponse{Table: out, CommittedAt: c.at, Snapshots: c.snapshots}
+	if files {
+		if resp.SchemaVersions, err = s.schemaVersions(ctx, t); err != nil {
+			return nil, err
+		}
+	}
 	resp.TopicState, resp.TopicError = topicState(t, topicID, hwm, ps, kerr)
 	if t.TopicLost != "" {
 		resp.TopicErrorSince = timestamppb.New(t.TopicLostAt)
 	}
 	for _, p := range ps {
 		st := &adminv1.PartitionStatus{Partition: p.Partition, IndexedEndOffset: p.IndexedEnd, RangeCount: p.Ranges,
-			HighWatermark: -1, LagRecords: -1, Holder: holders[p.Partition].Holder, Epoch: holders[p.Partition].Epoch}
+			HighWatermark: -1, LagRecords: -1, Holder: holders[p.Partition].Holder, Epoch: holders[p.Partition].Epoch,
+			CommittedFiles: c.files[p.Partition].Files, CommittedEndOffset: c.files[p.Partition].End}
 		if !p.LastRangeAt.IsZero() {
 			st.LastRangeTime = timestamppb.New(p.LastRangeAt)
 		}
@@ -400,7 +443,11 @@ func (s *Service) DescribeTable(ctx context.Context, req *adminv1.DescribeTableR
 			st.HighWatermark = h
 			if p.Indexed {
 				st.LagRecords = max(0, h-p.IndexedEnd)
+			} else {
+				// Nothing indexed yet: indexing starts at the log start.
+				st.LagRecords = max(0, h-logStart[p.Partition])
 			}
+			st.Lag = partitionLag(p, st.LagRecords)
 		}
 		resp.Partitions = append(resp.Partitions, st)
 	}

@@ -38,3 +38,17 @@ func NamespacesPage(ctx context.Context, db pg.DB, after string, limit int) ([]s
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// ListAfter returns the tables of namespace ("": of every namespace) that sort after
+// afterNS.afterName by namespace then name in byte order, at most limit (0: all): the
+// admin API's pages of ListTables.
+func ListAfter(ctx context.Context, db pg.DB, namespace, afterNS, afterName string, limit int) ([]Table, error) {
+	rows, err := db.Query(ctx, `SELECT `+columns+` FROM mink_tables
+		WHERE ($1 = '' OR namespace = $1)
+		  AND (namespace COLLATE "C", name COLLATE "C") > ($2 COLLATE "C", $3 COLLATE "C")
+		ORDER BY namespace COLLATE "C", name COLLATE "C" LIMIT NULLIF($4, 0)`, namespace, afterNS, afterName, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Table, error) { return scan(r) })
+}

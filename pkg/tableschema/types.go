@@ -114,7 +114,7 @@ func unknownType(s string) error {
 	near := typeAliases[t]
 	if near == nil {
 		for _, name := range typeNames {
-			if plain, _, _ := strings.Cut(name, "("); t == plain || editDistance(t, plain) <= 2 && len(t) > 2 {
+			if plain, _, _ := strings.Cut(name, "("); t == plain || EditDistance(t, plain) <= 2 && len(t) > 2 {
 				near = append(near, name)
 			}
 		}
@@ -126,8 +126,9 @@ func unknownType(s string) error {
 	return fmt.Errorf("unknown type %q%s; the types are %s, or list<T> of one", s, hint, strings.Join(typeNames, ", "))
 }
 
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b, in bytes: how far a typed name
+// is from one that exists, for "did you mean" hints.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

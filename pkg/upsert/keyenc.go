@@ -210,11 +210,11 @@ func (p *plan) append(dst []byte, v rowcodec.Value) []byte {
 	case tagDecimal:
 		var b []byte
 		if v.Bytes != nil {
-			b = minimalTwos(v.Bytes)
+			b = rowcodec.MinimalTwos(v.Bytes)
 		} else {
 			var x [8]byte
 			binary.BigEndian.PutUint64(x[:], uint64(v.Int))
-			b = minimalTwos(x[:])
+			b = rowcodec.MinimalTwos(x[:])
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(b)))
 		return append(dst, b...)
@@ -243,13 +243,4 @@ func (p *plan) appendMap(dst []byte, entries []rowcodec.Value) []byte {
 	}
 	p.buf, p.entries = buf, list
 	return dst
-}
-
-// minimalTwos drops the leading bytes of a big-endian two's complement integer that
-// only repeat its sign, keeping at least one byte.
-func minimalTwos(b []byte) []byte {
-	for len(b) > 1 && (b[0] == 0 && b[1]&0x80 == 0 || b[0] == 0xff && b[1]&0x80 != 0) {
-		b = b[1:]
-	}
-	return b
 }

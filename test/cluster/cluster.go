@@ -1,21 +1,9 @@
 // Package cluster runs a Mink cluster of real processes for a test, in the seed's words:
 // members of roles (indexer, writer, file server) joining one Postgres and one Kafka,
-// taking leases, and the failures of the seed's table injected into them:
+// taking leases, and the failures of the seed's table (of a node, of Postgres, of Kafka)
+// injected into them.
 //
-//   - a node: Kill (SIGKILL, a crash), Pause and Resume (SIGSTOP and SIGCONT, a hung
-//     process), Leave (SIGTERM: it releases its leases and leaves at once), Restart
-//     (a new process under the same id), Replace (a new process while the old one is
-//     paused, as a supervisor that gave up on it would);
-//   - Postgres for everyone: StopPostgres, KillPostgres, StartPostgres (PrivatePostgres);
-//     for one node alone, through its own TCP proxy (PostgresProxies): CutPostgres,
-//     DelayPostgres, SlowPostgres, ResetPostgres, RefusePostgres, HealPostgres;
-//   - Kafka for everyone: StopKafka, StartKafka (PersistentKafka keeps its data).
-//
-// The role binaries (and any tool a suite names) are built once per test binary by Main
-// or Run; processes are started through pkg/roleproc, as make dev starts its own. A
-// process is started when it has logged the addresses it listens on; a node is a member
-// once Postgres says so (Member) or once it says it acts under its leases (Join). Each
-// suite keeps only its scenarios.
+// Design notes: docs/design/test-cluster.md.
 package cluster
 
 import (

@@ -82,7 +82,7 @@ func TestMakeDev(t *testing.T) {
 	}
 	os.Chmod(dir, 0o755)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	base := freePortBlock(t, 12)
+	base := freePortBlock(t, 17)
 	registryURL := "http://" + devcluster.Addr(base+11)
 	// Avro orders above evolveAfter are written with schema version 2 (one more field).
 	const evolveAfter = 100
@@ -91,7 +91,7 @@ func TestMakeDev(t *testing.T) {
 		"--postgres-port", strconv.Itoa(base), "--kafka-port", strconv.Itoa(base + 1),
 		"--grpc-port", strconv.Itoa(base + 2), "--catalog-port", strconv.Itoa(base + 7), "--s3-port", strconv.Itoa(base + 9),
 		"--schema-registry-port", strconv.Itoa(base + 11), "--demo-avro-evolve-after", strconv.Itoa(evolveAfter),
-		"--metrics-port", "0", "--lease-ttl", "2s", "--shutdown-timeout", "5s", "--ready-timeout", "30s",
+		"--metrics-port", "0", "--console-port", strconv.Itoa(base + 12), "--lease-ttl", "2s", "--shutdown-timeout", "5s", "--ready-timeout", "30s",
 		"--demo-rate", "500", "--range-max-age", "1s", "--commit-interval", "1s",
 	}
 
@@ -194,6 +194,8 @@ func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo, creds crede
 		"export MINK_ADDR=" + devcluster.Addr(info.Processes[0].GRPCPort) + " MINK_CATALOG=" + info.CatalogURL + " MINK_TOKEN=" + a + " ",
 		"scan default.demo --limit 10 --token " + r + " ",
 		"credential=reader:" + r + ";", info.ConnectFile,
+		"http://" + devcluster.Addr(info.Processes[0].ConsolePort) + "/  in a browser (every node serves one",
+		"console " + devcluster.Addr(info.Processes[len(info.Processes)-1].ConsolePort),
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("step: banner: it lacks %q", want)
@@ -224,6 +226,7 @@ func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo, creds crede
 		`rest.WithCredential("reader:` + r + `")`,                                                // iceberg-go
 		"OAUTH2_SERVER_URI '" + info.CatalogURL + "/v1/oauth/tokens'",                            // the token endpoint
 		"ENDPOINT '" + info.CatalogURL + "'", "spark.sql.catalog.mink.s3.endpoint=" + info.S3URL, // this run's ports
+		"Open http://" + devcluster.Addr(info.Processes[0].ConsolePort) + "/ in a browser", // the console
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("step: banner: %s lacks %q", devcluster.ConnectFile, want)
@@ -231,6 +234,19 @@ func (m *minkdev) checkBanner(t *testing.T, info devcluster.RunInfo, creds crede
 	}
 	if strings.Contains(string(b), creds.cluster) {
 		t.Errorf("step: banner: %s holds the cluster secret", devcluster.ConnectFile)
+	}
+	// The console the banner names answers: its page, and a sign-in it asks for.
+	console := "http://" + devcluster.Addr(info.Processes[0].ConsolePort) + "/"
+	for path, want := range map[string]int{"": http.StatusOK, "api/session": http.StatusUnauthorized} {
+		resp, err := http.Get(console + path)
+		if err != nil {
+			t.Errorf("step: banner: the console at %s: %v", console, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || resp.Header.Get("Content-Security-Policy") == "" {
+			t.Errorf("step: banner: GET %s%s: %s (CSP %q), want %d", console, path, resp.Status, resp.Header.Get("Content-Security-Policy"), want)
+		}
 	}
 }
 

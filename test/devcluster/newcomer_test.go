@@ -29,11 +29,12 @@ import (
 // TestNewcomerPath walks a newcomer's first hour with the commands exactly as the README
 // and the banner print them (read out of both, not retyped here): two clusters side by
 // side on the ports of the README's DEV_FLAGS line; on the first, the banner's commands,
-// a topic of one's own (made with minkctl, filled by kcat or a plain producer), a table
-// of it, scan, alter, drain; a topic the embedded broker makes on first produce; scan
-// finding the catalog through --addr alone; connect.md's curl and aws-cli lines; the
-// README's and connect.md's Spark settings agreeing; and each role log line naming its
-// node once.
+// the README's ten-minute tour (a topic of one's own made with minkctl, filled by kcat or
+// a plain producer, a table of it, scan, its Go program reading it with iceberg-go,
+// alter, drain and the leases moving); a topic the embedded broker makes on first
+// produce; scan finding the catalog through --addr alone; connect.md's curl and aws-cli
+// lines; docs/engines.md's and connect.md's Spark settings agreeing; and each role log
+// line naming its node once.
 func TestNewcomerPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two whole clusters")
@@ -74,7 +75,7 @@ func TestNewcomerPath(t *testing.T) {
 	used := -1000
 	for i := range clusters {
 		dir := tempDir(t)
-		const block = 5 * 8 // five nodes after each of the port flags' first ports
+		const block = 5 * 9 // five nodes after each of the port flags' first ports
 		base := freePortBlock(t, block)
 		for base < used+block && base+block > used {
 			base = freePortBlock(t, block)
@@ -113,26 +114,26 @@ func TestNewcomerPath(t *testing.T) {
 		c.bannerCommands(t)
 	}
 
-	// The README's "Your own topic", on the first; the banner's tour is its first lines.
-	tour := readmeBlock(t, string(readme), "### Your own topic")
-	banner := section(a.m.Output(), "Your own topic")
-	var readmeTour []string
-	for _, l := range tour {
+	// The README's ten-minute tour, on the first; the banner's tour is its first commands.
+	tour := readmeTour(t, string(readme))
+	var readmeTour, commands []string
+	for _, l := range tour.lines {
 		l = strings.ReplaceAll(l, ".tmp/bin/minkctl", rel(cluster.Bin("minkctl")))
 		l = strings.ReplaceAll(l, "127.0.0.1:9092", strings.Join(a.info.KafkaBrokers, ","))
+		readmeTour = append(readmeTour, l)
 		if !strings.HasPrefix(l, "export ") {
-			readmeTour = append(readmeTour, l)
+			commands = append(commands, l)
 		}
 	}
-	for i, l := range banner {
-		if i >= len(readmeTour) || command(l) != command(readmeTour[i]) {
-			t.Errorf("step: tour: the banner's line %q is not the README's %d-th: %q", l, i+1, readmeTour)
+	for i, l := range section(a.m.Output(), "Your own topic") {
+		if i >= len(commands) || command(l) != command(commands[i]) {
+			t.Errorf("step: tour: the banner's line %q is not the README's %d-th: %q", l, i+1, commands)
 		}
 	}
-	a.tour(t, readmeTour)
+	a.tour(t, readmeTour, tour)
 	a.autoCreate(t)
 	a.findCatalog(t)
-	a.connectSnippets(t, string(readme))
+	a.connectSnippets(t)
 	a.oneNodePerLine(t)
 
 	for _, c := range clusters {
@@ -209,71 +210,240 @@ func (c *newcomerCluster) bannerCommands(t *testing.T) {
 	}
 }
 
-// tour runs the README's "Your own topic" lines on the cluster, checking what each did.
-func (c *newcomerCluster) tour(t *testing.T, lines []string) {
+// tour runs the README's ten-minute tour on the cluster, each line as printed, checking
+// what each did: a topic of one's own and records in it, a table of it and a scan, the
+// Go program reading it with iceberg-go, an alter and a record that fills the new column,
+// an indexer drained and its leases moving to the other. Every step must be there.
+func (c *newcomerCluster) tour(t *testing.T, lines []string, tour tourSection) {
 	t.Helper()
 	const topic = devcluster.TourTopic
-	scanLine := ""
+	var (
+		scanLine  string
+		words     []string // every key and string value produced: a scan shows them all
+		users     []string // the records produced, by "user"
+		drained   string   // the node the tour drains, from its drain line
+		before    map[int]tourLease
+		seen      = map[string]bool{}
+		partCount = 0
+	)
+	for _, l := range lines {
+		if f := strings.Fields(command(l)); len(f) >= 2 && f[len(f)-2] == "drain" {
+			drained = f[len(f)-1]
+		}
+	}
 	for _, l := range lines {
 		switch cmd := command(l); {
+		case strings.HasPrefix(cmd, "export ") && strings.Contains(cmd, "MINK_ADDR="):
+			// The banner's line, which the test has run already: the same variables.
+			var names []string
+			for _, m := range exportedName.FindAllStringSubmatch(cmd, -1) {
+				names = append(names, m[1])
+			}
+			if !slices.Equal(slices.Sorted(slices.Values(names)), slices.Sorted(maps.Keys(c.env))) {
+				t.Errorf("step: tour: the README's %q sets %v; the banner's export line %v", l, names, slices.Sorted(maps.Keys(c.env)))
+			}
+			seen["export"] = true
+		case strings.HasPrefix(cmd, "export "):
+			c.export(t, strings.ReplaceAll(l, ".tmp/dev/auth.json", c.info.AuthConfig))
 		case strings.Contains(cmd, " topic create "):
-			if out := c.must(t, "tour", l); !strings.Contains(out, "created topic "+topic+" (2 partitions)") {
+			m := regexp.MustCompile(` topic create ` + topic + ` --partitions (\d+)$`).FindStringSubmatch(cmd)
+			if m == nil {
+				t.Fatalf("step: tour: %q does not make the topic %s with --partitions N", l, topic)
+			}
+			partCount, _ = strconv.Atoi(m[1])
+			if out := c.must(t, "tour", l); !strings.Contains(out, fmt.Sprintf("created topic %s (%d partitions)", topic, partCount)) {
 				t.Errorf("step: tour: %s printed:\n%s", l, out)
 			}
 			// The table's error before it exists and for a type of another system.
-			out, err := c.run(t, strings.Replace(cmd, " topic create "+topic+" --partitions 2", " table create ghost --column id:integer", 1))
+			other := strings.Replace(cmd, " topic create "+topic+" --partitions "+m[1], " table create ghost --column id:integer", 1)
+			out, err := c.run(t, other)
 			if err == nil || !strings.Contains(out, `unknown type "integer" (did you mean int or long?)`) {
 				t.Errorf("step: tour: a column of type integer: %v:\n%s", err, out)
 			}
-			out, err = c.run(t, strings.Replace(cmd, " topic create "+topic+" --partitions 2", " table create ghost --column id:int", 1))
+			out, err = c.run(t, strings.Replace(other, "id:integer", "id:int", 1))
 			if err == nil || !strings.Contains(out, "minkctl topic create ghost --partitions N") || !strings.Contains(out, "on first produce") {
 				t.Errorf("step: tour: a table of a topic that does not exist: %v:\n%s", err, out)
 			}
+			seen["topic"] = true
 		case strings.Contains(cmd, "kcat -P"):
-			c.produce(t, l)
+			for _, rec := range c.produce(t, l) {
+				var v map[string]any
+				if err := json.Unmarshal([]byte(rec), &v); err != nil {
+					t.Fatalf("step: tour: %q produces %s, not a JSON object: %v", l, rec, err)
+				}
+				for k, x := range v {
+					words = append(words, k)
+					if s, ok := x.(string); ok {
+						words = append(words, s)
+					}
+				}
+				users = append(users, fmt.Sprint(v["user"]))
+			}
+			seen["produce"] = true
 		case strings.Contains(cmd, " table create "):
 			c.must(t, "tour", l)
+			seen["table"] = true
 		case strings.Contains(cmd, " scan "):
 			scanLine = l
-			c.waitRows(t, l, "ann", "bob")
+			c.waitRows(t, l, words...)
+			seen["scan"] = true
+		case strings.HasPrefix(cmd, "go run "):
+			c.goRun(t, l, tour, users)
+			seen["engine"] = true
 		case strings.Contains(cmd, " table alter "):
 			c.must(t, "tour", l)
-			c.produceRecords(t, topic, `{"user":"cy","ms":5,"page":"/home"}`)
-			c.waitRows(t, scanLine, "ann", "bob", "/home")
+			seen["alter"] = true
 		case strings.Contains(cmd, " table describe "):
 			if out := c.must(t, "tour", l); !regexp.MustCompile(`SCHEMA +table version 1 \(Iceberg schema id \d+\)`).MatchString(out) {
 				t.Errorf("step: tour: after the alter, %s says:\n%s", l, out)
 			}
-		case strings.Contains(cmd, " drain "):
-			node := strings.Fields(cmd)[len(strings.Fields(cmd))-1]
-			c.must(t, "tour", l)
-			leases := strings.Replace(cmd, " drain "+node, " leases", 1)
-			deadline := time.Now().Add(scanTimeout)
-			for out := c.must(t, "tour", leases); strings.Contains(out, " "+node+" "); out = c.must(t, "tour", leases) {
-				if time.Now().After(deadline) {
-					t.Fatalf("step: tour: %s still holds leases %v after %s:\n%s", node, scanTimeout, l, out)
+			seen["describe"] = true
+		case strings.Contains(cmd, " leases"):
+			if !seen["drain"] {
+				// Both indexers hold the table's partitions, the one the tour drains too.
+				before = c.waitLeases(t, l, partCount, func(ls map[int]tourLease) bool {
+					for _, x := range ls {
+						if x.holder == drained {
+							return true
+						}
+					}
+					return false
+				})
+				continue
+			}
+			after := c.waitLeases(t, l, partCount, func(ls map[int]tourLease) bool {
+				for _, x := range ls {
+					if x.holder == drained {
+						return false
+					}
 				}
-				time.Sleep(500 * time.Millisecond)
+				return true
+			})
+			for p, b := range before {
+				if b.holder == drained && after[p].epoch <= b.epoch {
+					t.Errorf("step: tour: partition %d moved from %s to %s under epoch %d, not a newer one than %d", p, drained, after[p].holder, after[p].epoch, b.epoch)
+				}
 			}
 			// Still indexed, by the others.
 			c.produceRecords(t, topic, `{"user":"dee","ms":7}`)
 			c.waitRows(t, scanLine, "dee")
+			seen["moved"] = true
+		case strings.Contains(cmd, " drain "):
+			if before == nil {
+				t.Errorf("step: tour: %q comes before any minkctl leases line: the tour shows no lease moving", l)
+			}
+			c.must(t, "tour", l)
+			seen["drain"] = true
 		case strings.Contains(cmd, " undrain "):
 			c.must(t, "tour", l)
+			seen["undrain"] = true
 		default:
 			t.Errorf("step: tour: the README's line %q is not one this test knows how to check", l)
 		}
 	}
+	for _, step := range []string{"export", "topic", "produce", "table", "scan", "engine", "alter", "describe", "drain", "moved", "undrain"} {
+		if !seen[step] {
+			t.Errorf("step: tour: the README's tour has no %s step: %q", step, lines)
+		}
+	}
+}
+
+// exportedName finds the variables an export line sets (a value may be a <placeholder>
+// with spaces, or a $(command)).
+var exportedName = regexp.MustCompile(`(?:^export|\s)([A-Z_][A-Z0-9_]*)=`)
+
+// export runs an export line of the tour, a variable made by a command, and keeps the
+// variables it sets for the lines after it.
+func (c *newcomerCluster) export(t *testing.T, line string) {
+	t.Helper()
+	for _, m := range exportedName.FindAllStringSubmatch(command(line), -1) {
+		v := c.must(t, "tour", command(line)+` && printf %s "$`+m[1]+`"`)
+		if v == "" {
+			t.Fatalf("step: tour: %q sets %s to nothing", line, m[1])
+		}
+		c.env[m[1]] = v
+	}
+}
+
+// goRun saves the tour's Go program where its go run line says, in a folder of its own
+// rather than the checkout's .tmp, and runs it from the checkout, as the README says:
+// iceberg-go reads the table through the catalog and S3, and prints every user produced.
+func (c *newcomerCluster) goRun(t *testing.T, line string, tour tourSection, users []string) {
+	t.Helper()
+	m := regexp.MustCompile(`^go run (\S+\.go)$`).FindStringSubmatch(command(line))
+	if m == nil || tour.program == "" {
+		t.Fatalf("step: engine: %q runs no Go file, or the tour has no Go program", line)
+	}
+	if !strings.Contains(tour.text, "Save this as `"+m[1]+"`") {
+		t.Errorf("step: engine: the tour does not say to save its program as %s", m[1])
+	}
+	path := filepath.Join(t.TempDir(), filepath.Base(m[1]))
+	if err := os.WriteFile(path, []byte(tour.program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", strings.Replace(command(line), m[1], path, 1))
+	cmd.Dir = cluster.RepoRoot()
+	cmd.Env = roleproc.CleanEnv()
+	for k, v := range c.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("step: engine: %s: %v\n%s%s", line, err, out.String(), errOut.String())
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var row struct{ User string }
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("step: engine: %s printed %q, not a JSON row: %v\n%s", line, l, err, out.String())
+		}
+		got = append(got, row.User)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, slices.Sorted(slices.Values(users))) {
+		t.Errorf("step: engine: %s read the users %v; Kafka has %v:\n%s", line, got, users, out.String())
+	}
+}
+
+// tourLease is a partition's holder and epoch, as minkctl leases prints them.
+type tourLease struct {
+	holder string
+	epoch  int
+}
+
+// waitLeases runs a leases line until every one of the table's n partitions is held and
+// ok holds of them.
+func (c *newcomerCluster) waitLeases(t *testing.T, line string, n int, ok func(map[int]tourLease) bool) map[int]tourLease {
+	t.Helper()
+	deadline := time.Now().Add(scanTimeout)
+	for {
+		out, err := c.run(t, line)
+		ls := map[int]tourLease{}
+		for _, l := range strings.Split(out, "\n") {
+			// TABLE_ID TABLE KIND PARTITION HOLDER EPOCH EXPIRES
+			f := strings.Fields(l)
+			if len(f) < 6 || f[1] != "default."+devcluster.TourTopic || f[2] != "partition" || f[4] == "-" {
+				continue
+			}
+			p, _ := strconv.Atoi(f[3])
+			e, _ := strconv.Atoi(f[5])
+			ls[p] = tourLease{f[4], e}
+		}
+		if err == nil && len(ls) == n && ok(ls) {
+			return ls
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("step: tour: %s, within %v: %v (%v):\n%s", line, scanTimeout, ls, err, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // produce runs the README's kcat line when kcat is here, else sends the same records
-// with a plain producer (franz-go, creating topics as kcat does).
-func (c *newcomerCluster) produce(t *testing.T, line string) {
+// with a plain producer (franz-go, creating topics as kcat does); it returns the records.
+func (c *newcomerCluster) produce(t *testing.T, line string) []string {
 	t.Helper()
-	if _, err := exec.LookPath("kcat"); err == nil {
-		c.must(t, "tour", line)
-		return
-	}
 	topic := regexp.MustCompile(`-t (\S+)`).FindStringSubmatch(line)
 	var recs []string
 	for _, m := range regexp.MustCompile(`'(\{[^']*\})'`).FindAllStringSubmatch(line, -1) {
@@ -282,8 +452,13 @@ func (c *newcomerCluster) produce(t *testing.T, line string) {
 	if topic == nil || len(recs) == 0 {
 		t.Fatalf("step: tour: no topic or records in %q", line)
 	}
+	if _, err := exec.LookPath("kcat"); err == nil {
+		c.must(t, "tour", line)
+		return recs
+	}
 	t.Logf("kcat is not installed: producing %v to %s with franz-go", recs, topic[1])
 	c.produceRecords(t, topic[1], recs...)
+	return recs
 }
 
 func (c *newcomerCluster) produceRecords(t *testing.T, topic string, values ...string) {
@@ -346,9 +521,13 @@ func (c *newcomerCluster) findCatalog(t *testing.T) {
 }
 
 // connectSnippets runs connect.md's curl and aws-cli lines, and compares its Spark
-// settings with the README's.
-func (c *newcomerCluster) connectSnippets(t *testing.T, readme string) {
+// settings with docs/engines.md's, where the README's "Querying from an engine" lives.
+func (c *newcomerCluster) connectSnippets(t *testing.T) {
 	t.Helper()
+	engines, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "docs", "engines.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := os.ReadFile(c.info.ConnectFile)
 	if err != nil {
 		t.Fatal(err)
@@ -416,10 +595,10 @@ func (c *newcomerCluster) connectSnippets(t *testing.T, readme string) {
 		slices.Sort(out)
 		return out
 	}
-	rs := confs(readmeBlockAfter(t, readme, "**Spark**"))
+	rs := confs(readmeBlock(t, string(engines), "### Spark"))
 	cs := confs(readmeBlock(t, connect, "## Spark"))
 	if !slices.Equal(rs, cs) || len(rs) < 8 {
-		t.Errorf("step: Spark: the README sets %v, connect.md %v", rs, cs)
+		t.Errorf("step: Spark: docs/engines.md sets %v, connect.md %v", rs, cs)
 	}
 }
 
@@ -537,6 +716,58 @@ func readmeBlockAfter(t *testing.T, doc, head string) []string {
 		}
 	}
 	return lines
+}
+
+// tourSection is the README's ten-minute tour: its text, its shell lines in order
+// (every sh block's), and the Go program it saves (its go block).
+type tourSection struct {
+	text    string
+	lines   []string
+	program string
+}
+
+func readmeTour(t *testing.T, readme string) tourSection {
+	t.Helper()
+	const head = "\n## A ten-minute tour\n"
+	i := strings.Index(readme, head)
+	if i < 0 {
+		t.Fatalf("the README has no %q section", strings.TrimSpace(head))
+	}
+	text := readme[i+len(head):]
+	if j := strings.Index(text, "\n## "); j >= 0 {
+		text = text[:j]
+	}
+	tour := tourSection{text: text}
+	var lang string
+	var block []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case !in && strings.HasPrefix(l, "```"):
+			in, lang, block = true, strings.TrimPrefix(l, "```"), nil
+		case in && strings.HasPrefix(l, "```"):
+			in = false
+			switch lang {
+			case "sh":
+				for _, b := range block {
+					if strings.TrimSpace(b) != "" {
+						tour.lines = append(tour.lines, b)
+					}
+				}
+			case "go":
+				if tour.program != "" {
+					t.Fatal("the README's tour has two Go programs")
+				}
+				tour.program = strings.Join(block, "\n") + "\n"
+			}
+		case in:
+			block = append(block, l)
+		}
+	}
+	if len(tour.lines) == 0 {
+		t.Fatal("the README's tour has no sh block")
+	}
+	return tour
 }
 
 // readmeDevFlags are the flags of the README's second cluster, by name.

@@ -2,40 +2,7 @@
 // schemas compiled to Iceberg types, and decoders from Avro binary values (the payload
 // after the Confluent wire prefix) into rowcodec values.
 //
-// Type mapping (every field, list element and map value optional; map keys required):
-//
-//	null                                  left out (a field of this type is not a column)
-//	boolean, int, long, float, double     boolean, int, long, float, double
-//	bytes, string                         binary, string
-//	enum                                  string (the symbol)
-//	fixed(L)                              fixed[L]; fixed(0) is left out, as null
-//	record                                struct, fields in schema order
-//	array<T>, map<T>                      list<T>, map<string, T>
-//	decimal(P,S) on bytes or fixed        decimal(P,S); P > 38 is refused
-//	uuid on string or fixed(16)           uuid
-//	date                                  date
-//	time-millis, time-micros              time (µs)
-//	timestamp-millis, timestamp-micros    timestamptz (µs)
-//	local-timestamp-millis, -micros       timestamp (µs)
-//	other logical types                   the underlying type
-//	[null, T], [T, null], [T]             T
-//	other unions                          struct with one field per non-null branch
-//
-// A union struct's fields are named after their branches: a record, enum or fixed by its
-// simple name ("Address"), anything else by its Avro type name ("int", "string",
-// "bytes", "array", "map"). When two branches would get the same name (records of one
-// name in two namespaces) both use a longer one: the full name with '_' for '.'
-// ("com_acme_Address"), or the type and logical type ("long_timestamp_millis"). Exactly
-// one field is set per value; the null branch makes the whole struct null.
-//
-// A type that carries no data (null, fixed(0), a record of such fields, an array or map
-// of such values) is left out wherever it appears: a field of that type is not in the
-// struct, and a union branch of that type reads as null, so a union with one such branch
-// and one other branch is just the other (optional) type. Only the top-level record may be
-// an empty struct.
-//
-// Recursive types (a record that contains itself, directly or through arrays, maps or
-// unions) are refused: Iceberg types are finite.
+// Design notes: docs/design/avro-mapping.md.
 package avrofmt
 
 import (

@@ -3,44 +3,7 @@
 // chosen message to an Iceberg type, and decodes the message's wire bytes (a record's
 // payload after the Confluent prefix and message indexes) into rowcodec values.
 //
-// Root is a struct of the message's fields in field-number order: the number is a
-// field's identity in Protobuf, so the order survives declarations being moved around,
-// into or out of a oneof. Every field is optional, map keys are required.
-//
-//	bool                                      boolean
-//	int32, sint32, sfixed32                   int
-//	int64, sint64, sfixed64                   long
-//	uint32, fixed32                           long
-//	uint64, fixed64                           decimal(20,0), exact
-//	float, double                             float, double
-//	string, bytes                             string, binary
-//	enum                                      string: the value's name, or an unknown number's decimal text
-//	message, group                            struct
-//	repeated T, map<K,V>                      list<T>, map<K,V>
-//	oneof members                             optional fields; only the one set is non-null
-//	google.protobuf.Timestamp                 timestamptz (µs, nanos floored)
-//	google.protobuf.Duration                  long (µs, nanos floored)
-//	google.protobuf.*Value wrappers           the wrapped type
-//	google.protobuf.Struct, Value, ListValue  string holding JSON, written deterministically (json.go)
-//	google.protobuf.Any                       string holding {"@type":type_url,"value":base64}
-//
-// Presence: a field with presence (a message, a wrapper, a oneof member, a proto3
-// optional, any proto2 singular field, even one with a [default] or required) reads as
-// null when absent; a field without presence (a proto3 scalar) as its default (0, "",
-// false, the first enum value's name); an absent repeated field or map as an empty list
-// or map. Extensions and unknown fields are ignored. A field whose values carry no data
-// (of a message without fields, like google.protobuf.Empty, or a list or map of them) is
-// left out, as avrofmt leaves out null; only the top-level message may be an empty
-// struct.
-//
-// Decoding walks the wire format directly with protowire, guided by the descriptors, so
-// that it allocates nothing per record and its results and reasons are fixed by the
-// input alone: map entries come sorted by key, as protoreflect's map order is random.
-// It reads what a Protobuf parser reads: the last of equal map keys and the last
-// occurrence of a scalar win; packed and unpacked repeated scalars alike; values of an
-// unexpected wire type are skipped as unknown; a singular message that occurs more than
-// once is merged (merge.go). Strings must be valid UTF-8, in proto2 too, as Iceberg
-// strings are.
+// Design notes: docs/design/protobuf-mapping.md.
 package protofmt
 
 import (

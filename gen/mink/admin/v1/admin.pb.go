@@ -14,8 +14,8 @@
 // an access token the catalog issued (POST /v1/oauth/tokens) or a principal's secret.
 // Without one, or with one that does not verify, a call is UNAUTHENTICATED. A reader may
 // call GetStatus, ListNodes, ListLeases, ListTables (which lists only the tables its
-// patterns match) and DescribeTable (PERMISSION_DENIED for a table outside its patterns);
-// every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
+// patterns match), DescribeTable (PERMISSION_DENIED for a table outside its patterns) and
+// GetHistory (its tables' series only); every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
 // forwarded call carries its caller's credentials: the target node authorizes the
 // original caller. Health and reflection need no credentials.
 
@@ -1508,7 +1508,10 @@ type Table struct {
 	Mode   TableMode       `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
 	// The Kafka topic id of the topic's incarnation the table indexes (as Kafka's tools
 	// print it); empty until known.
-	TopicId       string `protobuf:"bytes,16,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	TopicId string `protobuf:"bytes,16,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// How far indexing and commits have got, summed over the partitions: set by ListTables
+	// when asked (with_summary).
+	Summary       *TableSummary `protobuf:"bytes,17,opt,name=summary,proto3" json:"summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1655,6 +1658,95 @@ func (x *Table) GetTopicId() string {
 	return ""
 }
 
+func (x *Table) GetSummary() *TableSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+// A table's state at a glance: what a listing of many tables shows per table.
+type TableSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Records between the indexed end and Kafka's high watermark, over every partition;
+	// -1 when Kafka did not answer.
+	LagRecords int64 `protobuf:"varint,1,opt,name=lag_records,json=lagRecords,proto3" json:"lag_records,omitempty"`
+	// The longest lag of a partition (PartitionStatus.lag).
+	Lag *durationpb.Duration `protobuf:"bytes,2,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Partitions whose indexing is paused (index_error set), and those no indexer holds.
+	PausedPartitions int32 `protobuf:"varint,3,opt,name=paused_partitions,json=pausedPartitions,proto3" json:"paused_partitions,omitempty"`
+	UnheldPartitions int32 `protobuf:"varint,4,opt,name=unheld_partitions,json=unheldPartitions,proto3" json:"unheld_partitions,omitempty"`
+	// The current snapshot's commit; unset before the first commit.
+	CommittedAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TableSummary) Reset() {
+	*x = TableSummary{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TableSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TableSummary) ProtoMessage() {}
+
+func (x *TableSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TableSummary.ProtoReflect.Descriptor instead.
+func (*TableSummary) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TableSummary) GetLagRecords() int64 {
+	if x != nil {
+		return x.LagRecords
+	}
+	return 0
+}
+
+func (x *TableSummary) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
+func (x *TableSummary) GetPausedPartitions() int32 {
+	if x != nil {
+		return x.PausedPartitions
+	}
+	return 0
+}
+
+func (x *TableSummary) GetUnheldPartitions() int32 {
+	if x != nil {
+		return x.UnheldPartitions
+	}
+	return 0
+}
+
+func (x *TableSummary) GetCommittedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
 type CreateTableRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -1687,7 +1779,7 @@ type CreateTableRequest struct {
 
 func (x *CreateTableRequest) Reset() {
 	*x = CreateTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1791,7 @@ func (x *CreateTableRequest) String() string {
 func (*CreateTableRequest) ProtoMessage() {}
 
 func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1804,7 @@ func (x *CreateTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableRequest.ProtoReflect.Descriptor instead.
 func (*CreateTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateTableRequest) GetNode() string {
@@ -1829,7 +1921,7 @@ type CreateTableResponse struct {
 
 func (x *CreateTableResponse) Reset() {
 	*x = CreateTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1933,7 @@ func (x *CreateTableResponse) String() string {
 func (*CreateTableResponse) ProtoMessage() {}
 
 func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1946,7 @@ func (x *CreateTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTableResponse.ProtoReflect.Descriptor instead.
 func (*CreateTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateTableResponse) GetTable() *Table {
@@ -1876,7 +1968,7 @@ type DropTableRequest struct {
 
 func (x *DropTableRequest) Reset() {
 	*x = DropTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1980,7 @@ func (x *DropTableRequest) String() string {
 func (*DropTableRequest) ProtoMessage() {}
 
 func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1993,7 @@ func (x *DropTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableRequest.ProtoReflect.Descriptor instead.
 func (*DropTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DropTableRequest) GetNode() string {
@@ -1933,7 +2025,7 @@ type DropTableResponse struct {
 
 func (x *DropTableResponse) Reset() {
 	*x = DropTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2037,7 @@ func (x *DropTableResponse) String() string {
 func (*DropTableResponse) ProtoMessage() {}
 
 func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,21 +2050,28 @@ func (x *DropTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropTableResponse.ProtoReflect.Descriptor instead.
 func (*DropTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 type ListTablesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Only this namespace; empty for all.
-	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// At most this many tables (0: every table, in one answer), by namespace then name;
+	// more follow with page_token.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the answer before: the page after it.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Fill each table's summary (its lag, paused partitions, last commit).
+	WithSummary   bool `protobuf:"varint,5,opt,name=with_summary,json=withSummary,proto3" json:"with_summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2083,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2096,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTablesRequest) GetNode() string {
@@ -2014,16 +2113,39 @@ func (x *ListTablesRequest) GetNamespace() string {
 	return ""
 }
 
+func (x *ListTablesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTablesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListTablesRequest) GetWithSummary() bool {
+	if x != nil {
+		return x.WithSummary
+	}
+	return false
+}
+
 type ListTablesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tables        []*Table               `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tables []*Table               `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
+	// Set when more tables follow: the page_token of the next page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2157,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2170,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -2056,6 +2178,13 @@ func (x *ListTablesResponse) GetTables() []*Table {
 		return x.Tables
 	}
 	return nil
+}
+
+func (x *ListTablesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type DescribeTableRequest struct {
@@ -2070,7 +2199,7 @@ type DescribeTableRequest struct {
 
 func (x *DescribeTableRequest) Reset() {
 	*x = DescribeTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2211,7 @@ func (x *DescribeTableRequest) String() string {
 func (*DescribeTableRequest) ProtoMessage() {}
 
 func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2224,7 @@ func (x *DescribeTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeTableRequest) GetNode() string {
@@ -2140,13 +2269,21 @@ type PartitionStatus struct {
 	// not. It resumes by itself.
 	IndexError      string                 `protobuf:"bytes,9,opt,name=index_error,json=indexError,proto3" json:"index_error,omitempty"`
 	IndexErrorSince *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=index_error_since,json=indexErrorSince,proto3" json:"index_error_since,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How long the indexed end has trailed: zero when lag_records is 0, else the time since
+	// indexing last moved the end (since the table's creation when it never has), by the
+	// database's clock. Unset when Kafka did not answer.
+	Lag *durationpb.Duration `protobuf:"bytes,11,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Data files of the partition in the table's current snapshot, and the first offset
+	// they do not cover: where the committed table ends (0 before the first commit).
+	CommittedFiles     int64 `protobuf:"varint,12,opt,name=committed_files,json=committedFiles,proto3" json:"committed_files,omitempty"`
+	CommittedEndOffset int64 `protobuf:"varint,13,opt,name=committed_end_offset,json=committedEndOffset,proto3" json:"committed_end_offset,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2295,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2308,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -2244,6 +2381,190 @@ func (x *PartitionStatus) GetIndexErrorSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PartitionStatus) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
+}
+
+func (x *PartitionStatus) GetCommittedFiles() int64 {
+	if x != nil {
+		return x.CommittedFiles
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetCommittedEndOffset() int64 {
+	if x != nil {
+		return x.CommittedEndOffset
+	}
+	return 0
+}
+
+// One snapshot the table's metadata keeps.
+type Snapshot struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SnapshotId  int64                  `protobuf:"varint,1,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
+	CommittedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	// Iceberg's operation: append, replace, overwrite, delete.
+	Operation     string `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	AddedRecords  int64  `protobuf:"varint,4,opt,name=added_records,json=addedRecords,proto3" json:"added_records,omitempty"`
+	TotalRecords  int64  `protobuf:"varint,5,opt,name=total_records,json=totalRecords,proto3" json:"total_records,omitempty"`
+	AddedFiles    int64  `protobuf:"varint,6,opt,name=added_files,json=addedFiles,proto3" json:"added_files,omitempty"`
+	TotalFiles    int64  `protobuf:"varint,7,opt,name=total_files,json=totalFiles,proto3" json:"total_files,omitempty"`
+	SchemaId      int32  `protobuf:"varint,8,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Snapshot) Reset() {
+	*x = Snapshot{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Snapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Snapshot) ProtoMessage() {}
+
+func (x *Snapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
+func (*Snapshot) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Snapshot) GetSnapshotId() int64 {
+	if x != nil {
+		return x.SnapshotId
+	}
+	return 0
+}
+
+func (x *Snapshot) GetCommittedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
+func (x *Snapshot) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *Snapshot) GetAddedRecords() int64 {
+	if x != nil {
+		return x.AddedRecords
+	}
+	return 0
+}
+
+func (x *Snapshot) GetTotalRecords() int64 {
+	if x != nil {
+		return x.TotalRecords
+	}
+	return 0
+}
+
+func (x *Snapshot) GetAddedFiles() int64 {
+	if x != nil {
+		return x.AddedFiles
+	}
+	return 0
+}
+
+func (x *Snapshot) GetTotalFiles() int64 {
+	if x != nil {
+		return x.TotalFiles
+	}
+	return 0
+}
+
+func (x *Snapshot) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
+// One schema version of a table and the top-level columns it added.
+type SchemaVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int32                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	SchemaId      int32                  `protobuf:"varint,2,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
+	Added         []*SchemaColumn        `protobuf:"bytes,3,rep,name=added,proto3" json:"added,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaVersion) Reset() {
+	*x = SchemaVersion{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaVersion) ProtoMessage() {}
+
+func (x *SchemaVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaVersion.ProtoReflect.Descriptor instead.
+func (*SchemaVersion) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SchemaVersion) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SchemaVersion) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
+func (x *SchemaVersion) GetAdded() []*SchemaColumn {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
 type DescribeTableResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Table      *Table                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -2254,13 +2575,19 @@ type DescribeTableResponse struct {
 	TopicError string `protobuf:"bytes,4,opt,name=topic_error,json=topicError,proto3" json:"topic_error,omitempty"`
 	// Since when the table's topic is known lost (TOPIC_STATE_RECREATED, once recorded).
 	TopicErrorSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=topic_error_since,json=topicErrorSince,proto3" json:"topic_error_since,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The current snapshot's commit; unset before the first commit.
+	CommittedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=committed_at,json=committedAt,proto3" json:"committed_at,omitempty"`
+	// The snapshots the metadata keeps, oldest first.
+	Snapshots []*Snapshot `protobuf:"bytes,7,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	// Every schema version, oldest first.
+	SchemaVersions []*SchemaVersion `protobuf:"bytes,8,rep,name=schema_versions,json=schemaVersions,proto3" json:"schema_versions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DescribeTableResponse) Reset() {
 	*x = DescribeTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2599,7 @@ func (x *DescribeTableResponse) String() string {
 func (*DescribeTableResponse) ProtoMessage() {}
 
 func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2612,7 @@ func (x *DescribeTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTableResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeTableResponse) GetTable() *Table {
@@ -2323,6 +2650,27 @@ func (x *DescribeTableResponse) GetTopicErrorSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *DescribeTableResponse) GetCommittedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CommittedAt
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetSnapshots() []*Snapshot {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+func (x *DescribeTableResponse) GetSchemaVersions() []*SchemaVersion {
+	if x != nil {
+		return x.SchemaVersions
+	}
+	return nil
+}
+
 // One change to a JSON table's declared columns.
 type ColumnChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2339,7 +2687,7 @@ type ColumnChange struct {
 
 func (x *ColumnChange) Reset() {
 	*x = ColumnChange{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2699,7 @@ func (x *ColumnChange) String() string {
 func (*ColumnChange) ProtoMessage() {}
 
 func (x *ColumnChange) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2712,7 @@ func (x *ColumnChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnChange.ProtoReflect.Descriptor instead.
 func (*ColumnChange) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ColumnChange) GetChange() isColumnChange_Change {
@@ -2454,7 +2802,7 @@ type WidenColumn struct {
 
 func (x *WidenColumn) Reset() {
 	*x = WidenColumn{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2814,7 @@ func (x *WidenColumn) String() string {
 func (*WidenColumn) ProtoMessage() {}
 
 func (x *WidenColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2827,7 @@ func (x *WidenColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WidenColumn.ProtoReflect.Descriptor instead.
 func (*WidenColumn) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WidenColumn) GetName() string {
@@ -2506,7 +2854,7 @@ type RenameColumn struct {
 
 func (x *RenameColumn) Reset() {
 	*x = RenameColumn{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2866,7 @@ func (x *RenameColumn) String() string {
 func (*RenameColumn) ProtoMessage() {}
 
 func (x *RenameColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2879,7 @@ func (x *RenameColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameColumn.ProtoReflect.Descriptor instead.
 func (*RenameColumn) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RenameColumn) GetName() string {
@@ -2560,7 +2908,7 @@ type ResetTableRequest struct {
 
 func (x *ResetTableRequest) Reset() {
 	*x = ResetTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2920,7 @@ func (x *ResetTableRequest) String() string {
 func (*ResetTableRequest) ProtoMessage() {}
 
 func (x *ResetTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2933,7 @@ func (x *ResetTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetTableRequest.ProtoReflect.Descriptor instead.
 func (*ResetTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResetTableRequest) GetNode() string {
@@ -2619,7 +2967,7 @@ type ResetTableResponse struct {
 
 func (x *ResetTableResponse) Reset() {
 	*x = ResetTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2979,7 @@ func (x *ResetTableResponse) String() string {
 func (*ResetTableResponse) ProtoMessage() {}
 
 func (x *ResetTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2992,7 @@ func (x *ResetTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetTableResponse.ProtoReflect.Descriptor instead.
 func (*ResetTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResetTableResponse) GetTable() *Table {
@@ -2671,7 +3019,7 @@ type AlterTableRequest struct {
 
 func (x *AlterTableRequest) Reset() {
 	*x = AlterTableRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3031,7 @@ func (x *AlterTableRequest) String() string {
 func (*AlterTableRequest) ProtoMessage() {}
 
 func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3044,7 @@ func (x *AlterTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableRequest.ProtoReflect.Descriptor instead.
 func (*AlterTableRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AlterTableRequest) GetNode() string {
@@ -2750,7 +3098,7 @@ type AlterTableResponse struct {
 
 func (x *AlterTableResponse) Reset() {
 	*x = AlterTableResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +3110,7 @@ func (x *AlterTableResponse) String() string {
 func (*AlterTableResponse) ProtoMessage() {}
 
 func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3123,7 @@ func (x *AlterTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTableResponse.ProtoReflect.Descriptor instead.
 func (*AlterTableResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AlterTableResponse) GetTable() *Table {
@@ -2798,7 +3146,7 @@ type Topic struct {
 
 func (x *Topic) Reset() {
 	*x = Topic{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3158,7 @@ func (x *Topic) String() string {
 func (*Topic) ProtoMessage() {}
 
 func (x *Topic) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3171,7 @@ func (x *Topic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Topic.ProtoReflect.Descriptor instead.
 func (*Topic) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Topic) GetName() string {
@@ -2862,7 +3210,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3222,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3235,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateTopicRequest) GetNode() string {
@@ -2927,7 +3275,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2939,7 +3287,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2952,7 +3300,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CreateTopicResponse) GetTopic() *Topic {
@@ -2971,7 +3319,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3331,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3344,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListTopicsRequest) GetNode() string {
@@ -3015,7 +3363,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3375,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_mink_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,12 +3388,190 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
 	if x != nil {
 		return x.Topics
+	}
+	return nil
+}
+
+type GetHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHistoryRequest) Reset() {
+	*x = GetHistoryRequest{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHistoryRequest) ProtoMessage() {}
+
+func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetHistoryRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// One counter or gauge of the node over time: times and values side by side.
+type Series struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// records_indexed (records read into ranges, a counter) and lag_records (records its
+	// indexers have not read yet, to the last stable offset: a gauge) per table, of an
+	// indexer; table_loads and s3_gets (counters) of a file server.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "namespace.name", for series of one table; empty otherwise.
+	Table         string                   `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Times         []*timestamppb.Timestamp `protobuf:"bytes,3,rep,name=times,proto3" json:"times,omitempty"`
+	Values        []float64                `protobuf:"fixed64,4,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Series) Reset() {
+	*x = Series{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Series) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Series) ProtoMessage() {}
+
+func (x *Series) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Series.ProtoReflect.Descriptor instead.
+func (*Series) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *Series) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Series) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Series) GetTimes() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.Times
+	}
+	return nil
+}
+
+func (x *Series) GetValues() []float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type GetHistoryResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// How often the node samples.
+	Interval      *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	Series        []*Series            `protobuf:"bytes,3,rep,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHistoryResponse) Reset() {
+	*x = GetHistoryResponse{}
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHistoryResponse) ProtoMessage() {}
+
+func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_mink_admin_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_mink_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GetHistoryResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *GetHistoryResponse) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *GetHistoryResponse) GetSeries() []*Series {
+	if x != nil {
+		return x.Series
 	}
 	return nil
 }
@@ -3155,7 +3681,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\fSchemaColumn\x12\x19\n" +
 	"\bfield_id\x18\x01 \x01(\x05R\afieldId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\"\xd1\x05\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\"\x88\x06\n" +
 	"\x05Table\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3178,10 +3704,18 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\tschema_id\x18\r \x01(\x05R\bschemaId\x123\n" +
 	"\x06schema\x18\x0e \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x06schema\x12,\n" +
 	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x12\x19\n" +
-	"\btopic_id\x18\x10 \x01(\tR\atopicId\x1a=\n" +
+	"\btopic_id\x18\x10 \x01(\tR\atopicId\x125\n" +
+	"\asummary\x18\x11 \x01(\v2\x1b.mink.admin.v1.TableSummaryR\asummary\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
+	"\fTableSummary\x12\x1f\n" +
+	"\vlag_records\x18\x01 \x01(\x03R\n" +
+	"lagRecords\x12+\n" +
+	"\x03lag\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12+\n" +
+	"\x11paused_partitions\x18\x03 \x01(\x05R\x10pausedPartitions\x12+\n" +
+	"\x11unheld_partitions\x18\x04 \x01(\x05R\x10unheldPartitions\x12=\n" +
+	"\fcommitted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\"\xdd\x05\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3213,16 +3747,21 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\"\x13\n" +
-	"\x11DropTableResponse\"E\n" +
+	"\x11DropTableResponse\"\xa4\x01\n" +
 	"\x11ListTablesRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"B\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12!\n" +
+	"\fwith_summary\x18\x05 \x01(\bR\vwithSummary\"j\n" +
 	"\x12ListTablesResponse\x12,\n" +
-	"\x06tables\x18\x01 \x03(\v2\x14.mink.admin.v1.TableR\x06tables\"\\\n" +
+	"\x06tables\x18\x01 \x03(\v2\x14.mink.admin.v1.TableR\x06tables\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\\\n" +
 	"\x14DescribeTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xa1\x03\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xa9\x04\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12,\n" +
 	"\x12indexed_end_offset\x18\x02 \x01(\x03R\x10indexedEndOffset\x12%\n" +
@@ -3237,7 +3776,26 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\vindex_error\x18\t \x01(\tR\n" +
 	"indexError\x12F\n" +
 	"\x11index_error_since\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x0findexErrorSince\"\xa8\x02\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0findexErrorSince\x12+\n" +
+	"\x03lag\x18\v \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12'\n" +
+	"\x0fcommitted_files\x18\f \x01(\x03R\x0ecommittedFiles\x120\n" +
+	"\x14committed_end_offset\x18\r \x01(\x03R\x12committedEndOffset\"\xb1\x02\n" +
+	"\bSnapshot\x12\x1f\n" +
+	"\vsnapshot_id\x18\x01 \x01(\x03R\n" +
+	"snapshotId\x12=\n" +
+	"\fcommitted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\x12#\n" +
+	"\radded_records\x18\x04 \x01(\x03R\faddedRecords\x12#\n" +
+	"\rtotal_records\x18\x05 \x01(\x03R\ftotalRecords\x12\x1f\n" +
+	"\vadded_files\x18\x06 \x01(\x03R\n" +
+	"addedFiles\x12\x1f\n" +
+	"\vtotal_files\x18\a \x01(\x03R\n" +
+	"totalFiles\x12\x1b\n" +
+	"\tschema_id\x18\b \x01(\x05R\bschemaId\"y\n" +
+	"\rSchemaVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x1b\n" +
+	"\tschema_id\x18\x02 \x01(\x05R\bschemaId\x121\n" +
+	"\x05added\x18\x03 \x03(\v2\x1b.mink.admin.v1.SchemaColumnR\x05added\"\xe5\x03\n" +
 	"\x15DescribeTableResponse\x12*\n" +
 	"\x05table\x18\x01 \x01(\v2\x14.mink.admin.v1.TableR\x05table\x12>\n" +
 	"\n" +
@@ -3247,7 +3805,10 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"topicState\x12\x1f\n" +
 	"\vtopic_error\x18\x04 \x01(\tR\n" +
 	"topicError\x12F\n" +
-	"\x11topic_error_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ftopicErrorSince\"\xd5\x01\n" +
+	"\x11topic_error_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ftopicErrorSince\x12=\n" +
+	"\fcommitted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\x125\n" +
+	"\tsnapshots\x18\a \x03(\v2\x17.mink.admin.v1.SnapshotR\tsnapshots\x12E\n" +
+	"\x0fschema_versions\x18\b \x03(\v2\x1c.mink.admin.v1.SchemaVersionR\x0eschemaVersions\"\xd5\x01\n" +
 	"\fColumnChange\x12)\n" +
 	"\x03add\x18\x01 \x01(\v2\x15.mink.admin.v1.ColumnH\x00R\x03add\x122\n" +
 	"\x05widen\x18\x02 \x01(\v2\x1a.mink.admin.v1.WidenColumnH\x00R\x05widen\x12%\n" +
@@ -3296,7 +3857,18 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x11ListTopicsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"B\n" +
 	"\x12ListTopicsResponse\x12,\n" +
-	"\x06topics\x18\x01 \x03(\v2\x14.mink.admin.v1.TopicR\x06topics*T\n" +
+	"\x06topics\x18\x01 \x03(\v2\x14.mink.admin.v1.TopicR\x06topics\"'\n" +
+	"\x11GetHistoryRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"|\n" +
+	"\x06Series\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x120\n" +
+	"\x05times\x18\x03 \x03(\v2\x1a.google.protobuf.TimestampR\x05times\x12\x16\n" +
+	"\x06values\x18\x04 \x03(\x01R\x06values\"\x93\x01\n" +
+	"\x12GetHistoryResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12-\n" +
+	"\x06series\x18\x03 \x03(\v2\x15.mink.admin.v1.SeriesR\x06series*T\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fROLE_INDEXER\x10\x01\x12\x0f\n" +
@@ -3328,7 +3900,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eTOPIC_STATE_OK\x10\x01\x12\x17\n" +
 	"\x13TOPIC_STATE_DELETED\x10\x02\x12\x19\n" +
 	"\x15TOPIC_STATE_RECREATED\x10\x03\x12\x1b\n" +
-	"\x17TOPIC_STATE_UNREACHABLE\x10\x042\xcb\b\n" +
+	"\x17TOPIC_STATE_UNREACHABLE\x10\x042\x9e\t\n" +
 	"\fAdminService\x12N\n" +
 	"\tGetStatus\x12\x1f.mink.admin.v1.GetStatusRequest\x1a .mink.admin.v1.GetStatusResponse\x12N\n" +
 	"\tListNodes\x12\x1f.mink.admin.v1.ListNodesRequest\x1a .mink.admin.v1.ListNodesResponse\x12Q\n" +
@@ -3347,7 +3919,9 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListTopics\x12 .mink.admin.v1.ListTopicsRequest\x1a!.mink.admin.v1.ListTopicsResponse\x12Q\n" +
 	"\n" +
-	"ResetTable\x12 .mink.admin.v1.ResetTableRequest\x1a!.mink.admin.v1.ResetTableResponseB\xa7\x01\n" +
+	"ResetTable\x12 .mink.admin.v1.ResetTableRequest\x1a!.mink.admin.v1.ResetTableResponse\x12Q\n" +
+	"\n" +
+	"GetHistory\x12 .mink.admin.v1.GetHistoryRequest\x1a!.mink.admin.v1.GetHistoryResponseB\xa7\x01\n" +
 	"\x11com.mink.admin.v1B\n" +
 	"AdminProtoP\x01Z0github.com/minkhq/mink/gen/mink/admin/v1;adminv1\xa2\x02\x03MAX\xaa\x02\rMink.Admin.V1\xca\x02\rMink\\Admin\\V1\xe2\x02\x19Mink\\Admin\\V1\\GPBMetadata\xea\x02\x0fMink::Admin::V1b\x06proto3"
 
@@ -3364,7 +3938,7 @@ func file_mink_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_mink_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_mink_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(Role)(0),                     // 0: mink.admin.v1.Role
 	(LeaseKind)(0),                // 1: mink.admin.v1.LeaseKind
@@ -3389,51 +3963,57 @@ var file_mink_admin_v1_admin_proto_goTypes = []any{
 	(*RegistryDecoding)(nil),      // 20: mink.admin.v1.RegistryDecoding
 	(*SchemaColumn)(nil),          // 21: mink.admin.v1.SchemaColumn
 	(*Table)(nil),                 // 22: mink.admin.v1.Table
-	(*CreateTableRequest)(nil),    // 23: mink.admin.v1.CreateTableRequest
-	(*CreateTableResponse)(nil),   // 24: mink.admin.v1.CreateTableResponse
-	(*DropTableRequest)(nil),      // 25: mink.admin.v1.DropTableRequest
-	(*DropTableResponse)(nil),     // 26: mink.admin.v1.DropTableResponse
-	(*ListTablesRequest)(nil),     // 27: mink.admin.v1.ListTablesRequest
-	(*ListTablesResponse)(nil),    // 28: mink.admin.v1.ListTablesResponse
-	(*DescribeTableRequest)(nil),  // 29: mink.admin.v1.DescribeTableRequest
-	(*PartitionStatus)(nil),       // 30: mink.admin.v1.PartitionStatus
-	(*DescribeTableResponse)(nil), // 31: mink.admin.v1.DescribeTableResponse
-	(*ColumnChange)(nil),          // 32: mink.admin.v1.ColumnChange
-	(*WidenColumn)(nil),           // 33: mink.admin.v1.WidenColumn
-	(*RenameColumn)(nil),          // 34: mink.admin.v1.RenameColumn
-	(*ResetTableRequest)(nil),     // 35: mink.admin.v1.ResetTableRequest
-	(*ResetTableResponse)(nil),    // 36: mink.admin.v1.ResetTableResponse
-	(*AlterTableRequest)(nil),     // 37: mink.admin.v1.AlterTableRequest
-	(*AlterTableResponse)(nil),    // 38: mink.admin.v1.AlterTableResponse
-	(*Topic)(nil),                 // 39: mink.admin.v1.Topic
-	(*CreateTopicRequest)(nil),    // 40: mink.admin.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),   // 41: mink.admin.v1.CreateTopicResponse
-	(*ListTopicsRequest)(nil),     // 42: mink.admin.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),    // 43: mink.admin.v1.ListTopicsResponse
-	nil,                           // 44: mink.admin.v1.Node.AddrsEntry
-	nil,                           // 45: mink.admin.v1.GetStatusResponse.AddrsEntry
-	nil,                           // 46: mink.admin.v1.GetStatusResponse.FiguresEntry
-	nil,                           // 47: mink.admin.v1.Table.PropertiesEntry
-	nil,                           // 48: mink.admin.v1.CreateTableRequest.PropertiesEntry
-	nil,                           // 49: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 51: google.protobuf.Duration
+	(*TableSummary)(nil),          // 23: mink.admin.v1.TableSummary
+	(*CreateTableRequest)(nil),    // 24: mink.admin.v1.CreateTableRequest
+	(*CreateTableResponse)(nil),   // 25: mink.admin.v1.CreateTableResponse
+	(*DropTableRequest)(nil),      // 26: mink.admin.v1.DropTableRequest
+	(*DropTableResponse)(nil),     // 27: mink.admin.v1.DropTableResponse
+	(*ListTablesRequest)(nil),     // 28: mink.admin.v1.ListTablesRequest
+	(*ListTablesResponse)(nil),    // 29: mink.admin.v1.ListTablesResponse
+	(*DescribeTableRequest)(nil),  // 30: mink.admin.v1.DescribeTableRequest
+	(*PartitionStatus)(nil),       // 31: mink.admin.v1.PartitionStatus
+	(*Snapshot)(nil),              // 32: mink.admin.v1.Snapshot
+	(*SchemaVersion)(nil),         // 33: mink.admin.v1.SchemaVersion
+	(*DescribeTableResponse)(nil), // 34: mink.admin.v1.DescribeTableResponse
+	(*ColumnChange)(nil),          // 35: mink.admin.v1.ColumnChange
+	(*WidenColumn)(nil),           // 36: mink.admin.v1.WidenColumn
+	(*RenameColumn)(nil),          // 37: mink.admin.v1.RenameColumn
+	(*ResetTableRequest)(nil),     // 38: mink.admin.v1.ResetTableRequest
+	(*ResetTableResponse)(nil),    // 39: mink.admin.v1.ResetTableResponse
+	(*AlterTableRequest)(nil),     // 40: mink.admin.v1.AlterTableRequest
+	(*AlterTableResponse)(nil),    // 41: mink.admin.v1.AlterTableResponse
+	(*Topic)(nil),                 // 42: mink.admin.v1.Topic
+	(*CreateTopicRequest)(nil),    // 43: mink.admin.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),   // 44: mink.admin.v1.CreateTopicResponse
+	(*ListTopicsRequest)(nil),     // 45: mink.admin.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),    // 46: mink.admin.v1.ListTopicsResponse
+	(*GetHistoryRequest)(nil),     // 47: mink.admin.v1.GetHistoryRequest
+	(*Series)(nil),                // 48: mink.admin.v1.Series
+	(*GetHistoryResponse)(nil),    // 49: mink.admin.v1.GetHistoryResponse
+	nil,                           // 50: mink.admin.v1.Node.AddrsEntry
+	nil,                           // 51: mink.admin.v1.GetStatusResponse.AddrsEntry
+	nil,                           // 52: mink.admin.v1.GetStatusResponse.FiguresEntry
+	nil,                           // 53: mink.admin.v1.Table.PropertiesEntry
+	nil,                           // 54: mink.admin.v1.CreateTableRequest.PropertiesEntry
+	nil,                           // 55: mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 57: google.protobuf.Duration
 }
 var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: mink.admin.v1.Lease.kind:type_name -> mink.admin.v1.LeaseKind
-	50, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	56, // 1: mink.admin.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: mink.admin.v1.Node.roles:type_name -> mink.admin.v1.Role
-	44, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
-	50, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
-	50, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
-	50, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
+	50, // 3: mink.admin.v1.Node.addrs:type_name -> mink.admin.v1.Node.AddrsEntry
+	56, // 4: mink.admin.v1.Node.started_at:type_name -> google.protobuf.Timestamp
+	56, // 5: mink.admin.v1.Node.renewed_at:type_name -> google.protobuf.Timestamp
+	56, // 6: mink.admin.v1.Node.expires_at:type_name -> google.protobuf.Timestamp
 	0,  // 7: mink.admin.v1.GetStatusResponse.roles:type_name -> mink.admin.v1.Role
-	50, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	45, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
-	51, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
+	56, // 8: mink.admin.v1.GetStatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	51, // 9: mink.admin.v1.GetStatusResponse.addrs:type_name -> mink.admin.v1.GetStatusResponse.AddrsEntry
+	57, // 10: mink.admin.v1.GetStatusResponse.lease_ttl:type_name -> google.protobuf.Duration
 	6,  // 11: mink.admin.v1.GetStatusResponse.leases:type_name -> mink.admin.v1.Lease
 	7,  // 12: mink.admin.v1.GetStatusResponse.lease_stats:type_name -> mink.admin.v1.LeaseStats
-	46, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
+	52, // 13: mink.admin.v1.GetStatusResponse.figures:type_name -> mink.admin.v1.GetStatusResponse.FiguresEntry
 	8,  // 14: mink.admin.v1.ListNodesResponse.nodes:type_name -> mink.admin.v1.Node
 	6,  // 15: mink.admin.v1.ListLeasesResponse.leases:type_name -> mink.admin.v1.Lease
 	6,  // 16: mink.admin.v1.DrainNodeResponse.leases:type_name -> mink.admin.v1.Lease
@@ -3441,67 +4021,81 @@ var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 18: mink.admin.v1.RegistryDecoding.mode:type_name -> mink.admin.v1.SchemaMode
 	2,  // 19: mink.admin.v1.Table.format:type_name -> mink.admin.v1.RecordFormat
 	19, // 20: mink.admin.v1.Table.columns:type_name -> mink.admin.v1.Column
-	47, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
-	50, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
+	53, // 21: mink.admin.v1.Table.properties:type_name -> mink.admin.v1.Table.PropertiesEntry
+	56, // 22: mink.admin.v1.Table.created_at:type_name -> google.protobuf.Timestamp
 	20, // 23: mink.admin.v1.Table.value:type_name -> mink.admin.v1.RegistryDecoding
 	20, // 24: mink.admin.v1.Table.key:type_name -> mink.admin.v1.RegistryDecoding
 	21, // 25: mink.admin.v1.Table.schema:type_name -> mink.admin.v1.SchemaColumn
 	3,  // 26: mink.admin.v1.Table.mode:type_name -> mink.admin.v1.TableMode
-	2,  // 27: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
-	19, // 28: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
-	48, // 29: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
-	4,  // 30: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	2,  // 31: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
-	4,  // 32: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
-	3,  // 33: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
-	22, // 34: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	22, // 35: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	50, // 36: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	50, // 37: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
-	22, // 38: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	30, // 39: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	5,  // 40: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
-	50, // 41: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
-	19, // 42: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
-	33, // 43: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
-	34, // 44: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
-	22, // 45: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
-	32, // 46: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	49, // 47: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	22, // 48: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	39, // 49: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
-	39, // 50: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
-	9,  // 51: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	11, // 52: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	13, // 53: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	15, // 54: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	17, // 55: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	23, // 56: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	25, // 57: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	27, // 58: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	29, // 59: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	37, // 60: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	40, // 61: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
-	42, // 62: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
-	35, // 63: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
-	10, // 64: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	12, // 65: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	14, // 66: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	16, // 67: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	18, // 68: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	24, // 69: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	26, // 70: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	28, // 71: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	31, // 72: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	38, // 73: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	41, // 74: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
-	43, // 75: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
-	36, // 76: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
-	64, // [64:77] is the sub-list for method output_type
-	51, // [51:64] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	23, // 27: mink.admin.v1.Table.summary:type_name -> mink.admin.v1.TableSummary
+	57, // 28: mink.admin.v1.TableSummary.lag:type_name -> google.protobuf.Duration
+	56, // 29: mink.admin.v1.TableSummary.committed_at:type_name -> google.protobuf.Timestamp
+	2,  // 30: mink.admin.v1.CreateTableRequest.format:type_name -> mink.admin.v1.RecordFormat
+	19, // 31: mink.admin.v1.CreateTableRequest.columns:type_name -> mink.admin.v1.Column
+	54, // 32: mink.admin.v1.CreateTableRequest.properties:type_name -> mink.admin.v1.CreateTableRequest.PropertiesEntry
+	4,  // 33: mink.admin.v1.CreateTableRequest.value_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	2,  // 34: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
+	4,  // 35: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
+	3,  // 36: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
+	22, // 37: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	22, // 38: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	56, // 39: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	56, // 40: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	57, // 41: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
+	56, // 42: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
+	21, // 43: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
+	22, // 44: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	31, // 45: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	5,  // 46: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
+	56, // 47: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
+	56, // 48: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
+	32, // 49: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
+	33, // 50: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
+	19, // 51: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	36, // 52: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	37, // 53: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	22, // 54: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
+	35, // 55: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	55, // 56: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	22, // 57: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	42, // 58: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
+	42, // 59: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
+	56, // 60: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
+	57, // 61: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
+	48, // 62: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
+	9,  // 63: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	11, // 64: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	13, // 65: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	15, // 66: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	17, // 67: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	24, // 68: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	26, // 69: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	28, // 70: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	30, // 71: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	40, // 72: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	43, // 73: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
+	45, // 74: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
+	38, // 75: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
+	47, // 76: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
+	10, // 77: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	12, // 78: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	14, // 79: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	16, // 80: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	18, // 81: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	25, // 82: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	27, // 83: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	29, // 84: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	34, // 85: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	41, // 86: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	44, // 87: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
+	46, // 88: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
+	39, // 89: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
+	49, // 90: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
+	77, // [77:91] is the sub-list for method output_type
+	63, // [63:77] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }
@@ -3509,7 +4103,7 @@ func file_mink_admin_v1_admin_proto_init() {
 	if File_mink_admin_v1_admin_proto != nil {
 		return
 	}
-	file_mink_admin_v1_admin_proto_msgTypes[26].OneofWrappers = []any{
+	file_mink_admin_v1_admin_proto_msgTypes[29].OneofWrappers = []any{
 		(*ColumnChange_Add)(nil),
 		(*ColumnChange_Widen)(nil),
 		(*ColumnChange_MakeOptional)(nil),
@@ -3521,7 +4115,7 @@ func file_mink_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_mink_admin_v1_admin_proto_rawDesc), len(file_mink_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   44,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -14,8 +14,8 @@
 // an access token the catalog issued (POST /v1/oauth/tokens) or a principal's secret.
 // Without one, or with one that does not verify, a call is UNAUTHENTICATED. A reader may
 // call GetStatus, ListNodes, ListLeases, ListTables (which lists only the tables its
-// patterns match) and DescribeTable (PERMISSION_DENIED for a table outside its patterns);
-// every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
+// patterns match), DescribeTable (PERMISSION_DENIED for a table outside its patterns) and
+// GetHistory (its tables' series only); every other call needs an admin (PERMISSION_DENIED naming the method and the role). A
 // forwarded call carries its caller's credentials: the target node authorizes the
 // original caller. Health and reflection need no credentials.
 
@@ -47,6 +47,7 @@ const (
 	AdminService_CreateTopic_FullMethodName   = "/mink.admin.v1.AdminService/CreateTopic"
 	AdminService_ListTopics_FullMethodName    = "/mink.admin.v1.AdminService/ListTopics"
 	AdminService_ResetTable_FullMethodName    = "/mink.admin.v1.AdminService/ResetTable"
+	AdminService_GetHistory_FullMethodName    = "/mink.admin.v1.AdminService/GetHistory"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -86,6 +87,9 @@ type AdminServiceClient interface {
 	// topic's first offset, and what it held of the old topic is no longer served.
 	// FAILED_PRECONDITION when the topic does not exist.
 	ResetTable(ctx context.Context, in *ResetTableRequest, opts ...grpc.CallOption) (*ResetTableResponse, error)
+	// The node's own counters of the last 15 minutes, sampled every few seconds: what the
+	// console charts (records indexed and lag per table, table loads and S3 GETs).
+	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
 }
 
 type adminServiceClient struct {
@@ -226,6 +230,16 @@ func (c *adminServiceClient) ResetTable(ctx context.Context, in *ResetTableReque
 	return out, nil
 }
 
+func (c *adminServiceClient) GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetHistoryResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -263,6 +277,9 @@ type AdminServiceServer interface {
 	// topic's first offset, and what it held of the old topic is no longer served.
 	// FAILED_PRECONDITION when the topic does not exist.
 	ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error)
+	// The node's own counters of the last 15 minutes, sampled every few seconds: what the
+	// console charts (records indexed and lag per table, table loads and S3 GETs).
+	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -311,6 +328,9 @@ func (UnimplementedAdminServiceServer) ListTopics(context.Context, *ListTopicsRe
 }
 func (UnimplementedAdminServiceServer) ResetTable(context.Context, *ResetTableRequest) (*ResetTableResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResetTable not implemented")
+}
+func (UnimplementedAdminServiceServer) GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetHistory not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -567,6 +587,24 @@ func _AdminService_ResetTable_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetHistory(ctx, req.(*GetHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -625,6 +663,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResetTable",
 			Handler:    _AdminService_ResetTable_Handler,
+		},
+		{
+			MethodName: "GetHistory",
+			Handler:    _AdminService_GetHistory_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

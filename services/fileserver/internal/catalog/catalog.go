@@ -5,47 +5,7 @@
 // Every error is the spec's JSON envelope, naming what is wrong; what Mink cannot tell a
 // client (SQL, paths, a driver's words) goes to the log under the request id.
 //
-// Endpoints (routes.go): one table both routes requests and lists /v1/config's
-// endpoints, so a client is offered exactly what is served, HEAD checks included. The
-// spec's write endpoints answer what the spec documents for an unsupported operation
-// (406 UnsupportedOperationException where an endpoint lists it, else 403): tables are
-// created, changed and dropped with the admin API.
-//
-// A table is visible here once its writer has stored its first metadata (which it does
-// as soon as it holds the table's writer lease, before any snapshot): before that a load
-// answers 404 NoSuchTableException saying so. (Making up metadata instead would give the
-// table a UUID that the writer's first metadata then changes, which engines refuse on
-// refresh.) List and exists agree with load.
-//
-// A load is live (package live) unless the table's mink.live-load is false: it also
-// holds the records Kafka has beyond the committed snapshot, as a load snapshot whose
-// metadata-location is under metadata/live/; a table with no snapshot committed yet
-// loads with all its records as the tail. HEAD never reads Kafka. snapshots=refs answers
-// only the snapshots a branch or tag references (main's: a live load's own snapshot),
-// with a snapshot log, refs and current-snapshot-id that all name them. Every load has a
-// strong ETag, a hash of its whole answer: it changes whenever the answer does (a
-// commit, a moved tail, properties, refs or all, fresh vended credentials), and
-// If-None-Match with it answers 304 without a body.
-//
-// Lists page when the client sends pageToken (empty for the first page, as Java does):
-// pageSize (default 100, at most 1000) bounds a page, next-page-token continues it
-// (null on the last page). Tokens are keyset positions (the last name of the page before),
-// so pages stay consistent while tables come and go. Without pageToken a list answers
-// everything at once, as the spec has it. Mink serves no views: their list is empty and
-// a view load is 404 NoSuchViewException.
-//
-// Namespaces are one level in Mink. Paths accept the spec's multi-level form (levels
-// joined by 0x1F); a multi-level namespace never exists.
-//
-// With auth on (Options.Auth), every request but the OAuth2 token endpoint needs a
-// bearer token (door.go): one POST /v1/oauth/tokens issued (tokens.go), or a principal's
-// secret. A reader sees only the tables its patterns match: loads of others are 403,
-// lists (every page) leave them out, and a namespace without a table it may read is
-// absent (404). A load asking for vended-credentials (X-Iceberg-Access-Delegation) gets
-// S3 credentials scoped to the table (vend.go); remote-signing is not offered, and a
-// load asking only for it gets no credentials, as the spec lets a server choose. With
-// auth off every caller is auth.Anonymous and the catalog answers as it did before
-// auth.
+// Design notes: docs/design/catalog.md.
 package catalog
 
 import (

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,7 +229,7 @@ func New(o Options) (_ *Server, err error) {
 	// call of a forwarded read is a child of the S3 request it serves.
 	httpOpts := []otelhttp.Option{otelhttp.WithMeterProvider(o.MeterProvider),
 		otelhttp.WithTracerProvider(o.TracerProvider), otelhttp.WithPropagators(o.Propagator)}
-	s.catalog = otelhttp.NewHandler(cat, "iceberg-rest", append(httpOpts, doorLabel("catalog"))...)
+	s.catalog = otelhttp.NewHandler(cat, "iceberg-rest", append(httpOpts, catalogLabels())...)
 	s.s3 = otelhttp.NewHandler(s3h, "s3", append(httpOpts, doorLabel("s3"), otelhttp.WithSpanNameFormatter(
 		func(_ string, r *http.Request) string { return "s3 " + r.Method }))...)
 	return s, nil
@@ -239,6 +240,20 @@ func New(o Options) (_ *Server, err error) {
 func doorLabel(door string) otelhttp.Option {
 	attrs := []attribute.KeyValue{attribute.String("door", door)}
 	return otelhttp.WithMetricAttributesFn(func(*http.Request) []attribute.KeyValue { return attrs })
+}
+
+// catalogLabels are the catalog's doorLabel, and op="load_table" on table loads (GET
+// .../namespaces/{ns}/tables/{table}): the loads a node's history charts (pkg/history).
+func catalogLabels() otelhttp.Option {
+	door := attribute.String("door", "catalog")
+	plain, load := []attribute.KeyValue{door}, []attribute.KeyValue{door, attribute.String("op", "load_table")}
+	return otelhttp.WithMetricAttributesFn(func(r *http.Request) []attribute.KeyValue {
+		parts := strings.Split(strings.TrimSuffix(r.URL.Path, "/"), "/")
+		if r.Method == http.MethodGet && len(parts) >= 4 && parts[len(parts)-2] == "tables" && parts[len(parts)-4] == "namespaces" {
+			return load
+		}
+		return plain
+	})
 }
 
 // CatalogAddr and S3Addr are the bound listen addresses; S3Endpoint is the URL table
@@ -266,6 +281,7 @@ func (s *Server) Figures() map[string]string {
 		"cache_dir": s.o.CacheDir, "cache_files": strconv.Itoa(cs.Files),
 		"cache_bytes": strconv.FormatInt(cs.Bytes, 10), "cache_bytes_limit": strconv.FormatInt(cs.Max, 10),
 		"cache_hit_rate": rate, "builds": strconv.FormatInt(st.Builds, 10),
+		"builds_running": strconv.FormatInt(s.store.BuildStats().Running, 10),
 		"build_failures": strconv.FormatInt(st.BuildFailures, 10), "forwarded_reads": strconv.FormatInt(st.Forwarded, 10),
 		"files_reported": strconv.FormatInt(st.Reported, 10), "files_warmed": strconv.FormatInt(s.store.WarmStats().Warmed, 10),
 		"live_loads": strconv.FormatInt(ls.Loads, 10), "live_loads_reused": strconv.FormatInt(ls.Reused, 10),

@@ -2,23 +2,7 @@
 // (POST .../tables/{table}/plan), fetchPlanningResult and cancelPlanning (GET and
 // DELETE .../plan/{plan-id}) and fetchScanTasks (POST .../tables/{table}/tasks).
 //
-// A plan is made over what a table load names: the current snapshot of a live load,
-// the unindexed tail included (package live), or the snapshots a request names. Files
-// are pruned as an engine would prune them itself (scan.go): by the partition, then by
-// each file's column bounds, null and value counts, which the indexer measured when it
-// built the file; a predicate no statistics can decide keeps every file (filter.go).
-// Each file scan task carries its residual filter, and the column statistics of the
-// request's stats-fields.
-//
-// Plans complete at once ("completed"): up to BatchFiles file scan tasks in the answer,
-// and for more, plan tasks of BatchFiles files each, fetched with fetchScanTasks. Plan
-// ids and plan tasks are stateless tokens (token.go) that any file server answers while
-// they have not expired and their metadata is still stored: no server holds plan
-// state, and cancelling a plan releases nothing.
-//
-// Requests are authorized as table loads (403 for a table the caller may not read);
-// errors are the catalog's Iceberg envelope, a missing or expired plan id
-// NoSuchPlanIdException and a plan task NoSuchPlanTaskException (404).
+// Design notes: docs/design/plan.md.
 package plan
 
 import (

@@ -1,31 +1,9 @@
 // Package s3api is the S3 API of a file server, path-style, as S3-compatible clients
 // (iceberg-go's, Spark's S3A, Trino's, PyIceberg's, DuckDB's, aws-cli) send it, over the
-// one bucket, "mink":
+// one bucket, "mink": reads of every file a snapshot names and listings of the committed
+// ones, every request checked by pkg/auth when auth is on.
 //
-//   - GetObject and HeadObject of every file a snapshot names, with conditionals and one
-//     byte Range. A Range header that is not one byte range (several, another unit, one
-//     that does not parse or ends before it starts) is ignored, as RFC 9110 and S3 do:
-//     the whole file. A range that starts past the end is 416 InvalidRange with
-//     Content-Range: bytes */<size>.
-//   - ListObjectsV2 (list-type=2: prefix, delimiter, max-keys up to 1000, start-after,
-//     continuation-token, encoding-type=url; fetch-owner is ignored) and ListObjects
-//     (marker): the committed files of the tables the principal may read, in UTF-8 byte
-//     order (pkg/objects says which files those are, and why a live load's are not
-//     listed). A continuation token is opaque; one that was changed is InvalidArgument.
-//   - ListBuckets (GET /), HeadBucket and GetBucketLocation of the one bucket.
-//
-// Everything else answers an S3 XML error: NoSuchBucket for other buckets,
-// NotImplemented for subresources (?acl, ?tagging, ...), MethodNotAllowed for writes,
-// InvalidArgument naming the parameter at fault (ArgumentName) for a bad one. Bodies
-// stream from the cache file (sendfile) or from the owner's gRPC stream; a file is never
-// held whole in memory.
-//
-// With auth on, every request must carry an AWS Signature Version 4 (header or
-// presigned URL) that pkg/auth verifies, by a principal that may read the table the
-// key's first two segments name ("<namespace>/<table>/..."); vended credentials read
-// their one table only, and list only it. A failing request touches nothing: it is
-// refused before the key is looked up, so it neither fills the cache nor reads Postgres
-// or Kafka.
+// Design notes: docs/design/s3api.md.
 package s3api
 
 import (

@@ -1,31 +1,13 @@
 // Package writer is the writer role's work under one table's writer lease: it turns the
 // table's indexed ranges into Iceberg snapshots and keeps them healthy.
 //
-//   - Commits: every commit interval, the ranges indexed since the current snapshot
-//     become one append snapshot.
-//   - Assembly: size-tiered merges of small adjacent files of a partition (pkg/assembly:
-//     k files of one tier at a time, towards the target size), each built once from
-//     Kafka to measure it, in a replace snapshot; after commits that add files and at
-//     maintenance.
-//   - Statistics: table totals and per-partition coverage in every snapshot summary,
-//     column statistics in the manifests.
-//   - Expiry: files whose offsets Kafka no longer holds leave the table in a delete (or
-//     overwrite) snapshot; snapshots past retention leave the metadata, and so does,
-//     in the same commit, every snapshot naming such a file (unreadable.go).
-//   - Repairs: files the file servers reported because Kafka no longer yields their
-//     recorded bytes (mink_file_problems: compacted after indexing, offsets deleted),
-//     and the other files of their partitions, are rebuilt from what Kafka holds now
-//     under new keys, or dropped, in an overwrite (or delete) snapshot that expires
-//     every snapshot naming one that changed. A report reaches the table's writer at
-//     once (WatchProblems), so the repair follows within seconds.
-//   - Collection: rows and metadata files no live snapshot names are deleted in small
-//     batches.
-//
 // Every write is one transaction fenced by the writer lease that also compare-and-sets
 // the table's commit pointer (mink_table_meta.version): a snapshot becomes current whole
 // or not at all, and a writer that lost its lease changes nothing. All state lives in
 // Postgres (the current snapshot's summary says what it covers), so a new holder resumes
 // exactly where the last commit left off.
+//
+// Design notes: docs/design/writer.md.
 package writer
 
 import (
