@@ -69,6 +69,7 @@ lint: $(BIN)/buf ## gofmt, go vet, go mod tidy, buf lint, and static checks of d
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit" >&2; exit 1; }
 	buf lint
 	$(GO) test -count=1 ./deploy/...
+	$(GO) test -count=1 ./internal/lint
 	@if command -v docker-compose >/dev/null 2>&1; then docker-compose -f docker-compose.yaml config -q; \
 	elif docker compose version >/dev/null 2>&1; then docker compose -f docker-compose.yaml config -q; \
 	else echo "lint: no docker-compose; skipping 'docker-compose config' (deploy/deploytest still checks the file)"; fi

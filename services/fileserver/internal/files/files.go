@@ -30,7 +30,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
@@ -40,10 +39,10 @@ import (
 	"github.com/minkhq/mink/pkg/atomicmax"
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/peers"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -61,7 +60,7 @@ const DefaultBuildMemory = 128 << 20
 // Options configure a Store.
 type Options struct {
 	NodeID string
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // how tables' files decode; nil: over DB, without a registry
 	Cache  *filecache.Cache
@@ -789,9 +788,8 @@ func (s *Store) reportProblem(r objects.Record, table, reason, detail string, er
 	defer cancel()
 	s.met.reportedFile(ctx, reason)
 	dbErr := objects.ReportProblem(ctx, s.o.DB, r.Key, r.TableID, reason, detail, s.o.NodeID)
-	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(dbErr, &pgErr) && pgErr.Code == "42P01": // undefined_table
+	case pg.Code(dbErr) == pg.UndefinedTable:
 		s.log.Warn("mink_file_problems does not exist (schema older than the file-problems migration): the problem is only logged", "key", r.Key)
 	case dbErr != nil:
 		s.log.Warn("could not record the file problem in Postgres; it is logged only", "key", r.Key, "error", dbErr)

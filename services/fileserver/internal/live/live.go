@@ -26,7 +26,7 @@
 // and with it every file the load names. The writer's collection deletes both kinds of
 // rows once expired and unnamed.
 //
-// Loads read rather than write (pkg/liveloads keeps the rows):
+// Loads read rather than write (pkg/objects keeps the rows):
 //
 //   - A load snapshot has a content key: the table, the committed metadata, the
 //     settings and the tail spans. Loads of the same tail share it: concurrent ones
@@ -80,9 +80,9 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
-	"github.com/minkhq/mink/pkg/liveloads"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -129,7 +129,7 @@ type Measurer interface {
 
 // Options configure a Loader.
 type Options struct {
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Files  Measurer
 	Codecs *tablecodec.Codecs // the tables' schemas
@@ -446,12 +446,12 @@ func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, b
 		if ahead {
 			bound = props.LiveSnapshotSpacing()
 		}
-		var s liveloads.Stored
+		var s objects.StoredLoad
 		var age time.Duration
 		var now time.Time
 		var found bool
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			s, age, now, found, err = liveloads.Newest(ctx, l.o.DB, t.ID, sk, bound)
+			s, age, now, found, err = objects.NewestLoad(ctx, l.o.DB, t.ID, sk, bound)
 			return err
 		})
 		if err != nil {
@@ -577,10 +577,10 @@ func (l *Loader) byContent(ctx context.Context, t tables.Table, props tables.Pro
 // Losing the race to record it to another node, it answers with the other's.
 func (l *Loader) findOrBuild(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, sk, key string, spans []span, readAt *time.Time) (Result, error) {
 	find := func() (Result, bool, error) {
-		var s liveloads.Stored
+		var s objects.StoredLoad
 		var found bool
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			s, found, err = liveloads.ByContent(ctx, l.o.DB, t.ID, key, ttl-reuseWindow(ttl))
+			s, found, err = objects.LoadByContent(ctx, l.o.DB, t.ID, key, ttl-reuseWindow(ttl))
 			return err
 		})
 		if err != nil {
@@ -595,9 +595,9 @@ func (l *Loader) findOrBuild(ctx context.Context, t tables.Table, props tables.P
 		return res, err
 	}
 	began := time.Now()
-	res, err := l.build(ctx, t, props, ttl, base, spans, liveloads.Load{Table: t.ID, LoadKey: key, Stream: sk, ReadAt: readAt,
+	res, err := l.build(ctx, t, props, ttl, base, spans, objects.Load{Table: t.ID, LoadKey: key, Stream: sk, ReadAt: readAt,
 		TTL: ttl, ReuseFrom: ttl - reuseWindow(ttl)})
-	if errors.Is(err, liveloads.ErrExists) {
+	if errors.Is(err, objects.ErrLoadExists) {
 		res, found, err := find()
 		if err == nil && !found {
 			err = apierr.New(apierr.Unavailable, "load table %s: another file server recorded this load and it is gone; load again", t.FullName())
@@ -689,8 +689,8 @@ type tail struct {
 }
 
 // build makes the load snapshot of spans and records it as rec (its files filled in):
-// liveloads.ErrExists when another node recorded the same first.
-func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, spans []span, rec liveloads.Load) (Result, error) {
+// objects.ErrLoadExists when another node recorded the same first.
+func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, spans []span, rec objects.Load) (Result, error) {
 	md, err := parseMetadata(t, base)
 	if err != nil {
 		return Result{}, err
@@ -715,7 +715,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
 		var b []byte
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			b, err = icebergmeta.MetaFile(ctx, l.o.DB, t.ID, key)
+			b, err = objects.MetaFile(ctx, l.o.DB, t.ID, key)
 			return err
 		})
 		if errors.Is(err, icebergmeta.ErrNoMetaFile) {
@@ -723,7 +723,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		}
 		return b, apierr.Postgres(err, "read %s", key)
 	}))
-	var dels []liveloads.Delete
+	var dels []objects.LoadDelete
 	var replaced []icebergmeta.DataFile
 	if t.Upsert() {
 		if dels, replaced, err = l.deletes(ctx, t, md, reader, tails); err != nil {
@@ -733,7 +733,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 
 	var now time.Time
 	if err := l.query(ctx, func(ctx context.Context) (err error) {
-		now, err = liveloads.Now(ctx, l.o.DB)
+		now, err = pg.Now(ctx, l.o.DB)
 		return err
 	}); err != nil {
 		return Result{}, apierr.Postgres(err, "load table %s", t.FullName())
@@ -803,11 +803,11 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		return Result{}, fmt.Errorf("load table %s: %w", t.FullName(), err)
 	}
 	rec.Tail, rec.Deletes, rec.Meta = add, dels, res.Files
-	err = l.query(ctx, func(ctx context.Context) error { return liveloads.Save(ctx, l.o.DB, rec) })
-	if errors.Is(err, liveloads.ErrExists) {
+	err = l.query(ctx, func(ctx context.Context) error { return objects.SaveLoad(ctx, l.o.DB, rec) })
+	if errors.Is(err, objects.ErrLoadExists) {
 		return Result{}, err
 	}
-	if errors.Is(err, liveloads.ErrTailGone) {
+	if errors.Is(err, objects.ErrTailGone) {
 		return Result{}, apierr.Wrap(apierr.Unavailable, err, "load table %s: a tail file expired while the load was made; load again", t.FullName())
 	}
 	if err != nil {
@@ -837,7 +837,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 // (rangefile.BuildDeletes: the index's key hashes, and the recorded ones of the tail's
 // files it has not indexed). A file gets one only where the tail deletes more of it than
 // its committed delete file does (dead sets only grow with coverage).
-func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata, reader *icebergmeta.Reader, tails []*tail) ([]liveloads.Delete, []icebergmeta.DataFile, error) {
+func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata, reader *icebergmeta.Reader, tails []*tail) ([]objects.LoadDelete, []icebergmeta.DataFile, error) {
 	var withTail []*tail
 	for _, tl := range tails {
 		if tl.end > tl.start {
@@ -868,7 +868,7 @@ func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata,
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []liveloads.Delete
+	var out []objects.LoadDelete
 	var replaced []icebergmeta.DataFile
 	for _, tl := range withTail {
 		fs := append(slices.Clip(committed[tl.p]), tl.files...)
@@ -905,7 +905,7 @@ func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata,
 			if err != nil {
 				return nil, nil, err
 			}
-			out = append(out, liveloads.Delete{Tail: tl.keyed, File: icebergmeta.DataFile{
+			out = append(out, objects.LoadDelete{Tail: tl.keyed, File: icebergmeta.DataFile{
 				Key:       layout.DeleteKey(t.Namespace, t.Name, tl.p, f.Start, f.End, tl.end, st.SHA256),
 				Partition: tl.p, Start: f.Start, End: f.End, Records: st.RowCount, Size: st.Size, SHA256: st.SHA256,
 				Settings: recorded, Stats: stats, DeletesOf: f.Key, CoverEnd: tl.end,
@@ -943,7 +943,7 @@ func (l *Loader) snapshotRows(ctx context.Context, t tables.Table, reader *icebe
 	}
 	var rows map[string]icebergmeta.DataFile
 	if err := l.query(ctx, func(ctx context.Context) (err error) {
-		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		rows, err = objects.DataFiles(ctx, l.o.DB, keys)
 		return err
 	}); err != nil {
 		return nil, apierr.Postgres(err, "load table %s: read its committed %s files", t.FullName(), kind)
@@ -961,13 +961,13 @@ func (l *Loader) snapshotRows(ctx context.Context, t tables.Table, reader *icebe
 // candidates reads, for every span, the indexed ranges and unexpired tail files within
 // it, by partition.
 func (l *Loader) candidates(ctx context.Context, t tables.Table, spans []span) (map[int32][]candidate, error) {
-	ss := make([]liveloads.Span, len(spans))
+	ss := make([]objects.Span, len(spans))
 	for i, s := range spans {
-		ss[i] = liveloads.Span{Partition: s.p, Start: s.start, End: s.end}
+		ss[i] = objects.Span{Partition: s.p, Start: s.start, End: s.end}
 	}
 	var indexed, tails []icebergmeta.DataFile
 	err := l.query(ctx, func(ctx context.Context) (err error) {
-		indexed, tails, err = liveloads.Candidates(ctx, l.o.DB, t.ID, ss, t.Upsert())
+		indexed, tails, err = objects.LoadCandidates(ctx, l.o.DB, t.ID, ss, t.Upsert())
 		return err
 	})
 	if err != nil {
@@ -1065,7 +1065,7 @@ func (l *Loader) fillMeasured(ctx context.Context, t tables.Table, tails []*tail
 	}
 	var rows map[string]icebergmeta.DataFile
 	err := l.query(ctx, func(ctx context.Context) (err error) {
-		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		rows, err = objects.DataFiles(ctx, l.o.DB, keys)
 		return err
 	})
 	if err != nil {
