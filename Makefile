@@ -66,7 +66,7 @@ check-generate: generate ## Fail when the committed gen/ differs from what proto
 		git status --porcelain -- gen; echo "gen/ is stale: run 'make generate' and commit" >&2; exit 1; fi
 
 .PHONY: lint
-lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, the import rules (internal/lint), go mod tidy, buf lint, and static checks of docker-compose.yaml, deploy/.
+lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, the rules of internal/lint (imports, SQL, layout), go mod tidy, buf lint, and static checks of docker-compose.yaml, deploy/.
 	@bad=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' | grep -v '^gen/')); \
 		if [ -n "$$bad" ]; then echo "gofmt needed: $$bad" >&2; exit 1; fi
 	$(GO) vet ./...

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -133,8 +134,8 @@ func (e *Env) Failover(ctx context.Context, o FailoverOptions) ([]FailoverTrial,
 			}
 		}
 		lost := held[victim]
-		var t0 time.Time
-		if err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t0); err != nil {
+		t0, err := pg.Now(ctx, db)
+		if err != nil {
 			return trials, err
 		}
 		procs[victim].Kill()

@@ -28,6 +28,7 @@ import (
 	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/history"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 )
@@ -291,13 +292,7 @@ func TestDrainThroughAnotherNode(t *testing.T) {
 	a := startNode(t, db, "a", lease.RoleFileServer, nil)
 	startNode(t, db, "b", lease.RoleIndexer, nil)
 	ctx := context.Background()
-	var table int64
-	if err := db.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions) VALUES ('default', 't', 't', 0) RETURNING id`).Scan(&table); err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.AddScopes(ctx, db, table, 3); err != nil {
-		t.Fatal(err)
-	}
+	table := leasetest.Table(t, db, "t", 3)
 	heldByB := func() int {
 		ls, err := a.client.ListLeases(ctx, &adminv1.ListLeasesRequest{TableId: table})
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
@@ -119,13 +118,12 @@ func (s *Server) forward(ctx context.Context, method, target string, req, resp p
 // expired (Unavailable: it crashed or cannot reach Postgres). Expired rows are kept for a
 // lease_ttl after expiry, so a crash is told apart for that long.
 func (s *Server) notLive(ctx context.Context, target string) error {
-	var expires time.Time
-	err := s.db.QueryRow(ctx, `SELECT expires_at FROM mink_members WHERE node_id = $1`, target).Scan(&expires)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apierr.New(apierr.NotFound, "node %q: no such node (ListNodes shows the live ones)", target)
-	}
+	expires, found, err := lease.MemberExpiry(ctx, s.db, target)
 	if err != nil {
 		return apierr.Postgres(err, "look up node %q", target)
+	}
+	if !found {
+		return apierr.New(apierr.NotFound, "node %q: no such node (ListNodes shows the live ones)", target)
 	}
 	return apierr.New(apierr.Unavailable, "node %q is not live: its membership expired at %s (crashed, or cannot reach Postgres)",
 		target, expires.UTC().Format(time.RFC3339Nano))

@@ -27,6 +27,7 @@ import (
 	"github.com/minkhq/mink/pkg/history"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/peers"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // Tables is table administration, implemented by the tables package (issue 4). It gets
@@ -50,7 +51,7 @@ type Topics interface {
 // Options builds a Server.
 type Options struct {
 	Leases *lease.Manager // this node's membership and leases
-	DB     lease.DB       // the cluster's Postgres
+	DB     pg.DB          // the cluster's Postgres
 	Tables Tables         // nil: table RPCs answer Unimplemented
 	Topics Topics         // nil: topic RPCs answer Unimplemented
 	// Figures are the role-specific figures GetStatus reports (nil: none).
@@ -71,7 +72,7 @@ type Server struct {
 	adminv1.UnimplementedAdminServiceServer
 	self    string
 	leases  *lease.Manager
-	db      lease.DB
+	db      pg.DB
 	tables  Tables
 	topics  Topics
 	figures func() map[string]string

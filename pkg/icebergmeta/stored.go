@@ -8,37 +8,13 @@ import (
 	"time"
 
 	iceio "github.com/apache/iceberg-go/io"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
 )
 
-// ErrNoMetaFile: no metadata file is stored at the key, or a live load's has expired.
+// ErrNoMetaFile: no metadata file is stored at the key, or a live load's has expired
+// (objects.MetaFile).
 var ErrNoMetaFile = errors.New("no such metadata file")
-
-// MetaFile reads a metadata file of table tableID from mink_meta_files. A live load's
-// file reads as missing once it has expired (by the database's clock), even before
-// collection deletes it: what a plan or a token names never outlives its load's TTL.
-func MetaFile(ctx context.Context, db lease.DB, tableID int64, key string) ([]byte, error) {
-	var b []byte
-	err := db.QueryRow(ctx, `SELECT content FROM mink_meta_files
-		WHERE table_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())`, tableID, key).Scan(&b)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNoMetaFile
-	}
-	return b, err
-}
-
-// TableStore is a Store over the stored metadata files of table tableID, each read
-// bounded by timeout.
-func TableStore(db lease.DB, tableID int64, timeout time.Duration) Store {
-	return StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		return MetaFile(ctx, db, tableID, key)
-	})
-}
 
 // FileIO serves s as an Iceberg FileIO (read only) for iceberg-go's readers: the
 // manifest lists and manifests that a table's metadata names, by their s3:// URIs.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
@@ -49,7 +50,7 @@ func TestMetaFileOfTableUntilExpired(t *testing.T) {
 		}
 	}
 	for _, key := range []string{committed, live} {
-		got, err := icebergmeta.MetaFile(ctx, db, a.ID, key)
+		got, err := objects.MetaFile(ctx, db, a.ID, key)
 		if err != nil || string(got) != key {
 			t.Errorf("%s: %q, %v", key, got, err)
 		}
@@ -58,13 +59,13 @@ func TestMetaFileOfTableUntilExpired(t *testing.T) {
 		table int64
 		key   string
 	}{{a.ID, expired}, {b.ID, committed}, {a.ID, "default/a/metadata/none.avro"}} {
-		if got, err := icebergmeta.MetaFile(ctx, db, c.table, c.key); !errors.Is(err, icebergmeta.ErrNoMetaFile) {
+		if got, err := objects.MetaFile(ctx, db, c.table, c.key); !errors.Is(err, icebergmeta.ErrNoMetaFile) {
 			t.Errorf("table %d %s: %q, %v; want ErrNoMetaFile", c.table, c.key, got, err)
 		}
 	}
 
 	// As iceberg-go opens files: by URI, a missing one as fs.ErrNotExist.
-	fio := icebergmeta.FileIO(ctx, icebergmeta.TableStore(db, a.ID, time.Second))
+	fio := icebergmeta.FileIO(ctx, objects.MetaStore(db, a.ID, time.Second))
 	f, err := fio.Open(layout.URI(live))
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // holdKey is the advisory lock a test holds to keep a node's statements waiting inside
@@ -311,7 +313,7 @@ func TestReplacedIncarnationStaysOutAfterItsReplacementLeaves(t *testing.T) {
 }
 
 // idxA is a Manager of node idx-a that the test drives itself (Register, Round, Leave).
-func idxA(t *testing.T, db lease.DB) *lease.Manager {
+func idxA(t *testing.T, db pg.DB) *lease.Manager {
 	t.Helper()
 	m, err := lease.NewManager(db, lease.Config{NodeID: "idx-a", Roles: []lease.Role{lease.RoleIndexer}, GRPCAddr: "idx-a:7070",
 		TTL: time.Minute, Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))})

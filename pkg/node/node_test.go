@@ -26,6 +26,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/node"
 	"github.com/minkhq/mink/pkg/node/nodetest"
 	"github.com/minkhq/mink/pkg/pgtest"
@@ -124,7 +125,7 @@ func TestRunLifecycle(t *testing.T) {
 	waitServing(t, conn)
 	admin := adminv1.NewAdminServiceClient(conn)
 
-	table := addTable(t, db, "events", 4)
+	table := leasetest.Table(t, db, "events", 4)
 	st := await.For(t, 10*time.Second, "n1 to hold the 4 partition leases", func() (*adminv1.GetStatusResponse, bool) {
 		st, err := admin.GetStatus(ctx, &adminv1.GetStatusRequest{})
 		return st, err == nil && countKind(st.GetLeases(), adminv1.LeaseKind_LEASE_KIND_PARTITION) == 4
@@ -290,19 +291,6 @@ func waitServing(t *testing.T, conn *grpc.ClientConn) {
 			return
 		}
 	}
-}
-
-func addTable(t *testing.T, db *pgxpool.Pool, name string, partitions int32) int64 {
-	t.Helper()
-	ctx := context.Background()
-	var id int64
-	if err := db.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions) VALUES ('default', $1, $1, 0) RETURNING id`, name).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.AddScopes(ctx, db, id, partitions); err != nil {
-		t.Fatal(err)
-	}
-	return id
 }
 
 func heldBy(t *testing.T, db *pgxpool.Pool, table int64, holder string) int {

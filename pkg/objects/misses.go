@@ -8,7 +8,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/minkhq/mink/pkg/apierr"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // Default bounds of a Lookups' negative cache.
@@ -28,7 +28,7 @@ const (
 // the TTL is the bound. Engines only ask for keys a snapshot or a load has named, after
 // it was recorded, so a miss that turns into a file is rare: a client guessing ahead.
 type Lookups struct {
-	db  lease.DB
+	db  pg.DB
 	ttl time.Duration
 
 	mu     sync.Mutex
@@ -39,7 +39,7 @@ type Lookups struct {
 // NewLookups makes a Lookups over db: misses kept for ttl (DefaultMissTTL when 0; a
 // negative ttl caches none), at most keys of them (DefaultMissKeys when 0; the least
 // recently asked go first).
-func NewLookups(db lease.DB, ttl time.Duration, keys int) *Lookups {
+func NewLookups(db pg.DB, ttl time.Duration, keys int) *Lookups {
 	if ttl == 0 {
 		ttl = DefaultMissTTL
 	}

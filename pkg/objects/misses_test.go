@@ -11,14 +11,14 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/await"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // rowCounter counts the single-row queries (Lookup's) that reach Postgres.
 type rowCounter struct {
-	lease.DB
+	pg.DB
 	n atomic.Int64
 }
 

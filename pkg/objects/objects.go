@@ -18,8 +18,8 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -72,7 +72,7 @@ type Record struct {
 }
 
 // Lookup reads what Postgres records of key: a NotFound error when nothing does.
-func Lookup(ctx context.Context, db lease.DB, key string) (Record, error) {
+func Lookup(ctx context.Context, db pg.DB, key string) (Record, error) {
 	r := Record{Key: key}
 	var kind string
 	err := db.QueryRow(ctx, `
@@ -140,7 +140,7 @@ type Listing struct {
 // pages of at most q.Max+1 rows (an index scan from the cursor), and a common prefix's
 // keys are skipped by starting after them, so a page costs about q.Max rows and at most
 // one query per entry and per table, however many files a table holds.
-func List(ctx context.Context, db lease.DB, q Query) (Listing, error) {
+func List(ctx context.Context, db pg.DB, q Query) (Listing, error) {
 	if q.Max > MaxKeys {
 		q.Max = MaxKeys
 	}
@@ -245,7 +245,7 @@ func bounds(lo string, c Cursor) (from, after string, ok bool) {
 
 // page reads up to limit committed objects of one table with keys >= from, > after and
 // (when bounded) < to, in bytewise key order.
-func page(ctx context.Context, db lease.DB, table int64, from, after, to string, bounded bool, limit int) ([]Object, error) {
+func page(ctx context.Context, db pg.DB, table int64, from, after, to string, bounded bool, limit int) ([]Object, error) {
 	sql := pageSQL
 	args := []any{table, from, after, limit}
 	if bounded {

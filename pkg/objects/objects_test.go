@@ -20,7 +20,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
@@ -225,7 +225,7 @@ func diff(got, want []entry) string {
 
 // walk lists every page from after on, max entries a page, and returns the entries in
 // order, checking each page's bounds and order.
-func walk(t *testing.T, db lease.DB, q Query) []entry {
+func walk(t *testing.T, db pg.DB, q Query) []entry {
 	t.Helper()
 	var out []entry
 	for pages := 0; ; pages++ {
@@ -365,7 +365,7 @@ func TestListReadableTables(t *testing.T) {
 
 // countingDB counts the queries and rows of a listing.
 type countingDB struct {
-	lease.DB
+	pg.DB
 	queries int
 }
 

@@ -3,7 +3,7 @@ package objects
 import (
 	"context"
 
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // PartitionFiles is what a set of data files of a table holds of one Kafka partition.
@@ -14,7 +14,7 @@ type PartitionFiles struct {
 
 // ByPartition groups the data files of table at keys (a snapshot's, say) by their Kafka
 // partition; keys that are no data file of the table are left out.
-func ByPartition(ctx context.Context, db lease.DB, table int64, keys []string) (map[int32]PartitionFiles, error) {
+func ByPartition(ctx context.Context, db pg.DB, table int64, keys []string) (map[int32]PartitionFiles, error) {
 	rows, err := db.Query(ctx, `SELECT partition, count(*), max(end_offset) FROM mink_data_files
 		WHERE table_id = $1 AND key = ANY($2) GROUP BY partition`, table, keys)
 	if err != nil {

@@ -2,13 +2,9 @@ package objects
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // RecentFile is a committed data file as Recent names it.
@@ -26,7 +22,7 @@ type RecentFile struct {
 // load's tail files are left out until a commit names them (they are built where they
 // are measured, but the owner may have evicted them by then), and so are the metadata
 // files of load snapshots (they expire).
-func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]RecentFile, time.Time, error) {
+func Recent(ctx context.Context, db pg.DB, since time.Time, limit int) ([]RecentFile, time.Time, error) {
 	rows, err := db.Query(ctx, `
 		SELECT n.now, f.key, f.size, f.committed, f.meta
 		  FROM (SELECT clock_timestamp() AS now) n
@@ -62,47 +58,14 @@ func Recent(ctx context.Context, db lease.DB, since time.Time, limit int) ([]Rec
 
 // WatchCommits calls notify each time a transaction that recorded committed data files
 // commits (the mink_data_files_notify trigger), and once when it starts listening, until
-// ctx ends or the connection fails: its error. It holds one connection of db (Listen).
-func WatchCommits(ctx context.Context, db lease.DB, notify func()) error {
-	return Listen(ctx, db, func(string, string) { notify() }, "mink_data_files")
+// ctx ends or the connection fails: its error. It holds one connection of db (pg.Listen).
+func WatchCommits(ctx context.Context, db pg.DB, notify func()) error {
+	return pg.Listen(ctx, db, func(string, string) { notify() }, "mink_data_files")
 }
 
 // RemovedChannel is told of every file row deleted while its table lives on (migration
 // 0017): read them with Removed.
 const RemovedChannel = "mink_removed_files"
-
-// Listen calls notify with the channel and payload each time a notification arrives on
-// one of channels, and once with "", "" when it starts listening (what happened before is
-// for the caller to read then), until ctx ends or the connection fails: its error. It
-// holds one connection of db, which must lend one (a *pgxpool.Pool); the connection is
-// closed at the end, not returned to the pool, since it listens.
-func Listen(ctx context.Context, db lease.DB, notify func(channel, payload string), channels ...string) error {
-	p, ok := db.(interface {
-		Acquire(context.Context) (*pgxpool.Conn, error)
-	})
-	if !ok {
-		return fmt.Errorf("listen on %v: the database handle lends no connection to listen on", channels)
-	}
-	pc, err := p.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range channels {
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			return err
-		}
-	}
-	notify("", "")
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		notify(n.Channel, n.Payload)
-	}
-}
 
 // RemovedKeepsFor is how long a removed file is recorded (migration 0017): a file server
 // cut off from Postgres longer may miss the removal of a file it caches.
@@ -111,7 +74,7 @@ const RemovedKeepsFor = time.Hour
 // Removed reads the keys of the files removed at since or later (while their tables
 // lived on: collected), and the database's clock now: the since of the next call, less
 // the longest a removing transaction may run (removed_at is when it removed the row).
-func Removed(ctx context.Context, db lease.DB, since time.Time) ([]string, time.Time, error) {
+func Removed(ctx context.Context, db pg.DB, since time.Time) ([]string, time.Time, error) {
 	rows, err := db.Query(ctx, `SELECT n.now, r.key FROM (SELECT clock_timestamp() AS now) n
 		LEFT JOIN mink_removed_files r ON r.removed_at >= $1`, since)
 	if err != nil {

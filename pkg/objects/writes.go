@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/schemapoints"
 )
 
@@ -29,7 +29,7 @@ type Tail struct {
 // The row may exist (the same span measured before, or committed: same offsets, same
 // bytes): an expiry already set is kept when later, but never beyond maxTTL from now. It
 // returns what the row records.
-func RecordTail(ctx context.Context, db lease.DB, t Tail, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
+func RecordTail(ctx context.Context, db pg.DB, t Tail, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := schemapoints.Check(ctx, tx, t.Table, t.Partition, t.Start, t.End, t.Records, t.Settings); err != nil {
 			return err
@@ -58,7 +58,7 @@ const problemsChannel = "mink_file_problems"
 // ReportProblem records that node could not serve key with its recorded bytes, for
 // the table's writer to replace: a report again counts up. The writer holding the
 // table's lease is told when the report commits (WatchProblems).
-func ReportProblem(ctx context.Context, db lease.DB, key string, table int64, reason, detail, node string) error {
+func ReportProblem(ctx context.Context, db pg.DB, key string, table int64, reason, detail, node string) error {
 	_, err := db.Exec(ctx, `WITH r AS (
 			INSERT INTO mink_file_problems (key, table_id, reason, detail, reported_by)
 			VALUES ($1, $2, $3, $4, $5)
@@ -74,8 +74,8 @@ func ReportProblem(ctx context.Context, db lease.DB, key string, table int64, re
 // reported (ReportProblem), and with 0 once when it starts listening (every table:
 // reports made while nobody listened wait), until ctx ends or the connection fails: its
 // error. It holds one connection of db, as WatchCommits does.
-func WatchProblems(ctx context.Context, db lease.DB, notify func(table int64)) error {
-	return Listen(ctx, db, func(_, payload string) {
+func WatchProblems(ctx context.Context, db pg.DB, notify func(table int64)) error {
+	return pg.Listen(ctx, db, func(_, payload string) {
 		id, _ := strconv.ParseInt(payload, 10, 64) // "" (listening): 0
 		notify(id)
 	}, problemsChannel)

@@ -8,8 +8,8 @@ import (
 	"slices"
 
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/upsert"
 )
@@ -109,7 +109,7 @@ func DeletePositions(rs []KeyedRange, d Deletes) ([]int64, error) {
 // BuildDeletes writes d's position delete file with settings s to w, computed from the
 // index (and d.Tail's recorded keys) alone, no Kafka read, with the keys keys holds
 // (nil: none), and returns its statistics.
-func BuildDeletes(ctx context.Context, db lease.DB, keys *KeyCache, d Deletes, s parquetbuild.Settings, w io.Writer) (parquetbuild.FileStats, error) {
+func BuildDeletes(ctx context.Context, db pg.DB, keys *KeyCache, d Deletes, s parquetbuild.Settings, w io.Writer) (parquetbuild.FileStats, error) {
 	pk, err := keys.Partition(ctx, db, d.Table, d.Partition, d.Start, d.CoverEnd, d.Tail)
 	if err != nil {
 		return parquetbuild.FileStats{}, fmt.Errorf("deletes of %s: %w", d.DataKey, err)

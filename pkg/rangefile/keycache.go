@@ -10,7 +10,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/upsert"
 )
@@ -116,11 +117,11 @@ type PartitionKeys struct {
 // coverage to need: its ranges' keys and, for a live load, those of its tail files
 // (keys of mink_data_files rows, in offset order) in place of the ranges they overlap.
 // Through a cache it holds all of the partition's ranges up to to.
-func (c *KeyCache) Partition(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64, tail []string) (*PartitionKeys, error) {
+func (c *KeyCache) Partition(ctx context.Context, db pg.DB, table int64, partition int32, from, to int64, tail []string) (*PartitionKeys, error) {
 	var tailKeys []ranges.RangeKeys
 	if len(tail) > 0 {
 		var err error
-		if tailKeys, err = ranges.FileKeys(ctx, db, tail); err != nil {
+		if tailKeys, err = objects.TailKeys(ctx, db, tail); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +177,7 @@ func (c *KeyCache) Partition(ctx context.Context, db lease.DB, table int64, part
 }
 
 // exactKeys are a partition's keys read and merged as DeletePositions takes them.
-func exactKeys(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64, tail []ranges.RangeKeys) (*PartitionKeys, error) {
+func exactKeys(ctx context.Context, db pg.DB, table int64, partition int32, from, to int64, tail []ranges.RangeKeys) (*PartitionKeys, error) {
 	rs, err := ranges.KeysOf(ctx, db, table, partition, from, to)
 	if err != nil {
 		return nil, err
@@ -234,7 +235,7 @@ func (pk *PartitionKeys) Deletes(d Deletes) ([]int64, error) {
 // index is the partition's index holding the ranges ids (their offsets and SHA256, in
 // offset order, adjacent): the cached one, extended by the keys of ranges it has not
 // seen, or one read anew when it has not the first of ids or one of them was replaced.
-func (c *KeyCache) index(ctx context.Context, db lease.DB, part keyPart, ids []ranges.RangeKeys) (*keyEntry, *upsert.Index, error) {
+func (c *KeyCache) index(ctx context.Context, db pg.DB, part keyPart, ids []ranges.RangeKeys) (*keyEntry, *upsert.Index, error) {
 	c.mu.Lock()
 	el, ok := c.parts[part]
 	if !ok {
@@ -271,7 +272,7 @@ func (c *KeyCache) index(ctx context.Context, db lease.DB, part keyPart, ids []r
 }
 
 // update makes e.idx hold ids (under e.mu), counting c's hits and misses.
-func (e *keyEntry) update(ctx context.Context, db lease.DB, ids []ranges.RangeKeys, c *KeyCache) (*upsert.Index, error) {
+func (e *keyEntry) update(ctx context.Context, db pg.DB, ids []ranges.RangeKeys, c *KeyCache) (*upsert.Index, error) {
 	if e.idx != nil {
 		// Runs before ids's first were collected: kept while they are not most of it.
 		if k := e.runOf(ids[0]); k >= 0 && k <= len(e.ids)/2 {
@@ -303,7 +304,7 @@ func (e *keyEntry) update(ctx context.Context, db lease.DB, ids []ranges.RangeKe
 }
 
 // extend appends to e.idx the ranges ids, which start where it ends, read from Postgres.
-func (e *keyEntry) extend(ctx context.Context, db lease.DB, ids []ranges.RangeKeys, c *KeyCache) error {
+func (e *keyEntry) extend(ctx context.Context, db pg.DB, ids []ranges.RangeKeys, c *KeyCache) error {
 	if len(ids) == 0 {
 		return nil
 	}

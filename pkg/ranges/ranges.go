@@ -18,6 +18,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/schemapoints"
 )
 
@@ -40,6 +41,14 @@ type Range struct {
 	CreatedAt time.Time
 }
 
+// AddPartitions makes the index rows of partitions 0 to partitions-1 of a table, in tx
+// (the one creating or growing the table); those that exist are kept.
+func AddPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32) error {
+	_, err := tx.Exec(ctx, `INSERT INTO mink_partitions (table_id, partition)
+		SELECT $1::bigint, p FROM generate_series(0, $2::int - 1) AS p ON CONFLICT DO NOTHING`, table, partitions)
+	return err
+}
+
 // ErrNotContiguous: the range does not start where the partition's index ends. Nothing
 // was stored.
 var ErrNotContiguous = errors.New("range does not start where the index ends")
@@ -48,7 +57,7 @@ var ErrNotContiguous = errors.New("range does not start where the index ends")
 // partition's indexed end (or the partition has no range yet) and r decodes as the
 // schema points of the partition say (schemapoints.Check). Otherwise nothing changes:
 // lease.ErrLeaseLost, ErrNotContiguous or schemapoints.ErrDecodingMoved.
-func Append(ctx context.Context, db lease.DB, l lease.Lease, r Range) error {
+func Append(ctx context.Context, db pg.DB, l lease.Lease, r Range) error {
 	if l.Kind != lease.KindPartition || l.Table != r.Table || l.Partition != r.Partition {
 		return fmt.Errorf("ranges: lease %s does not cover partition %d of table %d", l.Scope, r.Partition, r.Table)
 	}
@@ -104,7 +113,7 @@ type Partition struct {
 
 // SetIndexError records why the holder of partition lease l cannot index now (msg; ""
 // clears it). Only the lease's current holder changes it.
-func SetIndexError(ctx context.Context, db lease.DB, l lease.Lease, msg string) error {
+func SetIndexError(ctx context.Context, db pg.DB, l lease.Lease, msg string) error {
 	_, err := db.Exec(ctx, `UPDATE mink_partitions p
 		SET index_error = nullif($3, ''),
 		    index_error_at = CASE WHEN $3 = '' THEN NULL ELSE coalesce(CASE WHEN p.index_error = $3 THEN p.index_error_at END, now()) END
@@ -114,7 +123,7 @@ func SetIndexError(ctx context.Context, db lease.DB, l lease.Lease, msg string) 
 }
 
 // Partitions returns the index state of every partition of a table, by partition.
-func Partitions(ctx context.Context, db lease.DB, table int64) ([]Partition, error) {
+func Partitions(ctx context.Context, db pg.DB, table int64) ([]Partition, error) {
 	rows, err := db.Query(ctx, `SELECT p.partition, p.first_offset, p.indexed_end, p.last_range_at,
 			(SELECT count(*) FROM mink_ranges r WHERE r.table_id = p.table_id AND r.partition = p.partition),
 			coalesce(p.index_error, ''), p.index_error_at,
@@ -145,7 +154,7 @@ func Partitions(ctx context.Context, db lease.DB, table int64) ([]Partition, err
 }
 
 // State returns one partition's index state.
-func State(ctx context.Context, db lease.DB, table int64, partition int32) (Partition, error) {
+func State(ctx context.Context, db pg.DB, table int64, partition int32) (Partition, error) {
 	p := Partition{Table: table, Partition: partition}
 	var first, end *int64
 	var last *time.Time
@@ -165,7 +174,7 @@ func State(ctx context.Context, db lease.DB, table int64, partition int32) (Part
 }
 
 // List returns the ranges of one partition that end after offset from, in offset order.
-func List(ctx context.Context, db lease.DB, table int64, partition int32, from int64) ([]Range, error) {
+func List(ctx context.Context, db pg.DB, table int64, partition int32, from int64) ([]Range, error) {
 	rows, err := db.Query(ctx, `SELECT table_id, partition, start_offset, end_offset, epoch, record_count,
 			decode_errors, file_size, sha256, settings, stats, created_at
 		FROM mink_ranges WHERE table_id = $1 AND partition = $2 AND end_offset > $3
@@ -192,17 +201,17 @@ type RangeKeys struct {
 
 // KeysOf returns the keys of a partition's ranges that overlap [from, to), in offset
 // order: an upsert table's deletes are computed from them alone.
-func KeysOf(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
+func KeysOf(ctx context.Context, db pg.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
 	return rangeKeys(ctx, db, table, partition, from, to, true)
 }
 
 // IdentsOf is KeysOf without the keys: which ranges overlap [from, to) (offsets and
 // SHA256), for a cache of their keys to tell what it holds already.
-func IdentsOf(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
+func IdentsOf(ctx context.Context, db pg.DB, table int64, partition int32, from, to int64) ([]RangeKeys, error) {
 	return rangeKeys(ctx, db, table, partition, from, to, false)
 }
 
-func rangeKeys(ctx context.Context, db lease.DB, table int64, partition int32, from, to int64, withKeys bool) ([]RangeKeys, error) {
+func rangeKeys(ctx context.Context, db pg.DB, table int64, partition int32, from, to int64, withKeys bool) ([]RangeKeys, error) {
 	rows, err := db.Query(ctx, `SELECT start_offset, end_offset, sha256, CASE WHEN $5 THEN keys END FROM mink_ranges
 		WHERE table_id = $1 AND partition = $2 AND end_offset > $3 AND start_offset < $4
 		ORDER BY start_offset`, table, partition, from, to, withKeys)
@@ -214,33 +223,4 @@ func rangeKeys(ctx context.Context, db lease.DB, table int64, partition int32, f
 		err := row.Scan(&r.Start, &r.End, &r.SHA256, &r.Keys)
 		return r, err
 	})
-}
-
-// FileKeys returns the keys of live loads' tail files (mink_data_files rows) by key, in
-// the order of keys: an error names one that is gone or has no keys recorded.
-func FileKeys(ctx context.Context, db lease.DB, keys []string) ([]RangeKeys, error) {
-	rows, err := db.Query(ctx, `SELECT key, start_offset, end_offset, keys FROM mink_data_files WHERE key = ANY($1)`, keys)
-	if err != nil {
-		return nil, err
-	}
-	byKey := map[string]RangeKeys{}
-	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
-		var k string
-		var r RangeKeys
-		err := row.Scan(&k, &r.Start, &r.End, &r.Keys)
-		byKey[k] = r
-		return struct{}{}, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]RangeKeys, len(keys))
-	for i, k := range keys {
-		r, ok := byKey[k]
-		if !ok || r.Keys == nil {
-			return nil, fmt.Errorf("tail file %s: no keys recorded (collected, or not an upsert tail)", k)
-		}
-		out[i] = r
-	}
-	return out, nil
 }

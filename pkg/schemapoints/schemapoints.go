@@ -19,6 +19,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // Decoding is what a file's rows were decoded with besides its records: the table's
@@ -77,7 +78,7 @@ func (ps Points) Next(o int64) int64 {
 var ErrDecodingMoved = errors.New("schemapoints: a schema change took effect inside the file; build it again")
 
 // List returns a partition's points, by offset.
-func List(ctx context.Context, db lease.DB, table int64, partition int32) (Points, error) {
+func List(ctx context.Context, db pg.DB, table int64, partition int32) (Points, error) {
 	rows, err := db.Query(ctx, `SELECT from_offset, version, value_schema_id, key_schema_id FROM mink_version_points
 		WHERE table_id = $1 AND partition = $2 ORDER BY from_offset`, table, partition)
 	if err != nil {
@@ -94,7 +95,7 @@ func List(ctx context.Context, db lease.DB, table int64, partition int32) (Point
 // first: the table's current one) when it has none, as a partition of a table created
 // before points existed, or new, has. Whichever build asks first decides, under the
 // partition's row lock; the others read what it stored.
-func Ensure(ctx context.Context, db lease.DB, table int64, partition int32, first Decoding) (Points, error) {
+func Ensure(ctx context.Context, db pg.DB, table int64, partition int32, first Decoding) (Points, error) {
 	ps, err := List(ctx, db, table, partition)
 	if err != nil || len(ps) > 0 {
 		return ps, err
@@ -261,7 +262,7 @@ func Check(ctx context.Context, tx pgx.Tx, table int64, partition int32, start, 
 // AddUnder is Add for the one partition of partition lease l, written under the lease
 // (lease.Fenced: a holder that lost it changes nothing). It returns the partition's last
 // point afterwards.
-func AddUnder(ctx context.Context, db lease.DB, l lease.Lease, from int64, first Decoding, change func(Decoding) Decoding) (Point, error) {
+func AddUnder(ctx context.Context, db pg.DB, l lease.Lease, from int64, first Decoding, change func(Decoding) Decoding) (Point, error) {
 	var pt Point
 	err := lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
 		out, err := Add(ctx, tx, l.Table, map[int32]int64{l.Partition: from}, first, change)

@@ -19,6 +19,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -73,7 +74,7 @@ func (f *fixture) points(p int32) schemapoints.Points {
 }
 
 // add is an alter's Add: version n from offset from on partition p.
-func (f *fixture) add(db lease.DB, p int32, from int64, first schemapoints.Decoding, n int) schemapoints.Point {
+func (f *fixture) add(db pg.DB, p int32, from int64, first schemapoints.Decoding, n int) schemapoints.Point {
 	f.t.Helper()
 	var pt schemapoints.Point
 	err := pgx.BeginFunc(f.ctx, db, func(tx pgx.Tx) error {
@@ -95,7 +96,7 @@ func (f *fixture) appendRange(l lease.Lease, start, end int64, d schemapoints.De
 		Records: end - start, Size: 1, SHA256: "00", Settings: settings(d), Stats: []byte(`[]`)})
 }
 
-func (f *fixture) recordTail(db lease.DB, p int32, start, end, rows int64, d schemapoints.Decoding) error {
+func (f *fixture) recordTail(db pg.DB, p int32, start, end, rows int64, d schemapoints.Decoding) error {
 	_, _, _, err := objects.RecordTail(f.ctx, db, objects.Tail{Table: f.tbl.ID, Key: fmt.Sprintf("t/%d/%d-%d-%v", p, start, end, d),
 		Partition: p, Start: start, End: end, Records: rows, Size: 1, SHA256: "00", Settings: settings(d), Stats: []byte(`[]`)},
 		time.Minute, time.Minute)

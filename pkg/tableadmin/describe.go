@@ -63,7 +63,7 @@ func (c *committedCache) put(key string, v committed) {
 // committedOf reads table t's current metadata: its snapshots and, with files, what the
 // current snapshot's data files hold per partition (its manifests are read for it).
 func (s *Service) committedOf(ctx context.Context, t tables.Table, files bool) (committed, error) {
-	key, _, found, err := tables.CurrentMetadata(ctx, s.DB, t.ID, false)
+	key, _, found, err := objects.CurrentMetadata(ctx, s.DB, t.ID, false)
 	if err != nil || !found {
 		return committed{}, err
 	}
@@ -80,7 +80,7 @@ func (s *Service) committedOf(ctx context.Context, t tables.Table, files bool) (
 // readCommitted reads what metadata file key of table t says.
 func (s *Service) readCommitted(ctx context.Context, t tables.Table, key string, files bool) (committed, error) {
 	var c committed
-	body, err := icebergmeta.MetaFile(ctx, s.DB, t.ID, key)
+	body, err := objects.MetaFile(ctx, s.DB, t.ID, key)
 	if err != nil {
 		return c, fmt.Errorf("table %s.%s: its current metadata: %w", t.Namespace, t.Name, err)
 	}
@@ -110,7 +110,7 @@ func (s *Service) readCommitted(ctx context.Context, t tables.Table, key string,
 		return c, nil
 	}
 	c.files = map[int32]objects.PartitionFiles{}
-	fio := icebergmeta.FileIO(ctx, icebergmeta.TableStore(s.DB, t.ID, metaReadTimeout))
+	fio := icebergmeta.FileIO(ctx, objects.MetaStore(s.DB, t.ID, metaReadTimeout))
 	manifests, err := cur.Manifests(fio)
 	if err != nil {
 		return c, fmt.Errorf("table %s.%s: the current snapshot's manifest list: %w", t.Namespace, t.Name, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -33,7 +34,7 @@ import (
 
 // Service implements admin.Tables.
 type Service struct {
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // schema versions and the schema registry
 
@@ -213,14 +214,8 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 	// alter before left (two alters setting different keys both land), and a column
 	// change is never stored without the property change beside it, or the reverse.
 	err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
-		var props map[string]string
-		// FOR NO KEY UPDATE: tail files being recorded (rows referencing the table) do
-		// not wait for it, while this waits for them on the partitions' rows.
-		if err := tx.QueryRow(ctx, `SELECT properties, version, partitions FROM mink_tables WHERE id = $1 FOR NO KEY UPDATE`,
-			t.ID).Scan(&props, &t.Version, &t.Partitions); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return apierr.New(apierr.NotFound, "table %s does not exist", t.FullName()) // dropped meanwhile
-			}
+		props, err := tables.LockForAlter(ctx, tx, &t)
+		if err != nil {
 			return err
 		}
 		props = maps.Clone(props)

@@ -22,6 +22,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/schemafmt"
 	"github.com/minkhq/mink/pkg/schemafmt/avrofmt"
@@ -39,7 +40,7 @@ var ErrUnknownSchema = errors.New("tablecodec: the record's schema is not known 
 // Codecs builds decoders for any table. Versions and registry schemas never change once
 // stored, so it caches them for the life of the process. Safe for concurrent use.
 type Codecs struct {
-	db  lease.DB
+	db  pg.DB
 	reg *registry.Client // nil: no registry configured
 
 	mu       sync.Mutex
@@ -73,7 +74,7 @@ type latestEntry struct {
 const latestFresh = 2 * time.Second
 
 // New returns Codecs over the cluster's database and its registry (nil: none).
-func New(db lease.DB, reg *registry.Client) *Codecs {
+func New(db pg.DB, reg *registry.Client) *Codecs {
 	return &Codecs{db: db, reg: reg, versions: map[versionKey]tableschema.Version{},
 		schemas: map[schemaKey]*writerSchema{}, latest: map[string]latestEntry{}, schemaLists: map[versionKey]schemaList{}}
 }

@@ -8,17 +8,16 @@ package tables
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // ListPage returns, by name, the tables of namespace whose names sort after after ("":
 // from the first), at most limit (0: all). With committed, only tables whose writer has
 // stored their first metadata (what the catalog lists and loads).
-func ListPage(ctx context.Context, db lease.DB, namespace, after string, limit int, committed bool) ([]Table, error) {
+func ListPage(ctx context.Context, db pg.DB, namespace, after string, limit int, committed bool) ([]Table, error) {
 	rows, err := db.Query(ctx, `SELECT `+columns+` FROM mink_tables t
 		WHERE namespace = $1 AND name COLLATE "C" > $2
 		  AND (NOT $3 OR EXISTS (SELECT 1 FROM mink_table_meta m WHERE m.table_id = t.id))
@@ -31,7 +30,7 @@ func ListPage(ctx context.Context, db lease.DB, namespace, after string, limit i
 
 // NamespacesPage returns the namespaces that have a table and sort after after, in
 // order, at most limit (0: all).
-func NamespacesPage(ctx context.Context, db lease.DB, after string, limit int) ([]string, error) {
+func NamespacesPage(ctx context.Context, db pg.DB, after string, limit int) ([]string, error) {
 	rows, err := db.Query(ctx, `SELECT DISTINCT namespace COLLATE "C" AS ns FROM mink_tables
 		WHERE namespace COLLATE "C" > $1 ORDER BY ns LIMIT NULLIF($2, 0)`, after, limit)
 	if err != nil {
@@ -40,26 +39,10 @@ func NamespacesPage(ctx context.Context, db lease.DB, after string, limit int) (
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// CurrentMetadata is the commit pointer of table: the key of its current metadata file
-// and, with content, the file's bytes (nil when the file is missing). found is false
-// while the table's writer has stored no metadata yet.
-func CurrentMetadata(ctx context.Context, db lease.DB, table int64, content bool) (key string, body []byte, found bool, err error) {
-	err = db.QueryRow(ctx, `SELECT tm.metadata_key, CASE WHEN $2 THEN mf.content END
-		FROM mink_table_meta tm LEFT JOIN mink_meta_files mf ON mf.key = tm.metadata_key
-		WHERE tm.table_id = $1`, table, content).Scan(&key, &body)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil, false, nil
-	}
-	if err != nil {
-		return "", nil, false, err
-	}
-	return key, body, true, nil
-}
-
 // ListAfter returns the tables of namespace ("": of every namespace) that sort after
 // afterNS.afterName by namespace then name in byte order, at most limit (0: all): the
 // admin API's pages of ListTables.
-func ListAfter(ctx context.Context, db lease.DB, namespace, afterNS, afterName string, limit int) ([]Table, error) {
+func ListAfter(ctx context.Context, db pg.DB, namespace, afterNS, afterName string, limit int) ([]Table, error) {
 	rows, err := db.Query(ctx, `SELECT `+columns+` FROM mink_tables
 		WHERE ($1 = '' OR namespace = $1)
 		  AND (namespace COLLATE "C", name COLLATE "C") > ($2 COLLATE "C", $3 COLLATE "C")

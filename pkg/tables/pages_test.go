@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
@@ -54,7 +55,7 @@ func TestPages(t *testing.T) {
 	if got, err := tables.ListPage(ctx, db, "a", "", 0, true); err != nil || len(got) != 0 {
 		t.Errorf("committed, before any metadata: %v %v", names(got), err)
 	}
-	key, body, found, err := tables.CurrentMetadata(ctx, db, ids["a.beta"], true)
+	key, body, found, err := objects.CurrentMetadata(ctx, db, ids["a.beta"], true)
 	if err != nil || found || key != "" || body != nil {
 		t.Errorf("no metadata yet: %q %q %v %v", key, body, found, err)
 	}
@@ -69,11 +70,11 @@ func TestPages(t *testing.T) {
 	if got, err := tables.ListPage(ctx, db, "a", "", 0, true); err != nil || !slices.Equal(names(got), []string{"a.beta", "a.zeta"}) {
 		t.Errorf("committed: %v %v", names(got), err)
 	}
-	key, body, found, err = tables.CurrentMetadata(ctx, db, ids["a.beta"], true)
+	key, body, found, err = objects.CurrentMetadata(ctx, db, ids["a.beta"], true)
 	if err != nil || !found || key != "a/beta/m.json" || string(body) != "{}" {
 		t.Errorf("metadata: %q %q %v %v", key, body, found, err)
 	}
-	if _, body, _, _ = tables.CurrentMetadata(ctx, db, ids["a.beta"], false); body != nil {
+	if _, body, _, _ = objects.CurrentMetadata(ctx, db, ids["a.beta"], false); body != nil {
 		t.Errorf("content read when not asked for")
 	}
 	for _, c := range []struct {

@@ -16,11 +16,12 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
+	"github.com/minkhq/mink/pkg/pg"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
@@ -301,13 +302,13 @@ func (t *Table) Validate() error {
 // Create validates t and creates it with partitions partitions (read from Kafka by the
 // caller), its index rows and its lease rows, in one transaction. Its first schema
 // version is the spec's own fields (JSON and raw tables without a key format).
-func Create(ctx context.Context, db lease.DB, t Table, partitions int32) (Table, error) {
+func Create(ctx context.Context, db pg.DB, t Table, partitions int32) (Table, error) {
 	return CreateVersioned(ctx, db, t, partitions, nil, nil)
 }
 
 // CreateVersioned is Create for a table whose first schema version has the given fields
 // (nil: the spec's own), made from the registry schemas given, which are stored with it.
-func CreateVersioned(ctx context.Context, db lease.DB, t Table, partitions int32, fields []iceberg.NestedField, schemas []RegistrySchema) (Table, error) {
+func CreateVersioned(ctx context.Context, db pg.DB, t Table, partitions int32, fields []iceberg.NestedField, schemas []RegistrySchema) (Table, error) {
 	if err := t.Validate(); err != nil {
 		return Table{}, err
 	}
@@ -340,8 +341,7 @@ func insert(ctx context.Context, tx pgx.Tx, t *Table, partitions int32, first ta
 	err := tx.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions, spec, properties, mode, topic_id)
 		VALUES ($1, $2, $3, 0, $4, $5, $6, NULLIF($7, '')) RETURNING id, created_at`,
 		t.Namespace, t.Name, t.Topic, t.Spec, t.Properties, t.Mode, t.TopicID).Scan(&t.ID, &t.CreatedAt)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+	if pg.Code(err) == pg.UniqueViolation {
 		return apierr.New(apierr.AlreadyExists, "table %s already exists", t.FullName())
 	}
 	if err != nil {
@@ -364,7 +364,7 @@ func insert(ctx context.Context, tx pgx.Tx, t *Table, partitions int32, first ta
 // and a new id, so its index, files, snapshots and leases start afresh, and every node
 // holding a lease of the old one finds it gone. What the old table's rows were is no
 // longer served: it is for a topic that was deleted and created again (TopicLost).
-func Reset(ctx context.Context, db lease.DB, namespace, name, topicID string, partitions int32) (Table, error) {
+func Reset(ctx context.Context, db pg.DB, namespace, name, topicID string, partitions int32) (Table, error) {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
@@ -407,7 +407,7 @@ func Reset(ctx context.Context, db lease.DB, namespace, name, topicID string, pa
 // RecordTopicID records the incarnation of the topic the table indexes, if none is
 // recorded yet (a table older than topic ids, or created before the broker named them).
 // It writes under l, a lease of the table: a holder that lost it changes nothing.
-func RecordTopicID(ctx context.Context, db lease.DB, l lease.Lease, topicID string) error {
+func RecordTopicID(ctx context.Context, db pg.DB, l lease.Lease, topicID string) error {
 	return lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE mink_tables SET topic_id = $2 WHERE id = $1 AND topic_id IS NULL`, l.Table, topicID)
 		return err
@@ -417,7 +417,7 @@ func RecordTopicID(ctx context.Context, db lease.DB, l lease.Lease, topicID stri
 // MarkTopicLost records why the table's topic is no longer the one it indexed, unless a
 // reason is recorded already (the first one stays, with its time). It writes under l, a
 // lease of the table.
-func MarkTopicLost(ctx context.Context, db lease.DB, l lease.Lease, why string) error {
+func MarkTopicLost(ctx context.Context, db pg.DB, l lease.Lease, why string) error {
 	return lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `UPDATE mink_tables SET topic_lost = $2, topic_lost_at = now() WHERE id = $1 AND topic_lost IS NULL`, l.Table, why)
 		return err
@@ -425,8 +425,10 @@ func MarkTopicLost(ctx context.Context, db lease.DB, l lease.Lease, why string) 
 }
 
 func addPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO mink_partitions (table_id, partition)
-		SELECT $1::bigint, p FROM generate_series(0, $2::int - 1) AS p ON CONFLICT DO NOTHING`, table, partitions); err != nil {
+	if err := ranges.AddPartitions(ctx, tx, table, partitions); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE mink_tables SET partitions = greatest(partitions, $2) WHERE id = $1`, table, partitions); err != nil {
 		return err
 	}
 	return lease.AddScopes(ctx, tx, table, partitions)
@@ -437,7 +439,7 @@ func addPartitions(ctx context.Context, tx pgx.Tx, table int64, partitions int32
 // It reports whether anything was added. It writes under l, the table's partition-0
 // lease, whose holder keeps the count current: a holder that lost it changes nothing
 // (lease.ErrLeaseLost).
-func Grow(ctx context.Context, db lease.DB, l lease.Lease, partitions int32) (bool, error) {
+func Grow(ctx context.Context, db pg.DB, l lease.Lease, partitions int32) (bool, error) {
 	if l.Kind != lease.KindPartition || l.Partition != 0 {
 		return false, fmt.Errorf("tables: grow under %s: only the holder of partition 0 grows a table", l.Scope)
 	}
@@ -460,9 +462,23 @@ func Grow(ctx context.Context, db lease.DB, l lease.Lease, partitions int32) (bo
 	return grew, err
 }
 
+// LockForAlter holds t's row in tx for an alter and reads its properties, version and
+// partitions (into t); NotFound if it was dropped meanwhile. FOR NO KEY UPDATE: tail
+// files being recorded (rows referencing the table) do not wait for it, while the alter
+// waits for them on the partitions' rows.
+func LockForAlter(ctx context.Context, tx pgx.Tx, t *Table) (map[string]string, error) {
+	var props map[string]string
+	err := tx.QueryRow(ctx, `SELECT properties, version, partitions FROM mink_tables WHERE id = $1 FOR NO KEY UPDATE`,
+		t.ID).Scan(&props, &t.Version, &t.Partitions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, apierr.New(apierr.NotFound, "table %s does not exist", t.FullName())
+	}
+	return props, err
+}
+
 // SetProperties replaces a table's properties (validated by the caller with ParseProps).
 // The writer serves them as Iceberg properties at its next commit.
-func SetProperties(ctx context.Context, db lease.DB, table int64, props map[string]string) error {
+func SetProperties(ctx context.Context, db pg.DB, table int64, props map[string]string) error {
 	tag, err := db.Exec(ctx, `UPDATE mink_tables SET properties = $2 WHERE id = $1`, table, props)
 	if err != nil {
 		return err
@@ -475,7 +491,7 @@ func SetProperties(ctx context.Context, db lease.DB, table int64, props map[stri
 
 // Drop deletes a table with its index and leases. Holders of its leases find them gone
 // at their next round or fenced write.
-func Drop(ctx context.Context, db lease.DB, namespace, name string) error {
+func Drop(ctx context.Context, db pg.DB, namespace, name string) error {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
@@ -504,7 +520,7 @@ func scan(row pgx.Row) (Table, error) {
 }
 
 // Get returns one table by name.
-func Get(ctx context.Context, db lease.DB, namespace, name string) (Table, error) {
+func Get(ctx context.Context, db pg.DB, namespace, name string) (Table, error) {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
@@ -516,7 +532,7 @@ func Get(ctx context.Context, db lease.DB, namespace, name string) (Table, error
 }
 
 // GetByID returns one table by id.
-func GetByID(ctx context.Context, db lease.DB, id int64) (Table, error) {
+func GetByID(ctx context.Context, db pg.DB, id int64) (Table, error) {
 	t, err := scan(db.QueryRow(ctx, `SELECT `+columns+` FROM mink_tables WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Table{}, apierr.New(apierr.NotFound, "table %d does not exist", id)
@@ -525,7 +541,7 @@ func GetByID(ctx context.Context, db lease.DB, id int64) (Table, error) {
 }
 
 // List returns the tables of one namespace ("" = all), by namespace and name.
-func List(ctx context.Context, db lease.DB, namespace string) ([]Table, error) {
+func List(ctx context.Context, db pg.DB, namespace string) ([]Table, error) {
 	rows, err := db.Query(ctx, `SELECT `+columns+` FROM mink_tables WHERE $1 = '' OR namespace = $1 ORDER BY namespace, name`, namespace)
 	if err != nil {
 		return nil, err
@@ -534,7 +550,7 @@ func List(ctx context.Context, db lease.DB, namespace string) ([]Table, error) {
 }
 
 // Namespaces returns every namespace that has a table.
-func Namespaces(ctx context.Context, db lease.DB) ([]string, error) {
+func Namespaces(ctx context.Context, db pg.DB) ([]string, error) {
 	rows, err := db.Query(ctx, `SELECT DISTINCT namespace FROM mink_tables`)
 	if err != nil {
 		return nil, err
@@ -557,7 +573,7 @@ type LiveSet struct {
 }
 
 // Live reads which tables exist now.
-func Live(ctx context.Context, db lease.DB) (LiveSet, error) {
+func Live(ctx context.Context, db pg.DB) (LiveSet, error) {
 	s := LiveSet{IDs: map[int64]bool{}}
 	var ids []int64
 	err := db.QueryRow(ctx, `SELECT coalesce((SELECT array_agg(id) FROM mink_tables), '{}'),
@@ -573,7 +589,7 @@ func Live(ctx context.Context, db lease.DB) (LiveSet, error) {
 }
 
 // Exists reports whether table id exists now.
-func Exists(ctx context.Context, db lease.DB, id int64) (bool, error) {
+func Exists(ctx context.Context, db pg.DB, id int64) (bool, error) {
 	var ok bool
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mink_tables WHERE id = $1)`, id).Scan(&ok)
 	return ok, err

@@ -11,13 +11,14 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/schemafmt"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
 // Versions returns every version of a table's schema, oldest first. A table created
 // before versions were stored has one: version 0 of its spec.
-func Versions(ctx context.Context, db lease.DB, table int64) ([]tableschema.Version, error) {
+func Versions(ctx context.Context, db pg.DB, table int64) ([]tableschema.Version, error) {
 	rows, err := db.Query(ctx, `SELECT version, schema_id, spec, schema FROM mink_table_versions
 		WHERE table_id = $1 ORDER BY version`, table)
 	if err != nil {
@@ -39,7 +40,7 @@ func Versions(ctx context.Context, db lease.DB, table int64) ([]tableschema.Vers
 }
 
 // GetVersion returns one version of a table's schema.
-func GetVersion(ctx context.Context, db lease.DB, table int64, version int) (tableschema.Version, error) {
+func GetVersion(ctx context.Context, db pg.DB, table int64, version int) (tableschema.Version, error) {
 	v, err := scanVersion(db.QueryRow(ctx, `SELECT version, schema_id, spec, schema FROM mink_table_versions
 		WHERE table_id = $1 AND version = $2`, table, version))
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -103,7 +104,7 @@ type Evolution func(cur tableschema.Version, lastID int) (spec tableschema.Spec,
 // the other, each to the version the one before made. When l is not nil the write is
 // fenced by that lease. A new schema equal to an earlier version's shares its Iceberg
 // schema id. It returns the current version afterwards.
-func Evolve(ctx context.Context, db lease.DB, l *lease.Lease, table int64, fn Evolution) (tableschema.Version, error) {
+func Evolve(ctx context.Context, db pg.DB, l *lease.Lease, table int64, fn Evolution) (tableschema.Version, error) {
 	var out tableschema.Version
 	run := func(tx pgx.Tx) error {
 		var cur int
@@ -191,7 +192,7 @@ type RegistrySchema struct {
 // returns what the table has: the first stored wins, so every process decodes an id the
 // same way forever. (Only a subject and version learned later are added to a schema
 // first fetched by id: they name it, they do not change how it decodes.)
-func SaveRegistrySchema(ctx context.Context, db lease.DB, table int64, s RegistrySchema) (RegistrySchema, error) {
+func SaveRegistrySchema(ctx context.Context, db pg.DB, table int64, s RegistrySchema) (RegistrySchema, error) {
 	var src any
 	if s.Found {
 		src = s.Source
@@ -227,7 +228,7 @@ func scanRegistrySchema(row pgx.Row) (RegistrySchema, error) {
 }
 
 // GetRegistrySchema returns the table's stored registry schema with that id, if any.
-func GetRegistrySchema(ctx context.Context, db lease.DB, table int64, id int) (RegistrySchema, bool, error) {
+func GetRegistrySchema(ctx context.Context, db pg.DB, table int64, id int) (RegistrySchema, bool, error) {
 	s, err := scanRegistrySchema(db.QueryRow(ctx, `SELECT `+registryColumns+` FROM mink_registry_schemas
 		WHERE table_id = $1 AND schema_id = $2`, table, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -237,7 +238,7 @@ func GetRegistrySchema(ctx context.Context, db lease.DB, table int64, id int) (R
 }
 
 // RegistrySchemas returns every registry schema the table has stored, by id.
-func RegistrySchemas(ctx context.Context, db lease.DB, table int64) ([]RegistrySchema, error) {
+func RegistrySchemas(ctx context.Context, db pg.DB, table int64) ([]RegistrySchema, error) {
 	rows, err := db.Query(ctx, `SELECT `+registryColumns+` FROM mink_registry_schemas
 		WHERE table_id = $1 ORDER BY schema_id`, table)
 	if err != nil {
@@ -248,7 +249,7 @@ func RegistrySchemas(ctx context.Context, db lease.DB, table int64) ([]RegistryS
 
 // LatestRegistrySchema returns the stored schema of subject with the highest version:
 // what the table knows as the subject's latest, without asking the registry.
-func LatestRegistrySchema(ctx context.Context, db lease.DB, table int64, subject string) (RegistrySchema, bool, error) {
+func LatestRegistrySchema(ctx context.Context, db pg.DB, table int64, subject string) (RegistrySchema, bool, error) {
 	s, err := scanRegistrySchema(db.QueryRow(ctx, `SELECT `+registryColumns+` FROM mink_registry_schemas
 		WHERE table_id = $1 AND subject = $2 AND found ORDER BY version DESC, schema_id DESC LIMIT 1`, table, subject))
 	if errors.Is(err, pgx.ErrNoRows) {

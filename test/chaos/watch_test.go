@@ -15,6 +15,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/test/cluster"
 )
 
@@ -182,9 +183,7 @@ func localClock() (time.Time, error) { return time.Now(), nil }
 func (c *chaosCluster) dbClock() (time.Time, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var now time.Time
-	err := c.DB.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now, err
+	return pg.Now(ctx, c.DB)
 }
 
 // ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import (
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/roleproc"
@@ -349,8 +350,8 @@ func (c *Cluster) StartKafka() { c.T.Helper(); c.Kafka.Restart() }
 // DBNow is the database's clock, the only one lease times are measured with.
 func (c *Cluster) DBNow() time.Time {
 	c.T.Helper()
-	var now time.Time
-	if err := c.DB.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+	now, err := pg.Now(context.Background(), c.DB)
+	if err != nil {
 		c.T.Fatal(err)
 	}
 	return now

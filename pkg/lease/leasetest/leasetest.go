@@ -12,18 +12,20 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // Table registers a table with its lease rows, as table creation will, and returns its id.
-func Table(tb testing.TB, db lease.DB, name string, partitions int32) int64 {
+func Table(tb testing.TB, db pg.DB, name string, partitions int32) int64 {
 	tb.Helper()
 	ctx := context.Background()
 	var id int64
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `INSERT INTO mink_tables (namespace, name, topic, partitions)
-			VALUES ('default', $1, $1, 0) RETURNING id`, name).Scan(&id); err != nil {
+			VALUES ('default', $1, $1, $2) RETURNING id`, name, partitions).Scan(&id); err != nil {
 			return err
 		}
 		return lease.AddScopes(ctx, tx, id, partitions)
@@ -38,7 +40,7 @@ func Table(tb testing.TB, db lease.DB, name string, partitions int32) int64 {
 // lease round would, for tests of code that runs under a lease without a lease manager:
 // holder is made a live member for an hour (its row is kept, and extended, if it is
 // one already), since a lease is live only while its holder's member row is.
-func Take(tb testing.TB, db lease.DB, s lease.Scope, holder string) lease.Lease {
+func Take(tb testing.TB, db pg.DB, s lease.Scope, holder string) lease.Lease {
 	tb.Helper()
 	ctx := context.Background()
 	l := lease.Lease{Scope: s, Holder: holder}
@@ -60,7 +62,7 @@ func Take(tb testing.TB, db lease.DB, s lease.Scope, holder string) lease.Lease 
 
 // Expire ends node's membership as a crash would once lease_ttl has passed: its member
 // row expires now, so every lease it holds is dead and the next round frees it.
-func Expire(tb testing.TB, db lease.DB, node string) {
+func Expire(tb testing.TB, db pg.DB, node string) {
 	tb.Helper()
 	if _, err := db.Exec(context.Background(), `UPDATE mink_members SET expires_at = now() WHERE node_id = $1`, node); err != nil {
 		tb.Fatalf("expire member %s: %v", node, err)
@@ -82,7 +84,7 @@ var ErrCut = errors.New("leasetest: connection to Postgres cut")
 // fails at once, as if the node were partitioned from Postgres (or crashed, seen from
 // Postgres).
 type CuttableDB struct {
-	DB  lease.DB
+	DB  pg.DB
 	cut atomic.Bool
 }
 

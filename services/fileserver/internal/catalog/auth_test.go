@@ -35,7 +35,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
@@ -93,7 +93,7 @@ func (l *logBuffer) String() string {
 // (fresh uncommitted), sales.{orders,refunds}, other.secret.
 type fixture struct {
 	t    *testing.T
-	db   lease.DB
+	db   pg.DB
 	h    http.Handler
 	a    *auth.Authority
 	logs *logBuffer
@@ -134,7 +134,7 @@ func newFixture(t *testing.T, authOn bool) *fixture {
 	return f
 }
 
-func (f *fixture) handler(db lease.DB) http.Handler {
+func (f *fixture) handler(db pg.DB) http.Handler {
 	f.t.Helper()
 	h, err := New(Options{DB: db, FileIO: S3Config(fileIOURL, "us-east-1"), Auth: f.a, LookupTimeout: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})

@@ -28,8 +28,8 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
 	"github.com/minkhq/mink/services/fileserver/internal/plan"
@@ -44,7 +44,7 @@ const (
 
 // Options configure the catalog.
 type Options struct {
-	DB lease.DB
+	DB pg.DB
 	// FileIO is the config a load hands engines for reading files: s3.endpoint,
 	// s3.region, s3.path-style-access, credentials. It is also served as /v1/config
 	// defaults.

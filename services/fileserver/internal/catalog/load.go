@@ -15,6 +15,7 @@ import (
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/live"
 )
@@ -63,7 +64,7 @@ func (c *catalog) load(ctx context.Context, p *auth.Principal, ns, name string, 
 	}
 	cur := current{table: t}
 	var found bool
-	cur.key, cur.content, found, err = tables.CurrentMetadata(ctx, c.o.DB, t.ID, content)
+	cur.key, cur.content, found, err = objects.CurrentMetadata(ctx, c.o.DB, t.ID, content)
 	switch {
 	case err != nil:
 		return current{}, apierr.Postgres(err, "load table %s", t.FullName())

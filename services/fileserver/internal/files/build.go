@@ -10,8 +10,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/atomicmax"
 	"github.com/minkhq/mink/pkg/filecache"
@@ -19,6 +17,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/upsert"
@@ -303,9 +302,8 @@ func (s *Store) reportProblem(r objects.Record, table, reason, detail string, er
 	defer cancel()
 	s.met.reportedFile(ctx, reason)
 	dbErr := objects.ReportProblem(ctx, s.o.DB, r.Key, r.TableID, reason, detail, s.o.NodeID)
-	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(dbErr, &pgErr) && pgErr.Code == "42P01": // undefined_table
+	case pg.Code(dbErr) == pg.UndefinedTable:
 		s.log.Warn("mink_file_problems does not exist (schema older than the file-problems migration): the problem is only logged", "key", r.Key)
 	case dbErr != nil:
 		s.log.Warn("could not record the file problem in Postgres; it is logged only", "key", r.Key, "error", dbErr)

@@ -25,10 +25,10 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/peers"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 )
@@ -44,7 +44,7 @@ const DefaultBuildMemory = 128 << 20
 // Options configure a Store.
 type Options struct {
 	NodeID string
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // how tables' files decode; nil: over DB, without a registry
 	Cache  *filecache.Cache

@@ -8,6 +8,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -114,7 +115,7 @@ func (s *Store) listenGone(ctx context.Context, kick chan<- struct{}) {
 		}
 	}
 	for ctx.Err() == nil {
-		err := objects.Listen(ctx, s.o.DB, notify, tables.Channel, objects.RemovedChannel)
+		err := pg.Listen(ctx, s.o.DB, notify, tables.Channel, objects.RemovedChannel)
 		if ctx.Err() != nil {
 			return
 		}

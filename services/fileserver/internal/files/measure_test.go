@@ -27,7 +27,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -63,11 +63,11 @@ const (
 
 func newMeasureEnv(t *testing.T, ids ...string) *measureEnv {
 	t.Helper()
-	return newMeasureEnvOver(t, func(db lease.DB) lease.DB { return db }, ids...)
+	return newMeasureEnvOver(t, func(db pg.DB) pg.DB { return db }, ids...)
 }
 
 // newMeasureEnvOver is newMeasureEnv with the stores' database seen through wrap.
-func newMeasureEnvOver(t *testing.T, wrap func(lease.DB) lease.DB, ids ...string) *measureEnv {
+func newMeasureEnvOver(t *testing.T, wrap func(pg.DB) pg.DB, ids ...string) *measureEnv {
 	t.Helper()
 	ctx := context.Background()
 	db, _ := pgtest.DB(t)

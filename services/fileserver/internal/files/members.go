@@ -9,6 +9,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/owner"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // members is this node's view of the live file servers, refreshed from Postgres every
@@ -16,7 +17,7 @@ import (
 // known is kept: owners must stay where the cached files are for cached reads to go on
 // through a Postgres outage.
 type members struct {
-	db       lease.DB
+	db       pg.DB
 	self     string
 	interval time.Duration
 	log      *slog.Logger

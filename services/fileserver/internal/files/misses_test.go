@@ -15,13 +15,13 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 )
 
 // countingDB counts every exchange with Postgres.
 type countingDB struct {
-	lease.DB
+	pg.DB
 	n atomic.Int64
 }
 
@@ -56,7 +56,7 @@ func (c *countingDB) Begin(ctx context.Context) (pgx.Tx, error) {
 // once when this process recorded it (Created).
 func TestUnknownKeysCostNoQueries(t *testing.T) {
 	var cdb countingDB
-	e := newMeasureEnvOver(t, func(db lease.DB) lease.DB { cdb.DB = db; return &cdb }, "fs-1", "fs-2")
+	e := newMeasureEnvOver(t, func(db pg.DB) pg.DB { cdb.DB = db; return &cdb }, "fs-1", "fs-2")
 	ctx := e.ctx
 	var unknown []string
 	for i := range 8 {

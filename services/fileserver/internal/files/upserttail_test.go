@@ -15,10 +15,10 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
-	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -127,7 +127,7 @@ func TestUpsertTailBeyondTheHold(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("tail file: %d bytes, holding every latest record builds %d bytes, not the same", len(got), want.Len())
 	}
-	fk, err := ranges.FileKeys(ctx, db, []string{m.Key})
+	fk, err := objects.TailKeys(ctx, db, []string{m.Key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 	"github.com/minkhq/mink/pkg/filecache"
 	"github.com/minkhq/mink/pkg/httplimit"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/services/fileserver/internal/catalog"
@@ -43,8 +43,8 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	NodeID string   // this node's id, as registered in the members table
-	DB     lease.DB // the cluster's Postgres (a *pgxpool.Pool)
+	NodeID string // this node's id, as registered in the members table
+	DB     pg.DB  // the cluster's Postgres (a *pgxpool.Pool)
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // decoders of tables' files; nil: over DB, without a registry
 

@@ -14,7 +14,8 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/liveloads"
+	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/services/fileserver/internal/files"
 )
@@ -37,8 +38,8 @@ type tail struct {
 }
 
 // build makes the load snapshot of spans and records it as rec (its files filled in):
-// liveloads.ErrExists when another node recorded the same first.
-func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, spans []span, rec liveloads.Load) (Result, error) {
+// objects.ErrLoadExists when another node recorded the same first.
+func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, spans []span, rec objects.Load) (Result, error) {
 	md, err := parseMetadata(t, base)
 	if err != nil {
 		return Result{}, err
@@ -63,7 +64,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 	reader := icebergmeta.NewReader(icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
 		var b []byte
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			b, err = icebergmeta.MetaFile(ctx, l.o.DB, t.ID, key)
+			b, err = objects.MetaFile(ctx, l.o.DB, t.ID, key)
 			return err
 		})
 		if errors.Is(err, icebergmeta.ErrNoMetaFile) {
@@ -71,7 +72,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		}
 		return b, apierr.Postgres(err, "read %s", key)
 	}))
-	var dels []liveloads.Delete
+	var dels []objects.LoadDelete
 	var replaced []icebergmeta.DataFile
 	if t.Upsert() {
 		if dels, replaced, err = l.deletes(ctx, t, md, reader, tails); err != nil {
@@ -81,7 +82,7 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 
 	var now time.Time
 	if err := l.query(ctx, func(ctx context.Context) (err error) {
-		now, err = liveloads.Now(ctx, l.o.DB)
+		now, err = pg.Now(ctx, l.o.DB)
 		return err
 	}); err != nil {
 		return Result{}, apierr.Postgres(err, "load table %s", t.FullName())
@@ -151,11 +152,11 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		return Result{}, fmt.Errorf("load table %s: %w", t.FullName(), err)
 	}
 	rec.Tail, rec.Deletes, rec.Meta = add, dels, res.Files
-	err = l.query(ctx, func(ctx context.Context) error { return liveloads.Save(ctx, l.o.DB, rec) })
-	if errors.Is(err, liveloads.ErrExists) {
+	err = l.query(ctx, func(ctx context.Context) error { return objects.SaveLoad(ctx, l.o.DB, rec) })
+	if errors.Is(err, objects.ErrLoadExists) {
 		return Result{}, err
 	}
-	if errors.Is(err, liveloads.ErrTailGone) {
+	if errors.Is(err, objects.ErrTailGone) {
 		return Result{}, apierr.Wrap(apierr.Unavailable, err, "load table %s: a tail file expired while the load was made; load again", t.FullName())
 	}
 	if err != nil {
@@ -181,13 +182,13 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 // candidates reads, for every span, the indexed ranges and unexpired tail files within
 // it, by partition.
 func (l *Loader) candidates(ctx context.Context, t tables.Table, spans []span) (map[int32][]candidate, error) {
-	ss := make([]liveloads.Span, len(spans))
+	ss := make([]objects.Span, len(spans))
 	for i, s := range spans {
-		ss[i] = liveloads.Span{Partition: s.p, Start: s.start, End: s.end}
+		ss[i] = objects.Span{Partition: s.p, Start: s.start, End: s.end}
 	}
 	var indexed, tails []icebergmeta.DataFile
 	err := l.query(ctx, func(ctx context.Context) (err error) {
-		indexed, tails, err = liveloads.Candidates(ctx, l.o.DB, t.ID, ss, t.Upsert())
+		indexed, tails, err = objects.LoadCandidates(ctx, l.o.DB, t.ID, ss, t.Upsert())
 		return err
 	})
 	if err != nil {
@@ -285,7 +286,7 @@ func (l *Loader) fillMeasured(ctx context.Context, t tables.Table, tails []*tail
 	}
 	var rows map[string]icebergmeta.DataFile
 	err := l.query(ctx, func(ctx context.Context) (err error) {
-		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		rows, err = objects.DataFiles(ctx, l.o.DB, keys)
 		return err
 	})
 	if err != nil {

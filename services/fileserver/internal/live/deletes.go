@@ -12,7 +12,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/liveloads"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tables"
@@ -25,7 +25,7 @@ import (
 // (rangefile.BuildDeletes: the index's key hashes, and the recorded ones of the tail's
 // files it has not indexed). A file gets one only where the tail deletes more of it than
 // its committed delete file does (dead sets only grow with coverage).
-func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata, reader *icebergmeta.Reader, tails []*tail) ([]liveloads.Delete, []icebergmeta.DataFile, error) {
+func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata, reader *icebergmeta.Reader, tails []*tail) ([]objects.LoadDelete, []icebergmeta.DataFile, error) {
 	var withTail []*tail
 	for _, tl := range tails {
 		if tl.end > tl.start {
@@ -56,7 +56,7 @@ func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata,
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []liveloads.Delete
+	var out []objects.LoadDelete
 	var replaced []icebergmeta.DataFile
 	for _, tl := range withTail {
 		fs := append(slices.Clip(committed[tl.p]), tl.files...)
@@ -93,7 +93,7 @@ func (l *Loader) deletes(ctx context.Context, t tables.Table, md table.Metadata,
 			if err != nil {
 				return nil, nil, err
 			}
-			out = append(out, liveloads.Delete{Tail: tl.keyed, File: icebergmeta.DataFile{
+			out = append(out, objects.LoadDelete{Tail: tl.keyed, File: icebergmeta.DataFile{
 				Key:       layout.DeleteKey(t.Namespace, t.Name, tl.p, f.Start, f.End, tl.end, st.SHA256),
 				Partition: tl.p, Start: f.Start, End: f.End, Records: st.RowCount, Size: st.Size, SHA256: st.SHA256,
 				Settings: recorded, Stats: stats, DeletesOf: f.Key, CoverEnd: tl.end,
@@ -131,7 +131,7 @@ func (l *Loader) snapshotRows(ctx context.Context, t tables.Table, reader *icebe
 	}
 	var rows map[string]icebergmeta.DataFile
 	if err := l.query(ctx, func(ctx context.Context) (err error) {
-		rows, err = liveloads.DataFiles(ctx, l.o.DB, keys)
+		rows, err = objects.DataFiles(ctx, l.o.DB, keys)
 		return err
 	}); err != nil {
 		return nil, apierr.Postgres(err, "load table %s: read its committed %s files", t.FullName(), kind)

@@ -24,7 +24,7 @@ import (
 	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
@@ -71,7 +71,7 @@ type Measurer interface {
 
 // Options configure a Loader.
 type Options struct {
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Files  Measurer
 	Codecs *tablecodec.Codecs // the tables' schemas

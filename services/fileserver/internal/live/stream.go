@@ -16,7 +16,7 @@ import (
 	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/liveloads"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -171,12 +171,12 @@ func (l *Loader) read(ctx context.Context, t tables.Table, props tables.Props, b
 		if ahead {
 			bound = props.LiveSnapshotSpacing()
 		}
-		var s liveloads.Stored
+		var s objects.StoredLoad
 		var age time.Duration
 		var now time.Time
 		var found bool
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			s, age, now, found, err = liveloads.Newest(ctx, l.o.DB, t.ID, sk, bound)
+			s, age, now, found, err = objects.NewestLoad(ctx, l.o.DB, t.ID, sk, bound)
 			return err
 		})
 		if err != nil {
@@ -312,10 +312,10 @@ func (l *Loader) recentLoad(key string, window time.Duration) (Result, bool) {
 // Losing the race to record it to another node, it answers with the other's.
 func (l *Loader) findOrBuild(ctx context.Context, t tables.Table, props tables.Props, ttl time.Duration, base Base, sk, key string, spans []span, readAt *time.Time) (Result, error) {
 	find := func() (Result, bool, error) {
-		var s liveloads.Stored
+		var s objects.StoredLoad
 		var found bool
 		err := l.query(ctx, func(ctx context.Context) (err error) {
-			s, found, err = liveloads.ByContent(ctx, l.o.DB, t.ID, key, ttl-reuseWindow(ttl))
+			s, found, err = objects.LoadByContent(ctx, l.o.DB, t.ID, key, ttl-reuseWindow(ttl))
 			return err
 		})
 		if err != nil {
@@ -330,9 +330,9 @@ func (l *Loader) findOrBuild(ctx context.Context, t tables.Table, props tables.P
 		return res, err
 	}
 	began := time.Now()
-	res, err := l.build(ctx, t, props, ttl, base, spans, liveloads.Load{Table: t.ID, LoadKey: key, Stream: sk, ReadAt: readAt,
+	res, err := l.build(ctx, t, props, ttl, base, spans, objects.Load{Table: t.ID, LoadKey: key, Stream: sk, ReadAt: readAt,
 		TTL: ttl, ReuseFrom: ttl - reuseWindow(ttl)})
-	if errors.Is(err, liveloads.ErrExists) {
+	if errors.Is(err, objects.ErrLoadExists) {
 		res, found, err := find()
 		if err == nil && !found {
 			err = apierr.New(apierr.Unavailable, "load table %s: another file server recorded this load and it is gone; load again", t.FullName())

@@ -17,7 +17,8 @@ import (
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -88,7 +89,7 @@ type Catalog interface {
 
 // Options configure a Planner.
 type Options struct {
-	DB      lease.DB
+	DB      pg.DB
 	Catalog Catalog
 	// LookupTimeout bounds each Postgres read (default 5s).
 	LookupTimeout time.Duration
@@ -325,7 +326,7 @@ func (p *Planner) token(t tables.Table, s, what string) (token, error) {
 // retention age).
 func (p *Planner) replay(r *http.Request, t tables.Table, tok token, what string) (source, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.o.LookupTimeout)
-	content, err := icebergmeta.MetaFile(ctx, p.o.DB, t.ID, tok.Metadata)
+	content, err := objects.MetaFile(ctx, p.o.DB, t.ID, tok.Metadata)
 	cancel()
 	if err == nil {
 		return newSource(t, tok.Metadata, content)

@@ -22,6 +22,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/tables"
 )
 
@@ -224,7 +225,7 @@ func (p *Planner) scan(ctx context.Context, k scanKey, src source) (*planned, er
 	if out.filter, err = parseFilter(k.Filter, names, out.schema, !k.CaseInsensitive); err != nil {
 		return nil, err
 	}
-	store := icebergmeta.TableStore(p.o.DB, src.table.ID, p.o.LookupTimeout)
+	store := objects.MetaStore(p.o.DB, src.table.ID, p.o.LookupTimeout)
 	it := table.New(table.Identifier{src.table.Namespace, src.table.Name}, md, layout.URI(src.key),
 		func(ctx context.Context) (iceio.IO, error) { return icebergmeta.FileIO(ctx, store), nil }, nil)
 	// The names are the planning schema's now, so binding is case-sensitive.

@@ -25,6 +25,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
@@ -37,7 +38,7 @@ import (
 
 // Indexer runs the partition workers of one indexer node.
 type Indexer struct {
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs
 	Log    *slog.Logger
@@ -77,7 +78,7 @@ type partition struct {
 
 // Options are what an Indexer needs.
 type Options struct {
-	DB     lease.DB
+	DB     pg.DB
 	Kafka  *kafkasrc.Client
 	Codecs *tablecodec.Codecs // decoders, schema versions, the schema registry
 	Meter  metric.Meter

@@ -12,7 +12,8 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
-	"github.com/minkhq/mink/services/writer/internal/store"
+	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/ranges"
 )
 
 const (
@@ -41,13 +42,13 @@ func (tw *tableWriter) collect(ctx context.Context) error {
 		return err
 	}
 
-	keys, err := store.ListCollectable(ctx, tw.w.db, tw.l.Table)
+	keys, err := objects.ListCollectable(ctx, tw.w.db, tw.l.Table)
 	if err != nil {
 		return err
 	}
 	dataKeys := slices.DeleteFunc(keys.Data, func(k string) bool { return refs.Data[k] })
 	if err := tw.deleteKeys(ctx, "data_file", dataKeys, &budget, func(tx pgx.Tx, chunk []string) (int64, error) {
-		return store.DeleteDataFiles(ctx, tx, tw.l.Table, chunk)
+		return objects.DeleteDataFiles(ctx, tx, tw.l.Table, chunk)
 	}); err != nil {
 		return err
 	}
@@ -55,14 +56,14 @@ func (tw *tableWriter) collect(ctx context.Context) error {
 		return refs.Meta[k] || !icebergmeta.IsWriterKey(tw.tbl.Namespace, tw.tbl.Name, k)
 	})
 	if err := tw.deleteKeys(ctx, "meta_file", metaKeys, &budget, func(tx pgx.Tx, chunk []string) (int64, error) {
-		return store.DeleteMetaFiles(ctx, tx, tw.l.Table, chunk, false)
+		return objects.DeleteMetaFiles(ctx, tx, tw.l.Table, chunk, false)
 	}); err != nil {
 		return err
 	}
 	// Live loads' metadata files (metadata/live/, stored by file servers) expire: they
 	// go once expired, never before. The writer's own never expire.
 	if err := tw.deleteKeys(ctx, "meta_file", keys.ExpiredMeta, &budget, func(tx pgx.Tx, chunk []string) (int64, error) {
-		return store.DeleteMetaFiles(ctx, tx, tw.l.Table, chunk, true)
+		return objects.DeleteMetaFiles(ctx, tx, tw.l.Table, chunk, true)
 	}); err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func (tw *tableWriter) collect(ctx context.Context) error {
 // writer holds.
 func (tw *tableWriter) fencedAtVersion(ctx context.Context, fn func(pgx.Tx) error) error {
 	return lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		v, err := store.Version(ctx, tx, tw.l.Table)
+		v, err := objects.MetaVersion(ctx, tx, tw.l.Table)
 		if err != nil {
 			return err
 		}
@@ -89,7 +90,7 @@ func (tw *tableWriter) fencedAtVersion(ctx context.Context, fn func(pgx.Tx) erro
 // century), every row a load made is collected after at most that long.
 func (tw *tableWriter) capExpiries(ctx context.Context) error {
 	return lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		if err := store.CapExpiries(ctx, tx, tw.l.Table, icebergmeta.LiveTTLOf(tw.tbl.Properties)); err != nil {
+		if err := objects.CapExpiries(ctx, tx, tw.l.Table, icebergmeta.LiveTTLOf(tw.tbl.Properties)); err != nil {
 			return fmt.Errorf("cap live-load expiries: %w", err)
 		}
 		return nil
@@ -132,7 +133,7 @@ func (tw *tableWriter) collectRanges(ctx context.Context, refs icebergmeta.Refs,
 			continue
 		}
 		limit := min(ls, tw.st.cover[p].End)
-		rs, err := store.LeadingRanges(ctx, tw.w.db, tw.l.Table, p, limit, collectBatch)
+		rs, err := ranges.Leading(ctx, tw.w.db, tw.l.Table, p, limit, collectBatch)
 		if err != nil {
 			return err
 		}
@@ -150,7 +151,7 @@ func (tw *tableWriter) collectRanges(ctx context.Context, refs icebergmeta.Refs,
 		var n int64
 		err = tw.fencedAtVersion(ctx, func(tx pgx.Tx) error {
 			var err error
-			n, err = store.DeleteRanges(ctx, tx, tw.l.Table, p, starts)
+			n, err = ranges.DeleteLeading(ctx, tx, tw.l.Table, p, starts)
 			return err
 		})
 		if err != nil {

@@ -18,12 +18,12 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tables"
-	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
 // Summary keys of a snapshot that replaced files the file servers reported because Kafka
@@ -41,7 +41,7 @@ const maxRepairFiles = 100
 
 // fileProblem is a row of mink_file_problems: a file server could not serve Key with its
 // recorded bytes. Reports is the count read: a clear leaves a row reported again since.
-type fileProblem = store.Problem
+type fileProblem = objects.Problem
 
 // repairOutcome is what rebuilding a reported file found.
 type repairOutcome string
@@ -211,7 +211,7 @@ func (tw *tableWriter) startRepairs(ctx context.Context) error {
 
 // buildDeletes builds a position delete file from the index as it is now, into nothing,
 // to measure it.
-func buildDeletes(ctx context.Context, db lease.DB, keys *rangefile.KeyCache, t tables.Table, f icebergmeta.DataFile) (icebergmeta.DataFile, error) {
+func buildDeletes(ctx context.Context, db pg.DB, keys *rangefile.KeyCache, t tables.Table, f icebergmeta.DataFile) (icebergmeta.DataFile, error) {
 	var s parquetbuild.Settings
 	if err := json.Unmarshal(f.Settings, &s); err != nil {
 		return icebergmeta.DataFile{}, fmt.Errorf("bad recorded settings: %w", err)
@@ -382,7 +382,7 @@ func keysOfProblems(ps []fileProblem) []string {
 
 // problems reads the table's file problems.
 func (tw *tableWriter) problems(ctx context.Context) ([]fileProblem, error) {
-	return store.Problems(ctx, tw.w.db, tw.l.Table)
+	return objects.Problems(ctx, tw.w.db, tw.l.Table)
 }
 
 // clearProblems deletes problem rows that need no replacement, under the lease and only
@@ -398,7 +398,7 @@ func (tw *tableWriter) clearProblems(ctx context.Context, why repairOutcome, ps 
 	var n int64
 	err := tw.fencedAtVersion(ctx, func(tx pgx.Tx) error {
 		var err error
-		n, err = store.ClearProblems(ctx, tx, tw.l.Table, ps)
+		n, err = objects.ClearProblems(ctx, tx, tw.l.Table, ps)
 		return err
 	})
 	if err != nil {

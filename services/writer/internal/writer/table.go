@@ -21,9 +21,10 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tables"
-	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
 var (
@@ -93,10 +94,13 @@ func (w *Writer) open(ctx context.Context, l lease.Lease, log *slog.Logger, repo
 	for _, err := range bad {
 		log.Warn("bad writer property; using its default", "error", err)
 	}
+	metaFiles := icebergmeta.StoreFunc(func(ctx context.Context, key string) ([]byte, error) {
+		return objects.MetaFile(ctx, w.db, l.Table, key)
+	})
 	tw := &tableWriter{
 		w: w, l: l, log: log, tbl: tbl, cfg: cfg,
 		meta:         icebergmeta.Table{Namespace: tbl.Namespace, Name: tbl.Name, Properties: tbl.Properties},
-		reader:       icebergmeta.NewReader(icebergmeta.StoreFunc(w.metaFile)),
+		reader:       icebergmeta.NewReader(metaFiles),
 		attrs:        metric.WithAttributes(attribute.String("table", tbl.FullName())),
 		logStart:     map[int32]int64{},
 		assemblyDone: make(chan []merge, 1),
@@ -174,15 +178,10 @@ func (tw *tableWriter) refresh(ctx context.Context) (bool, error) {
 	return md != nil && md.CurrentSchema().ID != tw.meta.Schema.ID || md != nil && !maps.Equal(icebergProps(md), icebergmeta.PropertiesOf(tw.meta)), nil
 }
 
-// metaFile reads a stored metadata file.
-func (w *Writer) metaFile(ctx context.Context, key string) ([]byte, error) {
-	return store.MetaFile(ctx, w.db, key)
-}
-
 // load reads the current metadata, its coverage and its files.
 func (tw *tableWriter) load(ctx context.Context) error {
-	key, version, err := store.Current(ctx, tw.w.db, tw.l.Table)
-	if errors.Is(err, store.ErrMissing) {
+	key, version, found, err := objects.Current(ctx, tw.w.db, tw.l.Table)
+	if err == nil && !found {
 		res, err := icebergmeta.Create(tw.meta)
 		if err != nil {
 			return err
@@ -198,7 +197,7 @@ func (tw *tableWriter) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	content, err := tw.w.metaFile(ctx, key)
+	content, err := objects.MetaFile(ctx, tw.w.db, tw.l.Table, key)
 	if err != nil {
 		return err
 	}
@@ -365,7 +364,7 @@ func (tw *tableWriter) topicLost(id kafkasrc.TopicID, offs []kafkasrc.PartitionO
 // dbNow is the database's clock: snapshot timestamps and retention use it, never a
 // node's own clock.
 func (tw *tableWriter) dbNow(ctx context.Context) (time.Time, error) {
-	return store.Now(ctx, tw.w.db)
+	return pg.Now(ctx, tw.w.db)
 }
 
 // commitNew commits the ranges indexed beyond the current snapshot as one append, with
@@ -522,12 +521,15 @@ func (tw *tableWriter) store(ctx context.Context, op string, res *icebergmeta.Re
 	}
 	began := time.Now()
 	err := lease.Fenced(ctx, tw.w.db, tw.l, func(tx pgx.Tx) error {
-		err := store.Store(ctx, tx, store.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: append(keysOf(remove), resolved...), Rederived: pending.ranges,
+		err := objects.StoreCommit(ctx, tx, objects.Commit{Table: tw.l.Table, Add: add, MetaFiles: res.Files, Removed: append(keysOf(remove), resolved...),
 			Key: res.Key, Version: res.Version, SnapshotID: snapID})
-		if errors.Is(err, store.ErrStale) {
+		if errors.Is(err, objects.ErrStale) {
 			return fmt.Errorf("%w: version %d is no longer current", ErrConflict, res.Version-1)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return ranges.Rederive(ctx, tx, tw.l.Table, pending.ranges)
 	})
 	result := "ok"
 	if err != nil {

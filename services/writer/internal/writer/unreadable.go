@@ -11,7 +11,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/services/writer/internal/store"
+	"github.com/minkhq/mink/pkg/objects"
 )
 
 // Every snapshot the metadata lists is readable: a commit that replaces files Kafka no
@@ -78,7 +78,7 @@ func (tw *tableWriter) olderFiles(ctx context.Context) (map[string]icebergmeta.D
 		}
 	}
 	if len(missing) > 0 {
-		fs, err := store.DataFiles(ctx, tw.w.db, missing)
+		fs, err := objects.DataFiles(ctx, tw.w.db, missing)
 		if err != nil {
 			return nil, err
 		}

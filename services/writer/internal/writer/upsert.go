@@ -11,13 +11,13 @@ import (
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tablecodec"
 	"github.com/minkhq/mink/pkg/tables"
-	"github.com/minkhq/mink/services/writer/internal/store"
 )
 
 // pendingDeletes are the position delete files of the change being committed (upsert
@@ -215,19 +215,23 @@ func (tw *tableWriter) rowsOf(ctx context.Context, kind string, uris []string) (
 		}
 		keys = append(keys, k)
 	}
-	files, err := store.DataFiles(ctx, tw.w.db, keys)
+	rows, err := objects.DataFiles(ctx, tw.w.db, keys)
 	if err != nil {
 		return nil, err
 	}
-	if len(files) != len(keys) {
-		return nil, fmt.Errorf("current snapshot names %d %s files, mink_data_files has %d of them", len(keys), kind, len(files))
+	if len(rows) != len(keys) {
+		return nil, fmt.Errorf("current snapshot names %d %s files, mink_data_files has %d of them", len(keys), kind, len(rows))
+	}
+	files := make([]icebergmeta.DataFile, len(keys))
+	for i, k := range keys {
+		files[i] = rows[k]
 	}
 	return files, nil
 }
 
 // upsertRows is the number of rows a file of an upsert table over [start, end) of a
 // partition has: its distinct keys whose latest record is not a tombstone, by the index.
-func upsertRows(ctx context.Context, db lease.DB, table int64, partition int32, start, end int64) (int64, error) {
+func upsertRows(ctx context.Context, db pg.DB, table int64, partition int32, start, end int64) (int64, error) {
 	rs, err := ranges.KeysOf(ctx, db, table, partition, start, end)
 	if err != nil {
 		return 0, err
@@ -245,7 +249,7 @@ func upsertRows(ctx context.Context, db lease.DB, table int64, partition int32, 
 // statistics and keys as they are after compaction. Compaction only removes records a
 // later record of their key supersedes, so the latest record per key, and hence the
 // table, is unchanged by it.
-func rederive(ctx context.Context, db lease.DB, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, f icebergmeta.DataFile) ([]ranges.Range, error) {
+func rederive(ctx context.Context, db pg.DB, kc *kafkasrc.Client, codecs *tablecodec.Codecs, t tables.Table, f icebergmeta.DataFile) ([]ranges.Range, error) {
 	rs, err := ranges.List(ctx, db, t.ID, f.Partition, f.Start)
 	if err != nil {
 		return nil, err

@@ -25,13 +25,14 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/tablecodec"
 )
 
 // Writer runs the writer-lease workers of one writer node.
 type Writer struct {
-	db     lease.DB
+	db     pg.DB
 	kafka  *kafkasrc.Client
 	codecs *tablecodec.Codecs
 	keys   *rangefile.KeyCache
@@ -67,7 +68,7 @@ var commitBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0
 
 // Options are what a Writer needs.
 type Options struct {
-	DB    lease.DB
+	DB    pg.DB
 	Kafka *kafkasrc.Client
 	// Codecs decode the records of files the writer builds (assembly, expiry, repairs);
 	// nil: over DB, without a schema registry (rebuilds never need one).

@@ -1,28 +1,21 @@
-package liveloads_test
+package objects_test
 
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/liveloads"
 	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Shutdown()
-	os.Exit(code)
-}
 
 func setup(t *testing.T) (*pgxpool.Pool, tables.Table) {
 	db, _ := pgtest.DB(t)
@@ -45,8 +38,8 @@ func rows(t *testing.T, db *pgxpool.Pool) (meta, data int) {
 	return meta, data
 }
 
-func load(tbl tables.Table, name, key string, readAt *time.Time) liveloads.Load {
-	return liveloads.Load{Table: tbl.ID, LoadKey: key, Stream: "s", ReadAt: readAt, TTL: time.Minute, ReuseFrom: 45 * time.Second,
+func load(tbl tables.Table, name, key string, readAt *time.Time) objects.Load {
+	return objects.Load{Table: tbl.ID, LoadKey: key, Stream: "s", ReadAt: readAt, TTL: time.Minute, ReuseFrom: 45 * time.Second,
 		Tail: []icebergmeta.DataFile{{Key: "default/events/data/p0-tail.parquet", Partition: 0, Start: 0, End: 10, Records: 10, Size: 100,
 			SHA256: "ab", Settings: []byte(`{}`), Stats: []byte(`[]`)}},
 		Meta: []icebergmeta.File{{Key: "default/events/metadata/live/" + name + "-m0.avro", Content: []byte("m")},
@@ -60,34 +53,34 @@ func TestSaveOncePerContentKey(t *testing.T) {
 	t.Parallel()
 	db, tbl := setup(t)
 	ctx := context.Background()
-	if err := liveloads.Save(ctx, db, load(tbl, "a", "k1", nil)); err != nil {
+	if err := objects.SaveLoad(ctx, db, load(tbl, "a", "k1", nil)); err != nil {
 		t.Fatal(err)
 	}
 	m1, d1 := rows(t, db)
 	if m1 != 2 || d1 != 1 {
 		t.Fatalf("after one load: %d metadata rows, %d data rows; want 2 and 1", m1, d1)
 	}
-	if err := liveloads.Save(ctx, db, load(tbl, "b", "k1", nil)); !errors.Is(err, liveloads.ErrExists) {
+	if err := objects.SaveLoad(ctx, db, load(tbl, "b", "k1", nil)); !errors.Is(err, objects.ErrLoadExists) {
 		t.Fatalf("the same content key again: %v, want ErrExists", err)
 	}
 	if m, d := rows(t, db); m != m1 || d != d1 {
 		t.Fatalf("a refused recording wrote rows: %d metadata, %d data", m-m1, d-d1)
 	}
-	s, found, err := liveloads.ByContent(ctx, db, tbl.ID, "k1", 30*time.Second)
+	s, found, err := objects.LoadByContent(ctx, db, tbl.ID, "k1", 30*time.Second)
 	if err != nil || !found || string(s.Content) != `{"n":"a"}` {
 		t.Fatalf("ByContent k1: %q %v %v, want the first load's", s.Content, found, err)
 	}
-	if _, found, err := liveloads.ByContent(ctx, db, tbl.ID, "k1", 2*time.Minute); err != nil || found {
+	if _, found, err := objects.LoadByContent(ctx, db, tbl.ID, "k1", 2*time.Minute); err != nil || found {
 		t.Fatalf("ByContent asking for more than the TTL left: found %v (%v)", found, err)
 	}
 	// Stale: readable for less than ReuseFrom (here, more than its TTL): a new recording
 	// of the same key takes it over; the old row stays readable under its own key.
 	stale := load(tbl, "c", "k1", nil)
 	stale.ReuseFrom = 2 * time.Minute
-	if err := liveloads.Save(ctx, db, stale); err != nil {
+	if err := objects.SaveLoad(ctx, db, stale); err != nil {
 		t.Fatalf("recording over a stale key: %v", err)
 	}
-	if s, _, _ := liveloads.ByContent(ctx, db, tbl.ID, "k1", 0); string(s.Content) != `{"n":"c"}` {
+	if s, _, _ := objects.LoadByContent(ctx, db, tbl.ID, "k1", 0); string(s.Content) != `{"n":"c"}` {
 		t.Fatalf("after the takeover ByContent answers %q, want the new load's", s.Content)
 	}
 }
@@ -98,24 +91,24 @@ func TestNewestWithinBound(t *testing.T) {
 	t.Parallel()
 	db, tbl := setup(t)
 	ctx := context.Background()
-	now, err := liveloads.Now(ctx, db)
+	now, err := pg.Now(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old, recent := now.Add(-10*time.Second), now.Add(-time.Second)
-	for _, l := range []liveloads.Load{load(tbl, "old", "k-old", &old), load(tbl, "recent", "k-recent", &recent), load(tbl, "never", "k-never", nil)} {
-		if err := liveloads.Save(ctx, db, l); err != nil {
+	for _, l := range []objects.Load{load(tbl, "old", "k-old", &old), load(tbl, "recent", "k-recent", &recent), load(tbl, "never", "k-never", nil)} {
+		if err := objects.SaveLoad(ctx, db, l); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s, age, _, found, err := liveloads.Newest(ctx, db, tbl.ID, "s", 5*time.Second)
+	s, age, _, found, err := objects.NewestLoad(ctx, db, tbl.ID, "s", 5*time.Second)
 	if err != nil || !found || string(s.Content) != `{"n":"recent"}` || age < time.Second || age > 5*time.Second {
 		t.Fatalf("Newest within 5s: %q age %v found %v (%v), want the recent one, about 1s old", s.Content, age, found, err)
 	}
-	if _, _, at, found, err := liveloads.Newest(ctx, db, tbl.ID, "s", 500*time.Millisecond); err != nil || found || at.Before(now) {
+	if _, _, at, found, err := objects.NewestLoad(ctx, db, tbl.ID, "s", 500*time.Millisecond); err != nil || found || at.Before(now) {
 		t.Fatalf("Newest within 500ms: found %v at %v (%v), want none and the database's time", found, at, err)
 	}
-	if _, _, _, found, _ := liveloads.Newest(ctx, db, tbl.ID, "other", time.Minute); found {
+	if _, _, _, found, _ := objects.NewestLoad(ctx, db, tbl.ID, "other", time.Minute); found {
 		t.Fatal("Newest of another stream found a load")
 	}
 }
@@ -133,21 +126,21 @@ func TestSaveKeepsKeyedTail(t *testing.T) {
 		SHA256: "cd", Settings: []byte(`{}`), Stats: []byte(`[]`), Keys: []byte{0, 0, 0, 0}}, time.Second, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	withDeletes := func(name, key string, tail ...string) liveloads.Load {
+	withDeletes := func(name, key string, tail ...string) objects.Load {
 		l := load(tbl, name, key, nil)
-		l.Deletes = []liveloads.Delete{{Tail: tail, File: icebergmeta.DataFile{Key: "default/events/data/p0-" + name + ".deletes.parquet",
+		l.Deletes = []objects.LoadDelete{{Tail: tail, File: icebergmeta.DataFile{Key: "default/events/data/p0-" + name + ".deletes.parquet",
 			Partition: 0, Start: 0, End: 10, Records: 1, Size: 10, SHA256: "ef", Settings: []byte(`{}`), Stats: []byte(`[]`),
 			DeletesOf: "default/events/data/p0-tail.parquet", CoverEnd: 12}}}
 		return l
 	}
 	m0, d0 := rows(t, db)
-	if err := liveloads.Save(ctx, db, withDeletes("a", "k1", keyed, "default/events/data/p0-gone.parquet")); !errors.Is(err, liveloads.ErrTailGone) {
+	if err := objects.SaveLoad(ctx, db, withDeletes("a", "k1", keyed, "default/events/data/p0-gone.parquet")); !errors.Is(err, objects.ErrTailGone) {
 		t.Fatalf("a delete file naming a missing tail file: %v, want ErrTailGone", err)
 	}
 	if m, d := rows(t, db); m != m0 || d != d0 {
 		t.Fatalf("a refused load wrote rows: %d metadata, %d data", m-m0, d-d0)
 	}
-	if err := liveloads.Save(ctx, db, withDeletes("b", "k2", keyed)); err != nil {
+	if err := objects.SaveLoad(ctx, db, withDeletes("b", "k2", keyed)); err != nil {
 		t.Fatal(err)
 	}
 	var left time.Duration

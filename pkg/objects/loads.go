@@ -1,20 +1,23 @@
-// Package liveloads is the store of live table loads (services/fileserver/internal/live):
-// the tail files a load can name, and load snapshots recorded so that other loads read
-// them instead of writing their own. A load snapshot's metadata JSON row carries its
-// content key (table, committed metadata, settings, tail spans), its stream (the same
-// without the spans) and the database time before its Kafka offsets were read.
-package liveloads
+package objects
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/pg"
+	"github.com/minkhq/mink/pkg/ranges"
 )
+
+// Live table loads (services/fileserver/internal/live):
+// the tail files a load can name, and load snapshots recorded so that other loads read
+// them instead of writing their own. A load snapshot's metadata JSON row carries its
+// content key (table, committed metadata, settings, tail spans), its stream (the same
+// without the spans) and the database time before its Kafka offsets were read.
 
 // Span is one partition's tail: offsets [Start, End).
 type Span struct {
@@ -22,18 +25,16 @@ type Span struct {
 	Start, End int64
 }
 
-const fileColumns = `partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats`
-
 func scanFile(r pgx.CollectableRow, f *icebergmeta.DataFile, key *string) error {
 	return r.Scan(key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats)
 }
 
-// Candidates returns what may make up spans of table: the indexed ranges within them
+// LoadCandidates returns what may make up spans of table: the indexed ranges within them
 // (Key empty: the caller names their files) and the unexpired tail files within them;
 // keyed (an upsert table's load, whose deletes read the tail files' keys): only those
 // with keys recorded (one measured by a file server from before upsert tails recorded
 // none is measured again, which records them).
-func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span, keyed bool) (indexed, tails []icebergmeta.DataFile, err error) {
+func LoadCandidates(ctx context.Context, db pg.DB, table int64, spans []Span, keyed bool) (indexed, tails []icebergmeta.DataFile, err error) {
 	ps, los, his := make([]int32, len(spans)), make([]int64, len(spans)), make([]int64, len(spans))
 	for i, s := range spans {
 		ps[i], los[i], his[i] = s.Partition, s.Start, s.End
@@ -49,11 +50,14 @@ func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span, key
 			return f, err
 		})
 	}
-	if indexed, err = read(`SELECT '', r.partition, r.start_offset, r.end_offset, r.record_count, r.file_size, r.sha256, r.settings, r.stats
-		FROM mink_ranges r JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
-		  ON r.partition = s.p AND r.start_offset >= s.lo AND r.end_offset <= s.hi
-		WHERE r.table_id = $1`); err != nil {
+	rs, err := ranges.Within(ctx, db, table, ps, los, his)
+	if err != nil {
 		return nil, nil, err
+	}
+	indexed = make([]icebergmeta.DataFile, len(rs))
+	for i, r := range rs {
+		indexed[i] = icebergmeta.DataFile{Partition: r.Partition, Start: r.Start, End: r.End, Records: r.Records, Size: r.Size,
+			SHA256: r.SHA256, Settings: r.Settings, Stats: r.Stats}
 	}
 	tails, err = read(`SELECT f.key, f.partition, f.start_offset, f.end_offset, f.record_count, f.file_size, f.sha256, f.settings, f.stats
 		FROM mink_data_files f JOIN unnest($2::int[], $3::bigint[], $4::bigint[]) AS s(p, lo, hi)
@@ -62,44 +66,16 @@ func Candidates(ctx context.Context, db lease.DB, table int64, spans []Span, key
 	return indexed, tails, err
 }
 
-// DataFiles returns the rows of the data files keys, by key (missing ones absent); a
-// position delete file's (upsert tables) with DeletesOf and CoverEnd.
-func DataFiles(ctx context.Context, db lease.DB, keys []string) (map[string]icebergmeta.DataFile, error) {
-	rows, err := db.Query(ctx, `SELECT key, `+fileColumns+`, coalesce(deletes_of, ''), coalesce(cover_end, 0)
-		FROM mink_data_files WHERE key = ANY($1)`, keys)
-	if err != nil {
-		return nil, err
-	}
-	fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
-		var f icebergmeta.DataFile
-		err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats,
-			&f.DeletesOf, &f.CoverEnd)
-		return f, err
-	})
-	out := make(map[string]icebergmeta.DataFile, len(fs))
-	for _, f := range fs {
-		out[f.Key] = f
-	}
-	return out, err
-}
-
-// Now is the database's clock.
-func Now(ctx context.Context, db lease.DB) (time.Time, error) {
-	var now time.Time
-	err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now, err
-}
-
-// Stored is a recorded load snapshot: its metadata JSON.
-type Stored struct {
+// StoredLoad is a recorded load snapshot: its metadata JSON.
+type StoredLoad struct {
 	Key     string
 	Content []byte
 }
 
-// Newest returns the newest load snapshot of stream whose offsets were read less than
+// NewestLoad returns the newest load snapshot of stream whose offsets were read less than
 // bound ago, with how long ago (both by the database's clock), and the database's time
 // now either way.
-func Newest(ctx context.Context, db lease.DB, table int64, stream string, bound time.Duration) (s Stored, age time.Duration, now time.Time, found bool, err error) {
+func NewestLoad(ctx context.Context, db pg.DB, table int64, stream string, bound time.Duration) (s StoredLoad, age time.Duration, now time.Time, found bool, err error) {
 	var key *string
 	var ageMs *float64
 	err = db.QueryRow(ctx, `SELECT n.now, f.key, f.content, (extract(epoch FROM n.now - f.load_read_at) * 1000)::float8
@@ -110,27 +86,27 @@ func Newest(ctx context.Context, db lease.DB, table int64, stream string, bound 
 		  ORDER BY load_read_at DESC LIMIT 1) f ON true`,
 		table, stream, float64(bound.Milliseconds())).Scan(&now, &key, &s.Content, &ageMs)
 	if err != nil || key == nil {
-		return Stored{}, 0, now, false, err
+		return StoredLoad{}, 0, now, false, err
 	}
 	s.Key = *key
 	return s, time.Duration(*ageMs * float64(time.Millisecond)), now, true, nil
 }
 
-// ByContent returns the load snapshot recorded under loadKey that stays readable at
+// LoadByContent returns the load snapshot recorded under loadKey that stays readable at
 // least minLeft from now.
-func ByContent(ctx context.Context, db lease.DB, table int64, loadKey string, minLeft time.Duration) (Stored, bool, error) {
-	var s Stored
+func LoadByContent(ctx context.Context, db pg.DB, table int64, loadKey string, minLeft time.Duration) (StoredLoad, bool, error) {
+	var s StoredLoad
 	err := db.QueryRow(ctx, `SELECT key, content FROM mink_meta_files
 		WHERE table_id = $1 AND load_key = $2 AND expires_at > now() + $3::float8 * interval '1 millisecond'`,
 		table, loadKey, float64(minLeft.Milliseconds())).Scan(&s.Key, &s.Content)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Stored{}, false, nil
+		return StoredLoad{}, false, nil
 	}
 	return s, err == nil, err
 }
 
-// ErrExists: another load recorded the same content key first (read it with ByContent).
-var ErrExists = errors.New("liveloads: a load snapshot with this content key is recorded already")
+// ErrLoadExists: another load recorded the same content key first (read it with LoadByContent).
+var ErrLoadExists = errors.New("objects: a load snapshot with this content key is recorded already")
 
 // Load is a load snapshot to record.
 type Load struct {
@@ -141,25 +117,25 @@ type Load struct {
 	TTL       time.Duration
 	ReuseFrom time.Duration // a row of LoadKey readable for less than this is stale: it gives up its key
 	Tail      []icebergmeta.DataFile
-	Deletes   []Delete           // an upsert table's position delete files
+	Deletes   []LoadDelete       // an upsert table's position delete files
 	Meta      []icebergmeta.File // the metadata JSON last
 }
 
-// Delete is a live load's position delete file (File.DeletesOf names its data file)
+// LoadDelete is a live load's position delete file (File.DeletesOf names its data file)
 // and the tail files whose recorded keys it was computed with (rangefile.Deletes.Tail).
-type Delete struct {
+type LoadDelete struct {
 	File icebergmeta.DataFile
 	Tail []string
 }
 
-// Save records l in one transaction: its tail files' rows expire no sooner than now +
+// SaveLoad records l in one transaction: its tail files' rows expire no sooner than now +
 // TTL (a row collected meanwhile is written again), its metadata files expire then, and
 // its metadata JSON row carries the keys. A stale row of the same content key (readable
-// for less than ReuseFrom) gives up its key; a fresh one makes Save return ErrExists
+// for less than ReuseFrom) gives up its key; a fresh one makes SaveLoad return ErrLoadExists
 // and write nothing.
-func Save(ctx context.Context, db lease.DB, l Load) error {
+func SaveLoad(ctx context.Context, db pg.DB, l Load) error {
 	if len(l.Meta) == 0 {
-		return errors.New("liveloads: a load has metadata files")
+		return errors.New("objects: a load has metadata files")
 	}
 	ms := float64(l.TTL.Milliseconds())
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -177,7 +153,7 @@ func Save(ctx context.Context, db lease.DB, l Load) error {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return ErrExists
+			return ErrLoadExists
 		}
 		b := &pgx.Batch{}
 		for _, f := range l.Tail {
@@ -213,7 +189,7 @@ func Save(ctx context.Context, db lease.DB, l Load) error {
 
 // ErrTailGone: a tail file whose recorded keys a load's delete files need was collected
 // before the load was recorded (or written again without them): load again.
-var ErrTailGone = errors.New("liveloads: a tail file of the load was collected meanwhile")
+var ErrTailGone = errors.New("objects: a tail file of the load was collected meanwhile")
 
 // keepKeyed makes the tail files l's delete files read the keys of (rows or not) expire
 // no sooner than the load, and checks they are all there with their keys.
@@ -241,4 +217,33 @@ func keepKeyed(ctx context.Context, tx pgx.Tx, l Load, ms float64) error {
 		return ErrTailGone
 	}
 	return nil
+}
+
+// TailKeys returns the keys of live loads' tail files (mink_data_files rows) by key, in
+// the order of keys: an error names one that is gone or has no keys recorded.
+func TailKeys(ctx context.Context, db pg.DB, keys []string) ([]ranges.RangeKeys, error) {
+	rows, err := db.Query(ctx, `SELECT key, start_offset, end_offset, keys FROM mink_data_files WHERE key = ANY($1)`, keys)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string]ranges.RangeKeys{}
+	_, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (struct{}, error) {
+		var k string
+		var r ranges.RangeKeys
+		err := row.Scan(&k, &r.Start, &r.End, &r.Keys)
+		byKey[k] = r
+		return struct{}{}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ranges.RangeKeys, len(keys))
+	for i, k := range keys {
+		r, ok := byKey[k]
+		if !ok || r.Keys == nil {
+			return nil, fmt.Errorf("tail file %s: no keys recorded (collected, or not an upsert tail)", k)
+		}
+		out[i] = r
+	}
+	return out, nil
 }

@@ -1,30 +1,22 @@
-package store
+package objects
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/layout"
-	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Shutdown()
-	os.Exit(code)
-}
-
 // TestCommitOfATailFileIsNew: a live load's tail file measured long before a commit names
-// it counts as committed at that commit, so the owners' warmers (objects.Recent) see it
+// it counts as committed at that commit, so the owners' warmers (Recent) see it
 // with the commit's other files, and they are told of the commit (LISTEN).
 func TestCommitOfATailFileIsNew(t *testing.T) {
 	ctx := context.Background()
@@ -39,7 +31,7 @@ func TestCommitOfATailFileIsNew(t *testing.T) {
 	}
 	tail := icebergmeta.DataFile{Key: layout.DataKey("default", "clicks", 0, 0, 5, strings.Repeat("a", 64)),
 		Start: 0, End: 5, Records: 5, Size: 100, SHA256: strings.Repeat("a", 64), Settings: []byte(`{}`), Stats: []byte(`[]`)}
-	if _, _, _, err := objects.RecordTail(ctx, db, objects.Tail{Table: tb.ID, Key: tail.Key, Start: tail.Start, End: tail.End,
+	if _, _, _, err := RecordTail(ctx, db, Tail{Table: tb.ID, Key: tail.Key, Start: tail.Start, End: tail.End,
 		Records: tail.Records, Size: tail.Size, SHA256: tail.SHA256, Settings: tail.Settings, Stats: tail.Stats}, time.Minute, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +46,7 @@ func TestCommitOfATailFileIsNew(t *testing.T) {
 	notified := make(chan struct{}, 10)
 	wctx, stop := context.WithCancel(ctx)
 	watched := make(chan error, 1)
-	go func() { watched <- objects.WatchCommits(wctx, db, func() { notified <- struct{}{} }) }()
+	go func() { watched <- WatchCommits(wctx, db, func() { notified <- struct{}{} }) }()
 	t.Cleanup(func() { stop(); <-watched })
 	waitNotified := func(what string) {
 		t.Helper()
@@ -66,7 +58,7 @@ func TestCommitOfATailFileIsNew(t *testing.T) {
 	}
 	waitNotified("listening")
 
-	got, since, err := objects.Recent(ctx, db, time.Now().Add(-time.Minute), 10)
+	got, since, err := Recent(ctx, db, time.Now().Add(-time.Minute), 10)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("before the commit: %+v, %v; want no committed file", got, err)
 	}
@@ -76,7 +68,7 @@ func TestCommitOfATailFileIsNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		meta := layout.MetadataKey("default", "clicks", fmt.Sprintf("%05d-test.metadata.json", i+1))
-		if err := Store(ctx, tx, Commit{Table: tb.ID, Add: add, MetaFiles: []icebergmeta.File{{Key: meta, Content: []byte(`{}`)}},
+		if err := StoreCommit(ctx, tx, Commit{Table: tb.ID, Add: add, MetaFiles: []icebergmeta.File{{Key: meta, Content: []byte(`{}`)}},
 			Key: meta, Version: int64(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
@@ -85,11 +77,56 @@ func TestCommitOfATailFileIsNew(t *testing.T) {
 		}
 		waitNotified("commit " + add[0].Key)
 	}
-	got, _, err = objects.Recent(ctx, db, since, 10)
+	got, _, err = Recent(ctx, db, since, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0].Key != fresh.Key || got[1].Key != tail.Key || got[1].Committed.Before(since) {
 		t.Fatalf("after the commits: %+v (since %v), want the fresh file, then the tail file committed before it", got, since)
+	}
+}
+
+// TestDataFilesReadsEveryChunk: more keys than one statement names (dataFilesChunk) read
+// in chunks, every row found whichever chunk names it, missing keys absent.
+func TestDataFilesReadsEveryChunk(t *testing.T) {
+	ctx := context.Background()
+	db, _ := pgtest.DB(t)
+	if err := pgschema.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := tables.Create(ctx, db, tables.Table{Namespace: "default", Name: "chunks", Topic: "chunks",
+		Spec: tableschema.Spec{Format: tableschema.FormatRaw}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []icebergmeta.DataFile
+	for i := range 2 {
+		sha := strings.Repeat(string(rune('a'+i)), 64)
+		files = append(files, icebergmeta.DataFile{Key: layout.DataKey("default", "chunks", 0, int64(i*5), int64(i*5+5), sha),
+			Start: int64(i * 5), End: int64(i*5 + 5), Records: 5, Size: 100, SHA256: sha, Settings: []byte(`{}`), Stats: []byte(`[]`)})
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := layout.MetadataKey("default", "chunks", "00001-test.metadata.json")
+	if err := StoreCommit(ctx, tx, Commit{Table: tb.ID, Add: files, MetaFiles: []icebergmeta.File{{Key: meta, Content: []byte(`{}`)}},
+		Key: meta, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 2*dataFilesChunk+1)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("default/chunks/data/missing-%d.parquet", i)
+	}
+	keys[0], keys[len(keys)-1] = files[0].Key, files[1].Key // in the first chunk and the last
+	got, err := DataFiles(ctx, db, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[files[0].Key].End != 5 || got[files[1].Key].SHA256 != files[1].SHA256 {
+		t.Fatalf("DataFiles over %d keys: %+v; want the 2 recorded files", len(keys), got)
 	}
 }

@@ -1,87 +1,53 @@
-// Package store is the writer's SQL: what it reads and writes of a table's metadata,
-// data files, ranges and file problems. The writer decides; this package only says it
-// to Postgres. Writes take the transaction of the writer's fenced call (lease.Fenced),
-// so each runs under the writer lease.
-package store
+package objects
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/icebergmeta"
-	"github.com/minkhq/mink/pkg/lease"
-	"github.com/minkhq/mink/pkg/ranges"
+	"github.com/minkhq/mink/pkg/pg"
 )
-
-// ErrMissing: no row for what was asked.
-var ErrMissing = errors.New("missing")
 
 // ErrStale: the commit pointer is no longer at the version the commit was made from.
 var ErrStale = errors.New("the table's metadata version moved")
 
-// Now is the database's clock.
-func Now(ctx context.Context, db lease.DB) (time.Time, error) {
-	var now time.Time
-	err := db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-	return now, err
-}
-
-// MetaFile is a stored metadata file's content.
-func MetaFile(ctx context.Context, db lease.DB, key string) ([]byte, error) {
-	var b []byte
-	err := db.QueryRow(ctx, `SELECT content FROM mink_meta_files WHERE key = $1`, key).Scan(&b)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("metadata file %s: %w", key, ErrMissing)
-	}
-	return b, err
-}
-
-// Current is a table's commit pointer: its metadata file and version; ErrMissing
+// Current is a table's commit pointer: its metadata file and version; found is false
 // before its first metadata.
-func Current(ctx context.Context, db lease.DB, table int64) (key string, version int64, err error) {
+func Current(ctx context.Context, db pg.DB, table int64) (key string, version int64, found bool, err error) {
 	err = db.QueryRow(ctx, `SELECT metadata_key, version FROM mink_table_meta WHERE table_id = $1`, table).Scan(&key, &version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", 0, ErrMissing
+		return "", 0, false, nil
 	}
-	return key, version, err
+	return key, version, err == nil, err
 }
 
-// Version is a table's metadata version, read in tx (a fenced call checks it has not
+// CurrentMetadata is the commit pointer of table: the key of its current metadata file
+// and, with content, the file's bytes (nil when the file is missing). found is false
+// while the table's writer has stored no metadata yet.
+func CurrentMetadata(ctx context.Context, db pg.DB, table int64, content bool) (key string, body []byte, found bool, err error) {
+	err = db.QueryRow(ctx, `SELECT tm.metadata_key, CASE WHEN $2 THEN mf.content END
+		FROM mink_table_meta tm LEFT JOIN mink_meta_files mf ON mf.key = tm.metadata_key
+		WHERE tm.table_id = $1`, table, content).Scan(&key, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil, false, nil
+	}
+	if err != nil {
+		return "", nil, false, err
+	}
+	return key, body, true, nil
+}
+
+// MetaVersion is a table's metadata version, read in tx (a fenced call checks it has not
 // moved).
-func Version(ctx context.Context, tx pgx.Tx, table int64) (int64, error) {
+func MetaVersion(ctx context.Context, tx pgx.Tx, table int64) (int64, error) {
 	var v int64
 	err := tx.QueryRow(ctx, `SELECT version FROM mink_table_meta WHERE table_id = $1`, table).Scan(&v)
 	return v, err
-}
-
-// DataFiles reads mink_data_files rows by key.
-func DataFiles(ctx context.Context, db lease.DB, keys []string) ([]icebergmeta.DataFile, error) {
-	var out []icebergmeta.DataFile
-	for chunk := range slices.Chunk(keys, 5000) {
-		rows, err := db.Query(ctx, `SELECT key, partition, start_offset, end_offset, record_count, file_size, sha256, settings, stats,
-				coalesce(deletes_of, ''), coalesce(cover_end, 0)
-			FROM mink_data_files WHERE key = ANY($1)`, chunk)
-		if err != nil {
-			return nil, err
-		}
-		fs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (icebergmeta.DataFile, error) {
-			var f icebergmeta.DataFile
-			err := r.Scan(&f.Key, &f.Partition, &f.Start, &f.End, &f.Records, &f.Size, &f.SHA256, &f.Settings, &f.Stats,
-				&f.DeletesOf, &f.CoverEnd)
-			return f, err
-		})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, fs...)
-	}
-	return out, nil
 }
 
 // Commit is what one commit stores: the data files it adds, its new metadata files,
@@ -95,14 +61,10 @@ type Commit struct {
 	Key        string
 	Version    int64
 	SnapshotID *int64
-	// Rederived are ranges of an upsert table rebuilt from what Kafka holds after
-	// compaction: their rows in mink_ranges take the new counts, checksum, statistics
-	// and keys (same offsets).
-	Rederived []ranges.Range
 }
 
-// Store writes c in tx, all or nothing; ErrStale when the pointer moved meanwhile.
-func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
+// StoreCommit writes c in tx, all or nothing; ErrStale when the pointer moved meanwhile.
+func StoreCommit(ctx context.Context, tx pgx.Tx, c Commit) error {
 	b := &pgx.Batch{}
 	for _, f := range c.Add {
 		// A live-load tail file with the same key (same offsets and bytes) may exist:
@@ -127,11 +89,6 @@ func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
 	if len(c.Removed) > 0 {
 		b.Queue(`DELETE FROM mink_file_problems WHERE table_id = $1 AND key = ANY($2)`, c.Table, c.Removed)
 	}
-	for _, r := range c.Rederived {
-		b.Queue(`UPDATE mink_ranges SET record_count = $5, decode_errors = $6, file_size = $7, sha256 = $8, stats = $9, keys = $10
-			WHERE table_id = $1 AND partition = $2 AND start_offset = $3 AND end_offset = $4`,
-			c.Table, r.Partition, r.Start, r.End, r.Records, r.DecodeErrors, r.Size, r.SHA256, r.Stats, r.Keys)
-	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
@@ -151,15 +108,13 @@ func Store(ctx context.Context, tx pgx.Tx, c Commit) error {
 	return nil
 }
 
-// --- Collection ---
-
 // Collectable is what collection may consider of a table, sorted: its data files that
 // are committed or whose live-load expiry passed, its metadata files, and its live-load
 // metadata files that expired.
 type Collectable struct{ Data, Meta, ExpiredMeta []string }
 
 // ListCollectable reads a table's Collectable keys.
-func ListCollectable(ctx context.Context, db lease.DB, table int64) (Collectable, error) {
+func ListCollectable(ctx context.Context, db pg.DB, table int64) (Collectable, error) {
 	var c Collectable
 	for _, q := range []struct {
 		out *[]string
@@ -185,7 +140,7 @@ func ListCollectable(ctx context.Context, db lease.DB, table int64) (Collectable
 
 // DeleteDataFiles deletes a table's data file rows by key, those not live meanwhile.
 func DeleteDataFiles(ctx context.Context, tx pgx.Tx, table int64, keys []string) (int64, error) {
-	return exec(ctx, tx, `DELETE FROM mink_data_files
+	return execCount(ctx, tx, `DELETE FROM mink_data_files
 		WHERE table_id = $1 AND key = ANY($2) AND (expires_at IS NULL OR expires_at < now())`, table, keys)
 }
 
@@ -193,9 +148,9 @@ func DeleteDataFiles(ctx context.Context, tx pgx.Tx, table int64, keys []string)
 // live-load expiry passed).
 func DeleteMetaFiles(ctx context.Context, tx pgx.Tx, table int64, keys []string, expired bool) (int64, error) {
 	if expired {
-		return exec(ctx, tx, `DELETE FROM mink_meta_files WHERE table_id = $1 AND key = ANY($2) AND expires_at < now()`, table, keys)
+		return execCount(ctx, tx, `DELETE FROM mink_meta_files WHERE table_id = $1 AND key = ANY($2) AND expires_at < now()`, table, keys)
 	}
-	return exec(ctx, tx, `DELETE FROM mink_meta_files WHERE table_id = $1 AND key = ANY($2)`, table, keys)
+	return execCount(ctx, tx, `DELETE FROM mink_meta_files WHERE table_id = $1 AND key = ANY($2)`, table, keys)
 }
 
 // CapExpiries brings a table's live-load rows that expire later than ttl from now back
@@ -215,44 +170,6 @@ func CapExpiries(ctx context.Context, tx pgx.Tx, table int64, ttl time.Duration)
 	return nil
 }
 
-// Range is an indexed range's offsets and checksum.
-type Range struct {
-	Start, End int64
-	SHA256     string
-}
-
-// LeadingRanges are up to n of a partition's first ranges that end at or below limit
-// and before the partition's indexed end (its last range stays, where indexing resumes).
-func LeadingRanges(ctx context.Context, db lease.DB, table int64, partition int32, limit int64, n int) ([]Range, error) {
-	rows, err := db.Query(ctx, `SELECT start_offset, end_offset, sha256 FROM mink_ranges
-		WHERE table_id = $1 AND partition = $2 AND end_offset <= $3
-		  AND end_offset < (SELECT indexed_end FROM mink_partitions WHERE table_id = $1 AND partition = $2)
-		ORDER BY start_offset LIMIT $4`, table, partition, limit, n)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Range, error) {
-		var x Range
-		err := r.Scan(&x.Start, &x.End, &x.SHA256)
-		return x, err
-	})
-}
-
-// DeleteRanges deletes a partition's ranges by start offset and moves its first offset
-// to the first range left.
-func DeleteRanges(ctx context.Context, tx pgx.Tx, table int64, partition int32, starts []int64) (int64, error) {
-	n, err := exec(ctx, tx, `DELETE FROM mink_ranges WHERE table_id = $1 AND partition = $2 AND start_offset = ANY($3)`, table, partition, starts)
-	if err != nil {
-		return 0, err
-	}
-	_, err = tx.Exec(ctx, `UPDATE mink_partitions
-		SET first_offset = (SELECT min(start_offset) FROM mink_ranges WHERE table_id = $1 AND partition = $2)
-		WHERE table_id = $1 AND partition = $2`, table, partition)
-	return n, err
-}
-
-// --- File problems ---
-
 // Problem is a file a file server reported it could not serve as recorded.
 type Problem struct {
 	Key, Reason, Detail string
@@ -260,7 +177,7 @@ type Problem struct {
 }
 
 // Problems reads a table's file problems, by key.
-func Problems(ctx context.Context, db lease.DB, table int64) ([]Problem, error) {
+func Problems(ctx context.Context, db pg.DB, table int64) ([]Problem, error) {
 	rows, err := db.Query(ctx, `SELECT key, reason, detail, reports FROM mink_file_problems WHERE table_id = $1 ORDER BY key`, table)
 	if err != nil {
 		return nil, err
@@ -280,11 +197,11 @@ func ClearProblems(ctx context.Context, tx pgx.Tx, table int64, ps []Problem) (i
 	for i, p := range ps {
 		keys[i], reports[i] = p.Key, p.Reports
 	}
-	return exec(ctx, tx, `DELETE FROM mink_file_problems p USING unnest($2::text[], $3::bigint[]) AS r (key, reports)
+	return execCount(ctx, tx, `DELETE FROM mink_file_problems p USING unnest($2::text[], $3::bigint[]) AS r (key, reports)
 		WHERE p.table_id = $1 AND p.key = r.key AND p.reports = r.reports`, table, keys, reports)
 }
 
-func exec(ctx context.Context, tx pgx.Tx, sql string, args ...any) (int64, error) {
+func execCount(ctx context.Context, tx pgx.Tx, sql string, args ...any) (int64, error) {
 	tag, err := tx.Exec(ctx, sql, args...)
 	return tag.RowsAffected(), err
 }
