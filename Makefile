@@ -10,6 +10,7 @@ export PATH := $(BIN):$(PATH)
 
 BUF_VERSION     := v1.75.0
 GRPCURL_VERSION := v1.9.3
+STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT    ?= 20m
 # Every package but the interop suite, which make test-interop runs (it needs Node).
 PKGS            ?= $(shell $(GO) list ./... | grep -v '/test/interop$$')
@@ -26,6 +27,9 @@ $(BIN)/buf:
 $(BIN)/grpcurl:
 	GOBIN=$(BIN) $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
+$(BIN)/staticcheck:
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
 # protoc plugins at the versions go.mod pins (tool directives).
 $(BIN)/protoc-gen-go: go.mod
 	$(GO) build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
@@ -33,7 +37,7 @@ $(BIN)/protoc-gen-go-grpc: go.mod
 	$(GO) build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
 .PHONY: tools
-tools: $(BIN)/buf $(BIN)/grpcurl $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned Go tools into .tmp/bin.
+tools: $(BIN)/buf $(BIN)/grpcurl $(BIN)/staticcheck $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Install the pinned Go tools into .tmp/bin.
 
 .PHONY: postgres
 postgres: ## Install PostgreSQL server binaries when absent (tests start private clusters).
@@ -62,14 +66,15 @@ check-generate: generate ## Fail when the committed gen/ differs from what proto
 		git status --porcelain -- gen; echo "gen/ is stale: run 'make generate' and commit" >&2; exit 1; fi
 
 .PHONY: lint
-lint: $(BIN)/buf ## gofmt, go vet, go mod tidy, buf lint, and static checks of docker-compose.yaml, deploy/.
+lint: $(BIN)/buf $(BIN)/staticcheck ## gofmt, go vet, staticcheck, the rules of internal/lint (imports, SQL, layout), go mod tidy, buf lint, and static checks of docker-compose.yaml, deploy/.
 	@bad=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' | grep -v '^gen/')); \
 		if [ -n "$$bad" ]; then echo "gofmt needed: $$bad" >&2; exit 1; fi
 	$(GO) vet ./...
+	staticcheck ./...
+	$(GO) test -count=1 ./internal/lint
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit" >&2; exit 1; }
 	buf lint
 	$(GO) test -count=1 ./deploy/...
-	$(GO) test -count=1 ./internal/lint
 	@if command -v docker-compose >/dev/null 2>&1; then docker-compose -f docker-compose.yaml config -q; \
 	elif docker compose version >/dev/null 2>&1; then docker compose -f docker-compose.yaml config -q; \
 	else echo "lint: no docker-compose; skipping 'docker-compose config' (deploy/deploytest still checks the file)"; fi

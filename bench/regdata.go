@@ -85,8 +85,6 @@ enum EventType {
 // ProtoEventMessage is the message the Protobuf table reads.
 const ProtoEventMessage = "bench.Event"
 
-var protoEventTypes = []string{"PAGE_VIEW", "CLICK", "ADD_TO_CART", "PURCHASE", "SEARCH"}
-
 // regEvent is one event before encoding: the same stream for both formats.
 type regEvent struct {
 	id          string // a UUID's text

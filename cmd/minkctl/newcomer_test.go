@@ -275,6 +275,10 @@ func TestScanFrom(t *testing.T) {
 	if _, errOut, code := minkctlEnv(nil, "scan", "default.events", "--catalog", srv.URL, "--limit", "4"); code != exitRPC {
 		t.Errorf("--limit 4 did not read file B, which holds the fourth newest row: exit %d: %s", code, errOut)
 	}
+	// Every row, as the files are planned: a file that cannot be read fails the scan.
+	if _, errOut, code := minkctlEnv(nil, "scan", "default.events", "--catalog", srv.URL, "--limit", "0"); code != exitRPC || !strings.Contains(errOut, "read default.events") {
+		t.Errorf("--limit 0 with files A and B gone: exit %d: %s", code, errOut)
+	}
 	if _, errOut, code := minkctlEnv(nil, "scan", "default.events", "--catalog", srv.URL, "--from", "middle"); code != exitUsage || !strings.Contains(errOut, "--from: want start") {
 		t.Errorf("--from middle: exit %d: %s", code, errOut)
 	}

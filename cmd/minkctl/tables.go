@@ -22,8 +22,8 @@ func splitName(s string) (namespace, name string) {
 }
 
 type createOpts struct {
-	topic, format, namespace, spec string
-	columns, properties            repeated
+	topic, format, spec string
+	columns, properties repeated
 	// Schema Registry decodings of values and keys.
 	valueSubject, message, valueMode  string
 	keyFormat, keySubject, keyMessage string

@@ -3,7 +3,9 @@ package auth
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -269,7 +271,8 @@ func TestReloadAndWatch(t *testing.T) {
 		return `{"cluster_secret":"` + clusterSecret + `","principals":[{"id":"ops","secret":"` + opsSecret + `","role":"admin"}` + extra + `]}`
 	}
 	write(body(""))
-	a, err := Load(p, nil)
+	logged := make(logLines, 64)
+	a, err := Load(p, slog.New(slog.NewTextHandler(logged, nil)))
 	if err != nil || a.Principals() != 1 {
 		t.Fatal(err)
 	}
@@ -283,13 +286,20 @@ func TestReloadAndWatch(t *testing.T) {
 
 	// A change to the file is picked up.
 	write(body(`,{"id":"etl","secret":"` + etlSecret + `","role":"reader","tables":["default.*"]}`))
-	await.True(t, 5*time.Second, "the condition", func() bool { return a.Principals() == 2 })
+	await.True(t, 5*time.Second, "the added principal to be loaded", func() bool { return a.Principals() == 2 })
 	if _, err := a.Secret("etl", etlSecret); err != nil {
 		t.Fatal(err)
 	}
-	// A broken file keeps the config in force.
+	// A broken file keeps the config in force: checked once Watch has read it.
 	write(`{"cluster_secret": "`)
-	time.Sleep(100 * time.Millisecond) // several polls: nothing may change
+	await.True(t, 5*time.Second, "the broken file to be logged", func() bool {
+		select {
+		case l := <-logged:
+			return strings.Contains(l, "auth config not reloaded")
+		default:
+			return false
+		}
+	})
 	if a.Principals() != 2 {
 		t.Fatal("a broken file changed the config")
 	}
@@ -299,11 +309,17 @@ func TestReloadAndWatch(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	done2 := make(chan struct{})
+	// The test's own subscription keeps a SIGHUP sent before Watch subscribes from
+	// ending the process; the signal is sent again until Watch has reloaded.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	go func() { a.Watch(ctx2, time.Hour); close(done2) }()
 	write(body(""))
-	time.Sleep(50 * time.Millisecond) // Watch is waiting for a signal
-	syscall.Kill(os.Getpid(), syscall.SIGHUP)
-	await.True(t, 5*time.Second, "the condition", func() bool { return a.Principals() == 1 })
+	await.True(t, 5*time.Second, "a SIGHUP to reload the file", func() bool {
+		syscall.Kill(os.Getpid(), syscall.SIGHUP)
+		return a.Principals() == 1
+	})
 	if _, err := a.Secret("etl", etlSecret); kind(err) != apierr.Unauthenticated {
 		t.Fatal("a removed principal still authenticates")
 	}
@@ -331,4 +347,15 @@ func (s *state) signNone() (string, error) {
 		Issuer: issuer, Subject: "ops", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))}})
 	t.Header["kid"] = keyID(s.tokenKey)
 	return t.SignedString(jwt.UnsafeAllowNoneSignatureType)
+}
+
+// logLines passes each log line to whoever reads it, dropping lines nobody reads.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
 }

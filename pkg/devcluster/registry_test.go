@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,7 +118,13 @@ func TestEmbeddedRegistryStopsPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	time.Sleep(50 * time.Millisecond) // accepted
+	// Serve accepts connections in the order they came: once a request on a later
+	// connection is answered, the unused one has been accepted.
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Get(e.URL() + "/subjects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	start := time.Now()
 	if err := e.Close(); err != nil || time.Since(start) > 3*time.Second {
 		t.Errorf("Close with an unused connection open: %v after %v", err, time.Since(start))

@@ -29,20 +29,26 @@ func put(t *testing.T, c *Cache, key string, data []byte) {
 
 func read(t *testing.T, c *Cache, key string) ([]byte, bool) {
 	t.Helper()
+	b, ok, err := readErr(c, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, ok
+}
+
+// readErr is read for a goroutine other than the test's, which must not call t.Fatal.
+func readErr(c *Cache, key string) ([]byte, bool, error) {
 	f, ok := c.Get(key)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	defer f.Close()
 	r, err := f.Section(0, f.Size)
 	if err != nil {
-		t.Fatal(err)
+		return nil, true, err
 	}
 	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, true
+	return b, true, err
 }
 
 func TestPutGetSection(t *testing.T) {
@@ -208,7 +214,11 @@ func TestConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 50 {
 				key := fmt.Sprintf("k%d", (g*50+i)%40)
-				if b, ok := read(t, c, key); ok && string(b) != strings.Repeat(key, 20) {
+				switch b, ok, err := readErr(c, key); {
+				case err != nil:
+					t.Errorf("read %s: %v", key, err)
+					return
+				case ok && string(b) != strings.Repeat(key, 20):
 					t.Errorf("%s read %q", key, b)
 				}
 				p, err := c.Create(int64(20 * len(key)))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/record"
@@ -223,8 +224,7 @@ func hwm(t testing.TB, cl *kafkasrc.Client, topic string, partition int32) kafka
 // must not outlive it, even while its Client stays open.
 func waitNoHubGoroutines(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	await.For(t, 3*time.Second, "no kafkasrc goroutine left", func() (string, bool) {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		var left []string
@@ -233,14 +233,8 @@ func waitNoHubGoroutines(t testing.TB) {
 				left = append(left, g)
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kafkasrc goroutines still running:\n%s", strings.Join(left, "\n\n"))
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for time
-	}
+		return "\n" + strings.Join(left, "\n\n"), len(left) == 0
+	})
 }
 
 func runtimeStack(buf []byte) int { return runtime.Stack(buf, true) }

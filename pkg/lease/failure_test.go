@@ -84,9 +84,10 @@ func TestSlowFencedWriteStopsNothing(t *testing.T) {
 }
 
 // Three indexers started within one round over a 96-partition table are even (32 each,
-// all held) within 3 rounds, and stay so: each first watches the membership for a round,
-// so none takes everything and sheds it one lease per table per round.
-func TestStartTogetherEvenWithinThreeRounds(t *testing.T) {
+// all held) by the fourth round of the last to start (3 rounds, one more when two rounds
+// collide), and stay so: each first watches the membership for a round, so none takes
+// everything and sheds it one lease per table per round.
+func TestStartTogetherEvenWithinFourRounds(t *testing.T) {
 	db := newDB(t)
 	tbl := leasetest.Table(t, db, "events", 96)
 	rec := &recorder{}

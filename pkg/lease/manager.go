@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/pg"
@@ -118,15 +118,11 @@ func NewManager(db pg.DB, cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
 	return &Manager{
 		db:          db,
 		cfg:         cfg,
 		log:         cfg.Logger.With("node", cfg.NodeID),
-		incarnation: fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]),
+		incarnation: uuid.NewString(),
 		workers:     map[Kind]Worker{},
 		kick:        make(chan struct{}, 1),
 		changed:     make(chan struct{}),

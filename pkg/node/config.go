@@ -79,9 +79,10 @@ type Config struct {
 	// Not flags: set by code.
 	Logger  *slog.Logger                // nil: JSON on stderr at LogLevel
 	Tables  admin.Tables                // table administration; nil: the default over Postgres and Kafka
-	Workers map[lease.Kind]lease.Worker // the role's work under each kind of lease it holds
+	Workers map[lease.Kind]lease.Worker `json:"-"` // the role's work under each kind of lease it holds
 	// Setup builds the role's own work once Run has made what it needs (nil: none).
-	Setup func(Deps) (Parts, error)
+	// Code, not config: a JSON dump of the config leaves it and Workers out.
+	Setup func(Deps) (Parts, error) `json:"-"`
 }
 
 // Deps are what Run makes and a role's work may use.

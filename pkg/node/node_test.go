@@ -339,7 +339,10 @@ func TestPostgresURLIsASecret(t *testing.T) {
 			probe := node.Config{Role: lease.RoleWriter, PostgresURL: cfg.PostgresURL}
 			probe.RegisterFlags(fs)
 			fs.PrintDefaults()
-			js, _ := json.Marshal(cfg)
+			js, jsErr := json.Marshal(cfg)
+			if jsErr != nil {
+				t.Fatalf("the config as JSON: %v", jsErr)
+			}
 			var logged strings.Builder
 			slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "config", cfg, "url", cfg.PostgresURL)
 			shown := fmt.Sprintf("%v | %+v | %#v | %s | %s | %s | %s", err, cfg, cfg, js, logged.String(), defaults.String(), fs.Lookup("postgres-url").Value)

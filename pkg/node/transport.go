@@ -123,7 +123,7 @@ func (t *transport) grpcServerOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
 		grpc.MaxHeaderListSize(grpcMaxHeaderListSize),
 		grpc.MaxConcurrentStreams(grpcMaxConcurrentStreams),
-		grpc.WriteBufferSize(grpcWriteBuffer), grpc.SharedWriteBuffer(true),
+		grpc.WriteBufferSize(grpcWriteBuffer), // released after each flush: gRPC shares write buffers by default
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcKeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: grpcKeepaliveMaxConnIdle, Time: grpcKeepaliveTime, Timeout: grpcKeepaliveTimeout,

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -83,17 +84,13 @@ func TestLookupsCacheMisses(t *testing.T) {
 		t.Fatalf("late key before it exists: %v", err)
 	}
 	b.addData(t, tbl, late, 0, 5, committed)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	await.For(t, 5*time.Second, "the late key to be found after it was recorded", func() (error, bool) {
 		_, err := l.Lookup(ctx, late)
-		if err == nil {
-			break
-		}
-		if apierr.Classify(err) != apierr.NotFound || time.Now().After(deadline) {
+		if err != nil && apierr.Classify(err) != apierr.NotFound {
 			t.Fatalf("late key after it was recorded: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err, err == nil
+	})
 	if waited := time.Since(missed); waited > ttl+time.Second {
 		t.Fatalf("a key recorded after its miss was found %v later, TTL %v", waited, ttl)
 	}

@@ -32,11 +32,12 @@ type Builder struct {
 	out      *hashingWriter
 	settings Settings
 	dec      rowcodec.RowDecoder
-	pw       *parquet.Writer
-	nfields  int      // top-level fields: the length of every row
-	cols     []column // by Parquet column index
-	leaves   []*leaf  // by Parquet column index
-	row      rowcodec.Row
+	//lint:ignore SA1019 rows go in as parquet.Row, which the untyped Writer takes as is
+	pw      *parquet.Writer
+	nfields int      // top-level fields: the length of every row
+	cols    []column // by Parquet column index
+	leaves  []*leaf  // by Parquet column index
+	row     rowcodec.Row
 
 	chunkRows int // rows per parquet-go call; writeChunkRows but for tests
 	vals      []parquet.Value

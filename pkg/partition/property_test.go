@@ -13,7 +13,7 @@ import (
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
-// typeKinds are the primitive types Mink stores, by drawType's numbering.
+// typeKinds are the primitive types Mink stores, by drawTypeOf's numbering.
 var typeKinds = []string{"boolean", "int", "long", "float", "double", "decimal", "date", "time", "timestamp",
 	"timestamptz", "string", "uuid", "fixed", "binary"}
 
@@ -22,11 +22,6 @@ var sampleTypes = []iceberg.PrimitiveType{iceberg.PrimitiveTypes.Bool, iceberg.P
 	iceberg.PrimitiveTypes.Float32, iceberg.PrimitiveTypes.Float64, iceberg.DecimalTypeOf(9, 2), iceberg.PrimitiveTypes.Date,
 	iceberg.PrimitiveTypes.Time, iceberg.PrimitiveTypes.Timestamp, iceberg.PrimitiveTypes.TimestampTz,
 	iceberg.PrimitiveTypes.String, iceberg.PrimitiveTypes.UUID, iceberg.FixedTypeOf(4), iceberg.PrimitiveTypes.Binary}
-
-// drawType draws a primitive type Mink stores.
-func drawType(t *rapid.T) iceberg.PrimitiveType {
-	return drawTypeOf(t, rapid.IntRange(0, len(typeKinds)-1).Draw(t, "type"))
-}
 
 // drawTypeOf draws the type of typeKinds[kind] (a decimal's precision and scale, a
 // fixed's length).
@@ -102,17 +97,6 @@ func drawValue(t *rapid.T, typ iceberg.Type, inRange bool) rowcodec.Value {
 		v.Bytes = rapid.SliceOf(rapid.Byte()).Draw(t, "binary")
 	}
 	return v
-}
-
-// drawTransform draws a transform defined for typ that Build lets through.
-func drawTransform(t *rapid.T, typ iceberg.Type) Transform {
-	var ok []Kind
-	for k := Identity; k <= Void; k++ {
-		if (Transform{Kind: k, Arg: 1}).Applies(typ) {
-			ok = append(ok, k)
-		}
-	}
-	return drawTransformOf(t, typ, rapid.SampledFrom(ok).Draw(t, "kind"))
 }
 
 // drawTransformOf draws a transform of kind k for typ: N or W from a few up to

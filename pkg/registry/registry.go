@@ -19,10 +19,10 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/twmb/franz-go/pkg/sr"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/flagenv"
+	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/schemafmt"
 	"github.com/minkhq/mink/pkg/tlsfiles"
 )
@@ -76,7 +76,7 @@ type Client struct {
 
 	ids      *lru.Cache[int, Schema]
 	versions *lru.Cache[subjectVersion, Schema]
-	flights  singleflight.Group
+	flights  *flight.Group[any]
 }
 
 type subjectVersion struct {
@@ -148,7 +148,8 @@ func New(cfg Config, with ...Option) (*Client, error) {
 	}
 	ids, _ := lru.New[int, Schema](cacheSize)
 	versions, _ := lru.New[subjectVersion, Schema](cacheSize)
-	return &Client{sr: cl, http: hc, url: redactURL(u), auth: auth, caFile: cfg.CAFile != "", cas: cas, ids: ids, versions: versions}, nil
+	return &Client{sr: cl, http: hc, url: redactURL(u), auth: auth, caFile: cfg.CAFile != "", cas: cas, ids: ids, versions: versions,
+		flights: flight.New[any](context.Background())}, nil
 }
 
 // WatchCA re-reads --schema-registry-ca-file every interval and on SIGHUP until ctx
@@ -334,13 +335,13 @@ func (c *Client) shared(ctx context.Context, key string, fetch func(context.Cont
 	if err := ctx.Err(); err != nil {
 		return nil, err // start no request for a caller who has gone
 	}
-	ch := c.flights.DoChan(key, func() (any, error) { return fetch(context.WithoutCancel(ctx)) })
-	select {
-	case r := <-ch:
-		return r.Val, r.Err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	v, _, err := c.flights.Do(ctx, key, func(b *flight.Build) (any, error) {
+		if !b.Begin() {
+			return nil, context.Canceled // every caller gave up at once
+		}
+		return fetch(context.WithoutCancel(ctx))
+	})
+	return v, err
 }
 
 // target is what a request asked for, for messages.

@@ -195,8 +195,9 @@ func TestShared(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() { results[i], errs[i] = c.ByID(t.Context(), 12) })
 	}
-	await.True(t, 5*time.Second, "the condition", func() bool { return n.get("/schemas/ids/12") == 1 })
-	time.Sleep(50 * time.Millisecond) // let every caller join the flight
+	await.True(t, 5*time.Second, "every caller to wait for one request", func() bool {
+		return n.get("/schemas/ids/12") == 1 && registry.WaitingForID(c, 12) == callers+1
+	})
 
 	cancel()
 	select {

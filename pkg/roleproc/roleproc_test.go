@@ -2,6 +2,7 @@ package roleproc
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/minkhq/mink/pkg/await"
 )
 
 // script starts /bin/sh running body as a process of this package, its log in a test
@@ -136,11 +139,8 @@ func unwrapAll(err error) error {
 
 func waitOutput(t *testing.T, p *Process, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.Output(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in %q", s, p.Output())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.For(t, 10*time.Second, fmt.Sprintf("%q in the output", s), func() (string, bool) {
+		out := p.Output()
+		return out, strings.Contains(out, s)
+	})
 }

@@ -120,11 +120,10 @@ func (s *Service) readCommitted(ctx context.Context, t tables.Table, key string,
 		if m.ManifestContent() != iceberg.ManifestContentData {
 			continue
 		}
-		entries, err := m.FetchEntries(fio, true)
-		if err != nil {
-			return c, fmt.Errorf("table %s.%s: a manifest of the current snapshot: %w", t.Namespace, t.Name, err)
-		}
-		for _, e := range entries {
+		for e, err := range m.Entries(fio, true) {
+			if err != nil {
+				return c, fmt.Errorf("table %s.%s: a manifest of the current snapshot: %w", t.Namespace, t.Name, err)
+			}
 			if key, err := layout.KeyOf(e.DataFile().FilePath()); err == nil {
 				keys = append(keys, key)
 			}

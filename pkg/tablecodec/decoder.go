@@ -45,8 +45,7 @@ type part struct {
 	fixed   *bound // latest mode: the one schema of the recipe
 	byID    map[int]*bound
 	root    rowcodec.Value
-	reason  []byte // scratch for reasons
-	indexes []int  // scratch for a record's Protobuf message indexes
+	indexes []int // scratch for a record's Protobuf message indexes
 }
 
 // bound is one registry schema bound to the part's target at the decoder's version.

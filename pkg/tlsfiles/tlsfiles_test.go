@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/tlsfiles"
 	"github.com/minkhq/mink/pkg/tlsfiles/tlsfilestest"
 )
@@ -94,12 +95,9 @@ func TestWatchPicksUpARotation(t *testing.T) {
 	next := ca.Issue(t, "node-1", "localhost")
 	files.Replace(t, next)
 	start := time.Now()
-	for p.Certificate().Leaf.SerialNumber.Cmp(next.Leaf.SerialNumber) != 0 {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("the watch did not load the rotated pair")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.True(t, 5*time.Second, "the watch to load the rotated pair", func() bool {
+		return p.Certificate().Leaf.SerialNumber.Cmp(next.Leaf.SerialNumber) == 0
+	})
 	t.Logf("rotation seen after %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -259,12 +257,10 @@ func TestCABundleVerifiesClientsAgainstTheBundleInForce(t *testing.T) {
 
 	tlsfilestest.WriteFile(t, files.ClientCAs, b.PEM)
 	start := time.Now()
-	for handshake(addr, roots, &ofB.TLS) != nil {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("a certificate of B is still refused 5s after the bundle became B")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	await.For(t, 5*time.Second, "a certificate of B to be accepted after the bundle became B", func() (error, bool) {
+		err := handshake(addr, roots, &ofB.TLS)
+		return err, err == nil
+	})
 	t.Logf("B accepted %v after the file changed (interval %v)", time.Since(start).Round(time.Millisecond), interval)
 	err = handshake(addr, roots, &ofA.TLS)
 	t.Logf("a certificate of A with the bundle of B: %v", err)
@@ -273,17 +269,11 @@ func TestCABundleVerifiesClientsAgainstTheBundleInForce(t *testing.T) {
 	}
 
 	tlsfilestest.WriteFile(t, files.ClientCAs, []byte("not PEM"))
-	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+	await.True(t, 5*time.Second, "the broken bundle to be logged", func() bool {
 		logMu.Lock()
-		seen := strings.Contains(logs.String(), "TLS CA bundle not reloaded; the one in force stays")
-		logMu.Unlock()
-		if seen {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("the broken bundle was not logged")
-		}
-	}
+		defer logMu.Unlock()
+		return strings.Contains(logs.String(), "TLS CA bundle not reloaded; the one in force stays")
+	})
 	if err := handshake(addr, roots, &ofB.TLS); err != nil {
 		t.Errorf("a certificate of B after a broken bundle: %v", err)
 	}

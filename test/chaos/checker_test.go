@@ -15,6 +15,7 @@ import (
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // the S3 FileIO, as engines load it
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -385,26 +386,22 @@ func (c *chaosCluster) checkCatalog(ti tableInfo, truths map[int32]truth) {
 		t.Errorf("checker: no running file server to scan %s through", ti.name)
 		return
 	}
-	var last string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		rows, err := c.scan(fs, ti.namespace, ti.name)
-		switch {
-		case err != nil:
-			last = "scan: " + err.Error()
-		default:
-			last = compare(rows, truths)
-			if last == "" {
-				t.Logf("checker: %s through the catalog of %s: %d rows, every Kafka record exactly once", ti.name, fs.ID, len(rows))
-				return
-			}
+	// Checked every 250ms: the writer commits every 500ms.
+	rows := 0
+	last, ok := await.Within(60*time.Second, 250*time.Millisecond, func() (string, bool) {
+		got, err := c.scan(fs, ti.namespace, ti.name)
+		if err != nil {
+			return "scan: " + err.Error(), false
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("checker: %s as iceberg-go reads it never matched Kafka within 60s: %s", ti.name, last)
-			return
-		}
-		time.Sleep(250 * time.Millisecond) // the writer commits every 500ms
+		rows = len(got)
+		diff := compare(got, truths)
+		return diff, diff == ""
+	})
+	if !ok {
+		t.Errorf("checker: %s as iceberg-go reads it never matched Kafka within 60s: %s", ti.name, last)
+		return
 	}
+	t.Logf("checker: %s through the catalog of %s: %d rows, every Kafka record exactly once", ti.name, fs.ID, rows)
 }
 
 // isUnavailable reports whether an iceberg-go catalog error is a 503.

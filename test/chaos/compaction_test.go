@@ -199,8 +199,10 @@ func TestCompactionUnderScans(t *testing.T) {
 	log := &upsertLog{recs: map[int32][]*kgo.Record{}, changed: make(chan struct{})}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// The producer's client is made here: Client may t.Fatal, which only the test's
+	// goroutine may.
+	cl := c.Kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	wg.Go(func() { // the producer: 30 keys per partition, one record in ten a tombstone
-		cl := c.Kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		defer cl.Close()
 		rng := rand.New(rand.NewPCG(26, 6))
 		for n := 0; ; n++ {

@@ -34,18 +34,6 @@ func (c *chaosCluster) indexing(table int64, partitions int32, share map[string]
 	})
 }
 
-// partitionLeases are a table's live partition leases held by holder, by partition.
-func (c *chaosCluster) partitionLeases(table int64, holder string) map[int32]cluster.Lease {
-	c.T.Helper()
-	out := map[int32]cluster.Lease{}
-	for _, l := range c.MustLeases() {
-		if l.Table == table && l.Kind == "partition" && l.Live && l.Holder == holder {
-			out[l.Partition] = l
-		}
-	}
-	return out
-}
-
 // addDataPath starts a writer and a file server once they are wired, so the checker can
 // scan every table through the catalog.
 func (c *chaosCluster) addDataPath() {

@@ -46,6 +46,7 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/devcluster"
 	"github.com/minkhq/mink/pkg/flagenv"
 	"github.com/minkhq/mink/pkg/pgtest"
@@ -613,20 +614,16 @@ func startMinkdevEnv(t *testing.T, args, env []string) *minkdev {
 // healthy, the table is registered and the demo stream has started.
 func (m *minkdev) waitReady(t *testing.T) devcluster.RunInfo {
 	t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	for {
+	return await.Every(t, readyTimeout, 100*time.Millisecond, "step: start the cluster: the run file", func() (devcluster.RunInfo, bool) {
 		info, err := devcluster.ReadRunInfo(m.dir)
 		if err == nil && info.LauncherPid == m.Pid() {
-			return info
+			return info, true
 		}
 		if m.Exited() {
 			t.Fatalf("step: start the cluster: minkdev exited (%v) before it was ready", m.Err())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step: start the cluster: not ready within %v", readyTimeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return info, false
+	})
 }
 
 // stop is Ctrl-C: one SIGINT, then a clean exit.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/devcluster"
 	"github.com/minkhq/mink/pkg/roleproc"
 	"github.com/minkhq/mink/test/cluster"
@@ -416,10 +417,10 @@ type tourLease struct {
 // ok holds of them.
 func (c *newcomerCluster) waitLeases(t *testing.T, line string, n int, ok func(map[int]tourLease) bool) map[int]tourLease {
 	t.Helper()
-	deadline := time.Now().Add(scanTimeout)
-	for {
+	var ls map[int]tourLease
+	await.Every(t, scanTimeout, 500*time.Millisecond, "step: tour: "+line, func() (string, bool) {
 		out, err := c.run(t, line)
-		ls := map[int]tourLease{}
+		ls = map[int]tourLease{}
 		for _, l := range strings.Split(out, "\n") {
 			// TABLE_ID TABLE KIND PARTITION HOLDER EPOCH EXPIRES
 			f := strings.Fields(l)
@@ -430,14 +431,9 @@ func (c *newcomerCluster) waitLeases(t *testing.T, line string, n int, ok func(m
 			e, _ := strconv.Atoi(f[5])
 			ls[p] = tourLease{f[4], e}
 		}
-		if err == nil && len(ls) == n && ok(ls) {
-			return ls
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step: tour: %s, within %v: %v (%v):\n%s", line, scanTimeout, ls, err, out)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return fmt.Sprintf("%v (%v):\n%s", ls, err, out), err == nil && len(ls) == n && ok(ls)
+	})
+	return ls
 }
 
 // produce runs the README's kcat line when kcat is here, else sends the same records
@@ -480,23 +476,15 @@ func (c *newcomerCluster) produceRecords(t *testing.T, topic string, values ...s
 // waitRows runs a scan line until its output holds every word of want.
 func (c *newcomerCluster) waitRows(t *testing.T, line string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(scanTimeout)
-	for {
+	await.Every(t, scanTimeout, time.Second, fmt.Sprintf("step: tour: %s to show %q", line, want), func() (string, bool) {
 		out, err := c.run(t, line)
-		missing := ""
 		for _, w := range want {
 			if !strings.Contains(out, w) {
-				missing = w
+				return fmt.Sprintf("no %q (%v):\n%s", w, err, out), false
 			}
 		}
-		if err == nil && missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step: tour: %s does not show %q within %v (%v):\n%s", line, missing, scanTimeout, err, out)
-		}
-		time.Sleep(time.Second)
-	}
+		return fmt.Sprintf("%v:\n%s", err, out), err == nil
+	})
 }
 
 // autoCreate: a plain producer to a topic nobody made makes it (one partition, as a

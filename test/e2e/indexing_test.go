@@ -11,7 +11,6 @@ import (
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/kafkasrc"
-	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/test/cluster"
@@ -55,8 +54,16 @@ func TestIndexingHandoffBetweenProcesses(t *testing.T) {
 				recs = append(recs, &kgo.Record{Topic: "orders", Partition: p, Value: []byte(fmt.Sprintf(`{"id":%d,"item":"thing %d"}`, n, n))})
 				n++
 			}
-			kafkatest.Produce(t, prod, recs...)
-			time.Sleep(10 * time.Millisecond)
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := prod.ProduceSync(pctx, recs...).FirstErr()
+			cancel()
+			if err != nil { // t.Fatal is for the test's goroutine
+				t.Errorf("produce: %v", err)
+				<-stop
+				done <- n
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // the pace of the stream, not a wait
 		}
 	}()
 	waitFor(t, 20*time.Second, "idx-a to store ranges", func() (int64, bool) {

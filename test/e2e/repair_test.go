@@ -193,7 +193,7 @@ func compactionRepairedAtOnce(t *testing.T, tier string) {
 			}
 		}
 	})
-	repaired, at := waitRepaired(t, rc, "ledger", before.MetadataLocation(), first)
+	_, at := waitRepaired(t, rc, "ledger", before.MetadataLocation(), first)
 	close(stop)
 	wg.Wait()
 	bad, failed := raw()
@@ -208,7 +208,7 @@ func compactionRepairedAtOnce(t *testing.T, tier string) {
 		t.Errorf("the repair came %v after the first failed read; the writer is told at once (lease_ttl %v)", d, regTTL)
 	}
 	// Reads went on while the writer repaired: what they reported is handled too.
-	repaired, _ = waitRepaired(t, rc, "ledger", before.MetadataLocation(), first)
+	repaired, _ := waitRepaired(t, rc, "ledger", before.MetadataLocation(), first)
 
 	// Every snapshot listed now reads, and reads what Kafka says at its coverage; those
 	// naming a file compaction changed are gone.

@@ -79,6 +79,8 @@ type tLine struct {
 	Qty int32  `avro:"qty"`
 }
 
+//lint:file-ignore ST1011 tRich's TMs is named for Avro's time-millis, beside TUs for time-micros
+
 type tRich struct {
 	B       bool                 `avro:"b"`
 	I       int32                `avro:"i"`

@@ -84,9 +84,6 @@ func TestDecodeUnions(t *testing.T) {
 		{"name": "o", "type": ["null", "double"]},
 		{"name": "p", "type": ["double", "null"]},
 		{"name": "n", "type": ["int", "string"]}]}`
-	type tP struct {
-		X int64 `avro:"x"`
-	}
 	type tU struct {
 		C map[string]any `avro:"c"`
 		O *float64       `avro:"o"`

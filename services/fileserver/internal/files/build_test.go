@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 )
 
@@ -71,12 +72,8 @@ func TestBuildConcurrencyCap(t *testing.T) {
 	for i, k := range keys {
 		wg.Go(func() { got[i], errs[i] = readAll(e.ctx, s, k) })
 	}
-	waitFor(t, "the first builds to take every slot", func() bool { return s.BuildStats().Running == slots })
-	waitFor(t, "every read to wait for its build", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.flights) == files
-	})
+	await.True(t, 10*time.Second, "the first builds to take every slot", func() bool { return s.BuildStats().Running == slots })
+	await.True(t, 10*time.Second, "every read to wait for its build", func() bool { return s.fills.Len() == files })
 
 	// A reader that gives up while its build queues.
 	ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
@@ -89,10 +86,7 @@ func TestBuildConcurrencyCap(t *testing.T) {
 	if waited := time.Since(began); waited > 5*time.Second {
 		t.Fatalf("the read returned %v after its deadline", waited)
 	}
-	s.mu.Lock()
-	_, queued := s.flights[late]
-	s.mu.Unlock()
-	if queued {
+	if s.fills.Has(late) {
 		t.Fatal("the abandoned build is still queued")
 	}
 
@@ -176,7 +170,7 @@ func TestTailBuildsTakeASlot(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { _, err := readAll(e.ctx, s, key); done <- err }()
-	waitFor(t, "the data build to take the slot", func() bool { return s.BuildStats().Running == 1 })
+	await.True(t, 10*time.Second, "the data build to take the slot", func() bool { return s.BuildStats().Running == 1 })
 
 	req := MeasureRequest{Table: e.table, Partition: 0, Start: 2, End: 6, MaxBytes: measureMaxBytes, TTL: time.Minute}
 	ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)

@@ -37,6 +37,7 @@ import (
 	filev1 "github.com/minkhq/mink/gen/mink/file/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/filecache"
+	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/objects"
@@ -349,14 +350,7 @@ func (s *Store) measureKey(ctx context.Context, id string, spec *filev1.MeasureS
 		MaxBytes: maxBytes, TTL: ttl})
 }
 
-// measureFlight is one tail build that every concurrent measure of the span waits for.
-type measureFlight struct {
-	claim
-	done chan struct{}
-	m    Measured
-	err  error
-}
-
+// recalled is a span measured in the last minute.
 type recalled struct {
 	m   Measured
 	row tailRow
@@ -379,77 +373,65 @@ type tailRow struct {
 // made in the last minute whose file is still cached.
 func (s *Store) measureLocal(ctx context.Context, req MeasureRequest) (Measured, error) {
 	id := TailIdentity(req.Table.Namespace, req.Table.Name, req.Partition, req.Start, req.End) + "|" + strconv.FormatInt(req.MaxBytes, 10)
-	s.mu.Lock()
-	if r, ok := s.measured[id]; ok && time.Since(r.at) < recallFor && s.o.Cache.Contains(r.m.Key) {
-		s.mu.Unlock()
-		// Its row may have expired and been collected since: record it again, unless a
-		// schema change took effect inside it meanwhile (then it is built again).
-		lctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
-		_, _, _, err := s.record(lctx, r.row, req.TTL, req.Table.Props().LiveTTL)
-		cancel()
-		if !errors.Is(err, schemapoints.ErrDecodingMoved) {
-			if err != nil {
-				return Measured{}, err
-			}
-			return r.m, nil
+	if m, ok, err := s.recall(ctx, id, req); ok {
+		return m, err
+	}
+	m, _, err := s.measures.Do(ctx, id, func(b *flight.Build) (Measured, error) {
+		// A build that ended since this caller looked is recalled, not made again.
+		if m, ok, err := s.recall(b.Context(), id, req); ok {
+			return m, err
 		}
+		m, row, err := s.measure(req, b)
+		if err == nil {
+			s.mu.Lock()
+			for k, r := range s.measured {
+				if time.Since(r.at) >= recallFor {
+					delete(s.measured, k)
+				}
+			}
+			s.measured[id] = recalled{m: m, row: row, at: time.Now()}
+			s.mu.Unlock()
+		}
+		return m, err
+	})
+	return m, s.stopping(err)
+}
+
+// recall answers the span id measured in the last minute whose file is still cached,
+// recording its row again: it may have expired and been collected since. ok is false
+// when there is none, or when a schema change took effect inside it meanwhile (then it
+// is built again).
+func (s *Store) recall(ctx context.Context, id string, req MeasureRequest) (m Measured, ok bool, err error) {
+	s.mu.Lock()
+	r, ok := s.measured[id]
+	s.mu.Unlock()
+	if !ok || time.Since(r.at) >= recallFor || !s.o.Cache.Contains(r.m.Key) {
+		return Measured{}, false, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.o.LookupTimeout)
+	_, _, _, err = s.record(lctx, r.row, req.TTL, req.Table.Props().LiveTTL)
+	cancel()
+	switch {
+	case errors.Is(err, schemapoints.ErrDecodingMoved):
 		s.mu.Lock()
 		if s.measured[id].at == r.at {
 			delete(s.measured, id)
 		}
-	}
-	f, ok := s.measures[id]
-	if !ok {
-		if s.closed {
-			s.mu.Unlock()
-			return Measured{}, apierr.Wrap(apierr.Unavailable, errStopping, "file server %s", s.o.NodeID)
-		}
-		f = &measureFlight{claim: s.newClaim(), done: make(chan struct{})}
-		s.measures[id] = f
-		s.builds.Add(1)
-		go func() {
-			defer s.builds.Done()
-			defer f.cancel()
-			m, row, err := s.measure(req, &f.claim)
-			s.mu.Lock()
-			if s.measures[id] == f {
-				delete(s.measures, id)
-			}
-			if err == nil {
-				for k, r := range s.measured {
-					if time.Since(r.at) >= recallFor {
-						delete(s.measured, k)
-					}
-				}
-				s.measured[id] = recalled{m: m, row: row, at: time.Now()}
-			}
-			s.mu.Unlock()
-			f.m, f.err = m, err
-			close(f.done)
-		}()
-	}
-	f.waiters++
-	s.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.m, f.err
-	case <-ctx.Done():
-		s.mu.Lock()
-		if s.leave(&f.claim) && s.measures[id] == f {
-			delete(s.measures, id)
-		}
 		s.mu.Unlock()
-		return Measured{}, ctx.Err()
+		return Measured{}, false, nil
+	case err != nil:
+		return Measured{}, true, err
 	}
+	return r.m, true, nil
 }
 
-// measure builds req's span from Kafka into the cache, records it, and commits it; the
-// build waits for a slot (c's). A build that a schema change overtook (a point added
+// measure builds req's span from Kafka into the cache, records it, and commits it, as
+// b; the build waits for a slot. A build that a schema change overtook (a point added
 // inside its span, or where it starts, while it was built) is not recorded: it is built
 // again with the points as they are then.
-func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error) {
+func (s *Store) measure(req MeasureRequest, b *flight.Build) (Measured, tailRow, error) {
 	for attempt := 1; ; attempt++ {
-		m, row, err := s.measureOnce(req, c)
+		m, row, err := s.measureOnce(req, b)
 		if !errors.Is(err, schemapoints.ErrDecodingMoved) {
 			return m, row, err
 		}
@@ -465,7 +447,7 @@ func (s *Store) measure(req MeasureRequest, c *claim) (Measured, tailRow, error)
 const maxRebuilds = 3
 
 // measureOnce is one build of measure.
-func (s *Store) measureOnce(req MeasureRequest, c *claim) (Measured, tailRow, error) {
+func (s *Store) measureOnce(req MeasureRequest, fl *flight.Build) (Measured, tailRow, error) {
 	ctx, cancel := context.WithTimeout(s.base, s.o.BuildTimeout)
 	defer cancel()
 	began := time.Now()
@@ -500,7 +482,7 @@ func (s *Store) measureOnce(req MeasureRequest, c *claim) (Measured, tailRow, er
 	if err != nil {
 		return fail(err)
 	}
-	release, err := s.buildSlot(c, TailIdentity(t.Namespace, t.Name, req.Partition, req.Start, req.End))
+	release, err := s.buildSlot(fl, TailIdentity(t.Namespace, t.Name, req.Partition, req.Start, req.End))
 	if err != nil {
 		return Measured{}, tailRow{}, err // no load wants it any more
 	}

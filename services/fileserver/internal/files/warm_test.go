@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
@@ -61,19 +62,15 @@ func TestWarmAfterCommit(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "the warmer to listen and make its first looks", func() bool {
+	await.True(t, 10*time.Second, "the warmer to listen and make its first looks", func() bool {
 		w := s.WarmStats()
 		return w.Listening && w.Looks >= 2 // the start's, and the one listening prompts
 	})
 	key := e.commitRange(0, 5)
 	committed := time.Now()
-	for !s.o.Cache.Contains(key) {
-		if time.Since(committed) > 5*time.Second {
-			t.Fatalf("%s not in the owner's cache %v after its commit (warm interval %v); warm stats %+v",
-				key, time.Since(committed), s.o.WarmInterval, s.WarmStats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	await.For(t, 5*time.Second, key+" in the owner's cache after its commit (warm interval an hour); warm stats", func() (WarmStats, bool) {
+		return s.WarmStats(), s.o.Cache.Contains(key)
+	})
 	t.Logf("warmed %v after the commit", time.Since(committed))
 	if st := s.Stats(); st.CacheMisses != 0 || st.CacheHits != 0 {
 		t.Fatalf("warming counted as reads: %+v", st)
@@ -186,17 +183,6 @@ func warmAll(ctx context.Context, s *Store, w *warmer) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestWarmBuildsAtOnce: warming builds up to WarmBuilds files at once, the newest
 // first, and starts the next as soon as one ends.
 func TestWarmBuildsAtOnce(t *testing.T) {
@@ -230,7 +216,7 @@ func TestWarmBuildsAtOnce(t *testing.T) {
 	}
 	w := s.newWarmer()
 	s.warmRound(e.ctx, w)
-	waitFor(t, "two warm builds", func() bool { return s.BuildStats().Running == 2 })
+	await.True(t, 10*time.Second, "two warm builds", func() bool { return s.BuildStats().Running == 2 })
 	s.warmRound(e.ctx, w) // a look while both run starts nothing more
 	mu.Lock()
 	if len(order) != 2 || len(w.queue) != 3 {
@@ -241,7 +227,7 @@ func TestWarmBuildsAtOnce(t *testing.T) {
 	}
 	mu.Unlock()
 	open()
-	waitFor(t, "the next two warm builds", func() bool {
+	await.True(t, 10*time.Second, "the next two warm builds", func() bool {
 		s.warmRound(e.ctx, w) // starts what the freed slots allow
 		mu.Lock()
 		defer mu.Unlock()

@@ -364,7 +364,7 @@ func (e *env) startNode(id string, o nodeOptions) *node {
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(e.tp), otelgrpc.WithMeterProvider(mp), otelgrpc.WithPropagators(prop))),
 		grpc.ChainUnaryInterceptor(apierr.UnaryServerInterceptor(nil)),
 		grpc.ChainStreamInterceptor(apierr.StreamServerInterceptor(nil)),
-		grpc.WriteBufferSize(512<<10), grpc.SharedWriteBuffer(true), // as pkg/node's
+		grpc.WriteBufferSize(512<<10), // as pkg/node's
 	)...)
 	srv.RegisterGRPC(gs)
 	mgr, err := lease.NewManager(e.db, lease.Config{NodeID: id, Roles: []lease.Role{lease.RoleFileServer},

@@ -514,11 +514,10 @@ func dataFileKeys(t testing.TB, tbl *table.Table) []string {
 		if m.SnapshotID() != snap.SnapshotID {
 			continue
 		}
-		es, err := m.FetchEntries(fs, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range es {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				t.Fatal(err)
+			}
 			k, _ := layout.KeyOf(e.DataFile().FilePath())
 			out = append(out, k)
 		}

@@ -29,7 +29,7 @@ func requests(t *testing.T, n *node, attrs map[string]string) uint64 {
 			for _, p := range m.Data.(metricdata.Histogram[float64]).DataPoints {
 				for k, want := range attrs {
 					got, ok := p.Attributes.Value(attribute.Key(k))
-					if (want == "" && ok) || (want != "" && (!ok || got.Emit() != want)) {
+					if (want == "" && ok) || (want != "" && (!ok || got.String() != want)) {
 						continue point
 					}
 				}

@@ -176,7 +176,7 @@ func TestS3Auth(t *testing.T) {
 			{"clock 20 minutes behind", saClient(n, etlKeys, func(o *s3.Options) { o.HTTPSignerV4 = newSASigner(-20 * time.Minute) }), g.key, "RequestTimeTooSkewed", 403},
 			{"clock 20 minutes ahead", saClient(n, etlKeys, func(o *s3.Options) { o.HTTPSignerV4 = newSASigner(20 * time.Minute) }), g.key, "RequestTimeTooSkewed", 403},
 			{"a date of 2001", saClient(n, etlKeys, func(o *s3.Options) {
-				o.HTTPSignerV4 = newSASigner(time.Date(2001, 9, 9, 1, 46, 40, 0, time.UTC).Sub(time.Now()))
+				o.HTTPSignerV4 = newSASigner(time.Until(time.Date(2001, 9, 9, 1, 46, 40, 0, time.UTC)))
 			}), g.key, "RequestTimeTooSkewed", 403},
 			{"tampered signature", saClient(n, etlKeys, func(o *s3.Options) { o.HTTPClient = saTamper{} }), g.key, "SignatureDoesNotMatch", 403},
 			{"vended for another table", saClient(n, saVended(vendRefunds)), g.key, "AccessDenied", 403},
@@ -226,7 +226,7 @@ func TestS3Auth(t *testing.T) {
 		sig := valid[strings.LastIndex(valid, "=")+1:]
 		for _, c := range []struct{ name, url, code, msg string }{
 			{"expired", presign(etlKeys, -2*time.Hour, time.Hour), "AccessDenied", "Request has expired"},
-			{"a date of 2001", presign(etlKeys, time.Date(2001, 9, 9, 1, 46, 40, 0, time.UTC).Sub(time.Now()), time.Hour), "AccessDenied", "Request has expired"},
+			{"a date of 2001", presign(etlKeys, time.Until(time.Date(2001, 9, 9, 1, 46, 40, 0, time.UTC)), time.Hour), "AccessDenied", "Request has expired"},
 			{"expired, vended", presign(saVended(vendOrders), -2*time.Hour, time.Hour), "AccessDenied", "Request has expired"},
 			{"tampered signature", strings.Replace(valid, sig, strings.Repeat("0", len(sig)), 1), "SignatureDoesNotMatch", ""},
 			{"tampered key", strings.Replace(valid, "_kafka_partition%3D0", "_kafka_partition%3D1", 1), "SignatureDoesNotMatch", ""},

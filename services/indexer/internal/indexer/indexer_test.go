@@ -137,11 +137,21 @@ func (e *env) createTable(t *testing.T, name string, partitions int32, props map
 }
 
 func (e *env) produce(t *testing.T, topic string, p int32, values ...string) {
+	kafkatest.Produce(t, e.prod, valueRecords(topic, p, values)...)
+}
+
+// produceErr is produce for a goroutine other than the test's, which must not call
+// t.Fatal.
+func (e *env) produceErr(ctx context.Context, topic string, p int32, values ...string) error {
+	return e.prod.ProduceSync(ctx, valueRecords(topic, p, values)...).FirstErr()
+}
+
+func valueRecords(topic string, p int32, values []string) []*kgo.Record {
 	var recs []*kgo.Record
 	for _, v := range values {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)})
 	}
-	kafkatest.Produce(t, e.prod, recs...)
+	return recs
 }
 
 // committed returns the offsets of every committed data record of a partition, read
@@ -332,9 +342,12 @@ func TestHandoffMidStream(t *testing.T) {
 		defer close(produced)
 		for i := 0; ctx.Err() == nil && i < 2000; i++ {
 			for p := int32(0); p < 2; p++ {
-				e.produce(t, "hand", p, jsonEvents(i*10, 10)...)
+				if err := e.produceErr(ctx, "hand", p, jsonEvents(i*10, 10)...); err != nil && ctx.Err() == nil {
+					t.Errorf("produce: %v", err)
+					return
+				}
 			}
-			time.Sleep(15 * time.Millisecond)
+			time.Sleep(15 * time.Millisecond) // the pace of the stream, not a wait
 		}
 	}()
 	epochs := func(p int32) map[int64]bool {

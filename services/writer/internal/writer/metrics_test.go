@@ -23,7 +23,7 @@ func points(t *testing.T, r *sdkmetric.ManualReader, name string, attrs map[stri
 	}
 	match := func(set attribute.Set) bool {
 		for k, v := range attrs {
-			if got, ok := set.Value(attribute.Key(k)); !ok || got.Emit() != v {
+			if got, ok := set.Value(attribute.Key(k)); !ok || got.String() != v {
 				return false
 			}
 		}

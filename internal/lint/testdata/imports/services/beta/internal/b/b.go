@@ -1,0 +1,2 @@
+// Package b is beta's internal package; only its test imports another role.
+package b
