@@ -25,12 +25,11 @@ import (
 // packages in harness.
 var sqlRules = sqlConfig{
 	owners: map[string][]string{
-		"pkg/lease":        {"mink_members", "mink_leases", "mink_retired", "mink_left", "mink_generations", "mink_lease_holders"},
-		"pkg/tables":       {"mink_tables", "mink_table_versions", "mink_registry_schemas"},
-		"pkg/ranges":       {"mink_partitions", "mink_ranges"},
-		"pkg/schemapoints": {"mink_version_points"},
-		"pkg/objects":      {"mink_data_files", "mink_meta_files", "mink_table_meta", "mink_file_problems", "mink_removed_files"},
-		"pkg/pgschema":     {"mink_schema_migrations"},
+		"pkg/lease":    {"mink_members", "mink_leases", "mink_retired", "mink_left", "mink_generations", "mink_lease_holders"},
+		"pkg/tables":   {"mink_tables", "mink_table_versions", "mink_registry_schemas"},
+		"pkg/ranges":   {"mink_partitions", "mink_ranges", "mink_version_points"},
+		"pkg/objects":  {"mink_data_files", "mink_meta_files", "mink_table_meta", "mink_file_problems", "mink_removed_files"},
+		"pkg/pgschema": {"mink_schema_migrations"},
 	},
 	crossReads: map[string]string{
 		"pkg/lease mink_tables":      "the scopes leases are cut from: a round reads the tables' ids and partition counts, and names the leases it takes in the statement that takes them",
@@ -43,12 +42,9 @@ var sqlRules = sqlConfig{
 	},
 	harness:    []string{"pkg/pgtest", "pkg/lease/leasetest", "test", "bench"},
 	migrations: "pkg/pgschema/migrations",
-	// Statements not yet moved to the store that owns their tables (issue 28): each entry
-	// is "<package> <table>" and goes when the move is done; nothing may be added.
-	pending: map[string]bool{
-		"pkg/schemapoints mink_partitions": true,
-		"pkg/schemapoints mink_data_files": true,
-	},
+	// Statements not yet moved to the store that owns their tables: none left, and
+	// nothing may be added.
+	pending: map[string]bool{},
 }
 
 func TestSQLOnlyInStores(t *testing.T) {

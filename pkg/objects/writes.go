@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/pg"
-	"github.com/minkhq/mink/pkg/schemapoints"
+	"github.com/minkhq/mink/pkg/ranges"
 )
 
 // Tail is a live load's tail data file as a file server measured it.
@@ -25,13 +25,13 @@ type Tail struct {
 
 // RecordTail writes a tail file's row, readable for ttl at least and marked live (not
 // listed until a commit names it), if it decodes as the schema points of its partition
-// say (schemapoints.Check; else schemapoints.ErrDecodingMoved and nothing is written).
+// say (ranges.CheckPoints; else schemapoints.ErrDecodingMoved and nothing is written).
 // The row may exist (the same span measured before, or committed: same offsets, same
 // bytes): an expiry already set is kept when later, but never beyond maxTTL from now. It
 // returns what the row records.
 func RecordTail(ctx context.Context, db pg.DB, t Tail, ttl, maxTTL time.Duration) (created time.Time, size int64, sha string, err error) {
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if err := schemapoints.Check(ctx, tx, t.Table, t.Partition, t.Start, t.End, t.Records, t.Settings); err != nil {
+		if err := ranges.CheckPoints(ctx, tx, t.Table, t.Partition, t.Start, t.End, t.Records, t.Settings); err != nil {
 			return err
 		}
 		return recordTail(ctx, tx, t, ttl, maxTTL).Scan(&created, &size, &sha)
@@ -79,4 +79,20 @@ func WatchProblems(ctx context.Context, db pg.DB, notify func(table int64)) erro
 		id, _ := strconv.ParseInt(payload, 10, 64) // "" (listening): 0
 		notify(id)
 	}, problemsChannel)
+}
+
+// RecordedEnds is the end of each partition's recorded files (tail files included), of
+// those of parts that have any: where a schema point added now must start at the
+// earliest (ranges.AddPoints reads it after locking the partitions).
+func RecordedEnds(ctx context.Context, tx pgx.Tx, table int64, parts []int32) (map[int32]int64, error) {
+	rows, err := tx.Query(ctx, `SELECT partition, max(end_offset) FROM mink_data_files
+		WHERE table_id = $1 AND partition = ANY($2) GROUP BY partition`, table, parts)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	var p int32
+	var end int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &end}, func() error { ends[p] = end; return nil })
+	return ends, err
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/pg"
-	"github.com/minkhq/mink/pkg/schemapoints"
 )
 
 // Range is one indexed offset range [Start, End) of one partition.
@@ -55,7 +54,7 @@ var ErrNotContiguous = errors.New("range does not start where the index ends")
 
 // Append stores r under partition lease l, if l still holds, r starts exactly at the
 // partition's indexed end (or the partition has no range yet) and r decodes as the
-// schema points of the partition say (schemapoints.Check). Otherwise nothing changes:
+// schema points of the partition say (CheckPoints). Otherwise nothing changes:
 // lease.ErrLeaseLost, ErrNotContiguous or schemapoints.ErrDecodingMoved.
 func Append(ctx context.Context, db pg.DB, l lease.Lease, r Range) error {
 	if l.Kind != lease.KindPartition || l.Table != r.Table || l.Partition != r.Partition {
@@ -82,7 +81,7 @@ func Append(ctx context.Context, db pg.DB, l lease.Lease, r Range) error {
 			}
 			return fmt.Errorf("%w: [%d, %d) of partition %d of table %d, indexed end is %d", ErrNotContiguous, r.Start, r.End, r.Partition, r.Table, *end)
 		}
-		if err := schemapoints.Check(ctx, tx, r.Table, r.Partition, r.Start, r.End, r.Records, r.Settings); err != nil {
+		if err := CheckPoints(ctx, tx, r.Table, r.Partition, r.Start, r.End, r.Records, r.Settings); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO mink_ranges (table_id, partition, start_offset, end_offset, epoch,

@@ -15,12 +15,13 @@ import (
 	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/schemapoints"
 )
 
 func (f *fixture) points(table int64, p int32) schemapoints.Points {
 	f.t.Helper()
-	ps, err := schemapoints.List(f.ctx, f.db, table, p)
+	ps, err := ranges.Points(f.ctx, f.db, table, p)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestAlterWhileATailIsRecorded(t *testing.T) {
 	f.kafka.CreateTopic("clicks", 1, nil)
 	tbl := f.create(&adminv1.CreateTableRequest{Name: "clicks", Format: jsonFormat, Columns: []*adminv1.Column{{Name: "id", Type: "int"}}})
 	f.produceN("clicks", 0, 4)
-	if _, err := schemapoints.Ensure(f.ctx, f.db, tbl.GetId(), 0, version(0)); err != nil {
+	if _, err := ranges.EnsurePoints(f.ctx, f.db, tbl.GetId(), 0, version(0)); err != nil {
 		t.Fatal(err)
 	}
 	s := parquetbuild.DefaultSettings()
@@ -97,7 +98,7 @@ func TestAlterWhileATailIsRecorded(t *testing.T) {
 	}
 	defer tx.Rollback(f.ctx)
 	// The tail's check holds the partition's row...
-	if err := schemapoints.Check(f.ctx, tx, tbl.GetId(), 0, tail.Start, tail.End, tail.Records, settings); err != nil {
+	if err := ranges.CheckPoints(f.ctx, tx, tbl.GetId(), 0, tail.Start, tail.End, tail.Records, settings); err != nil {
 		t.Fatal(err)
 	}
 	// ... while the alter takes the table's row and waits for the partition's.

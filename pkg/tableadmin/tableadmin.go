@@ -24,6 +24,7 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/schemapoints"
@@ -252,10 +253,10 @@ func (s *Service) AlterTable(ctx context.Context, req *adminv1.AlterTableRequest
 			for p := range t.Partitions {
 				at[p] = from[p]
 			}
-			if _, err := schemapoints.Add(ctx, tx, t.ID, at, before, func(d schemapoints.Decoding) schemapoints.Decoding {
+			if _, err := ranges.AddPoints(ctx, tx, t.ID, at, before, func(d schemapoints.Decoding) schemapoints.Decoding {
 				d.Version = v.ID
 				return d
-			}); err != nil {
+			}, objects.RecordedEnds); err != nil {
 				return err
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/pg"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/schemafmt"
 	"github.com/minkhq/mink/pkg/schemafmt/avrofmt"
@@ -370,7 +371,7 @@ func (c *Codecs) Current(ctx context.Context, t tables.Table) (schemapoints.Deco
 // of a record uses is the one in force at its offset. A partition without any gets its
 // first, at offset 0 with t's current decoding, from whichever build asks first.
 func (c *Codecs) Points(ctx context.Context, t tables.Table, p int32) (schemapoints.Points, error) {
-	ps, err := schemapoints.List(ctx, c.db, t.ID, p)
+	ps, err := ranges.Points(ctx, c.db, t.ID, p)
 	if err != nil || len(ps) > 0 {
 		return ps, err
 	}
@@ -378,7 +379,7 @@ func (c *Codecs) Points(ctx context.Context, t tables.Table, p int32) (schemapoi
 	if err != nil {
 		return nil, err
 	}
-	return schemapoints.Ensure(ctx, c.db, t.ID, p, first)
+	return ranges.EnsurePoints(ctx, c.db, t.ID, p, first)
 }
 
 // FirstVersion fetches the latest schemas of spec's value and key subjects from the

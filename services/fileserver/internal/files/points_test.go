@@ -8,7 +8,9 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/pgtest"
+	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/schemapoints"
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -33,10 +35,10 @@ func (e *measureEnv) evolve(name string) tables.Table {
 
 // addPoint makes version take effect from offset from (or past what is recorded) in tx.
 func addPoint(ctx context.Context, tx pgx.Tx, table int64, from int64, version int) (schemapoints.Point, error) {
-	out, err := schemapoints.Add(ctx, tx, table, map[int32]int64{0: from}, schemapoints.Decoding{}, func(d schemapoints.Decoding) schemapoints.Decoding {
+	out, err := ranges.AddPoints(ctx, tx, table, map[int32]int64{0: from}, schemapoints.Decoding{}, func(d schemapoints.Decoding) schemapoints.Decoding {
 		d.Version = version
 		return d
-	})
+	}, objects.RecordedEnds)
 	return out[0], err
 }
 

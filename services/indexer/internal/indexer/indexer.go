@@ -24,6 +24,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/rangefile"
@@ -448,10 +449,10 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 				if err != nil {
 					return err
 				}
-				pt, err := schemapoints.AddUnder(ctx, ix.DB, l, r.Offset, c.decoding, func(d schemapoints.Decoding) schemapoints.Decoding {
+				pt, err := ranges.AddPointsUnder(ctx, ix.DB, l, r.Offset, c.decoding, func(d schemapoints.Decoding) schemapoints.Decoding {
 					d.Version = max(d.Version, v.ID)
 					return d
-				})
+				}, objects.RecordedEnds)
 				if err != nil {
 					return err
 				}
@@ -650,9 +651,9 @@ func (ix *Indexer) follow(ctx context.Context, l lease.Lease, tbl *tables.Table,
 			return pt, false, err
 		}
 	}
-	pt, err = schemapoints.AddUnder(ctx, ix.DB, l, c.next, c.decoding, func(d schemapoints.Decoding) schemapoints.Decoding {
+	pt, err = ranges.AddPointsUnder(ctx, ix.DB, l, c.next, c.decoding, func(d schemapoints.Decoding) schemapoints.Decoding {
 		return schemapoints.Decoding{Version: max(d.Version, want.Version), ValueSchemaID: want.ValueSchemaID, KeySchemaID: want.KeySchemaID}
-	})
+	}, objects.RecordedEnds)
 	if err != nil {
 		return pt, false, err
 	}

@@ -13,6 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/minkhq/mink/pkg/lease/leasetest"
+	"github.com/minkhq/mink/pkg/objects"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -48,10 +49,10 @@ func (e *env) alterAt(t *testing.T, tbl tables.Table, name string, from int64) (
 			return err
 		}
 		version = v.ID
-		pts, err := schemapoints.Add(ctx, tx, tbl.ID, map[int32]int64{0: from}, before, func(d schemapoints.Decoding) schemapoints.Decoding {
+		pts, err := ranges.AddPoints(ctx, tx, tbl.ID, map[int32]int64{0: from}, before, func(d schemapoints.Decoding) schemapoints.Decoding {
 			d.Version = v.ID
 			return d
-		})
+		}, objects.RecordedEnds)
 		at = pts[0].From
 		return err
 	})

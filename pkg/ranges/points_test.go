@@ -1,4 +1,4 @@
-package schemapoints_test
+package ranges_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -27,12 +26,6 @@ import (
 	"github.com/minkhq/mink/pkg/tables"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Shutdown()
-	os.Exit(code)
-}
 
 type fixture struct {
 	t   *testing.T
@@ -66,7 +59,7 @@ func settings(d schemapoints.Decoding) []byte {
 
 func (f *fixture) points(p int32) schemapoints.Points {
 	f.t.Helper()
-	ps, err := schemapoints.List(f.ctx, f.db, f.tbl.ID, p)
+	ps, err := ranges.Points(f.ctx, f.db, f.tbl.ID, p)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -78,10 +71,10 @@ func (f *fixture) add(db pg.DB, p int32, from int64, first schemapoints.Decoding
 	f.t.Helper()
 	var pt schemapoints.Point
 	err := pgx.BeginFunc(f.ctx, db, func(tx pgx.Tx) error {
-		out, err := schemapoints.Add(f.ctx, tx, f.tbl.ID, map[int32]int64{p: from}, first, func(d schemapoints.Decoding) schemapoints.Decoding {
+		out, err := ranges.AddPoints(f.ctx, tx, f.tbl.ID, map[int32]int64{p: from}, first, func(d schemapoints.Decoding) schemapoints.Decoding {
 			d.Version = n
 			return d
-		})
+		}, objects.RecordedEnds)
 		pt = out[p]
 		return err
 	})
@@ -140,7 +133,7 @@ func TestEnsureFirstWins(t *testing.T) {
 	got := make([]schemapoints.Points, 8)
 	errs := make([]error, 8)
 	for i := range got {
-		wg.Go(func() { got[i], errs[i] = schemapoints.Ensure(f.ctx, f.db, f.tbl.ID, 0, v(i)) })
+		wg.Go(func() { got[i], errs[i] = ranges.EnsurePoints(f.ctx, f.db, f.tbl.ID, 0, v(i)) })
 	}
 	wg.Wait()
 	for i := range got {
@@ -148,7 +141,7 @@ func TestEnsureFirstWins(t *testing.T) {
 			t.Fatalf("Ensure %d: %v %v (first answer %v)", i, got[i], errs[i], got[0])
 		}
 	}
-	if _, err := schemapoints.Ensure(f.ctx, f.db, f.tbl.ID, 7, v(0)); err == nil {
+	if _, err := ranges.EnsurePoints(f.ctx, f.db, f.tbl.ID, 7, v(0)); err == nil {
 		t.Fatal("Ensure of a partition the table lacks")
 	}
 }
@@ -166,10 +159,10 @@ func TestAddPastRecordedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := pgx.BeginFunc(f.ctx, f.db, func(tx pgx.Tx) error {
-		_, err := schemapoints.Add(f.ctx, tx, f.tbl.ID, map[int32]int64{0: 5, 1: 20, 2: 7}, v(0), func(d schemapoints.Decoding) schemapoints.Decoding {
+		_, err := ranges.AddPoints(f.ctx, tx, f.tbl.ID, map[int32]int64{0: 5, 1: 20, 2: 7}, v(0), func(d schemapoints.Decoding) schemapoints.Decoding {
 			d.Version = 1
 			return d
-		})
+		}, objects.RecordedEnds)
 		return err
 	})
 	if err != nil {
@@ -210,7 +203,7 @@ func TestAddPastRecordedFiles(t *testing.T) {
 func TestCheckRefusesStaleAndSpanning(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 2)
-	if _, err := schemapoints.Ensure(f.ctx, f.db, f.tbl.ID, 0, v(0)); err != nil {
+	if _, err := ranges.EnsurePoints(f.ctx, f.db, f.tbl.ID, 0, v(0)); err != nil {
 		t.Fatal(err)
 	}
 	f.add(f.db, 0, 10, v(0), 1)
@@ -262,7 +255,7 @@ func TestCheckRefusesStaleAndSpanning(t *testing.T) {
 func TestCheckWaitsForAdd(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1)
-	if _, err := schemapoints.Ensure(f.ctx, f.db, f.tbl.ID, 0, v(0)); err != nil {
+	if _, err := ranges.EnsurePoints(f.ctx, f.db, f.tbl.ID, 0, v(0)); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := f.db.Begin(f.ctx)
@@ -270,10 +263,10 @@ func TestCheckWaitsForAdd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(f.ctx)
-	if _, err := schemapoints.Add(f.ctx, tx, f.tbl.ID, map[int32]int64{0: 10}, v(0), func(d schemapoints.Decoding) schemapoints.Decoding {
+	if _, err := ranges.AddPoints(f.ctx, tx, f.tbl.ID, map[int32]int64{0: 10}, v(0), func(d schemapoints.Decoding) schemapoints.Decoding {
 		d.Version = 1
 		return d
-	}); err != nil {
+	}, objects.RecordedEnds); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
