@@ -37,17 +37,6 @@ func Fenced(ctx context.Context, db pg.DB, l Lease, fn func(tx pgx.Tx) error) er
 	})
 }
 
-// HeldSQL is a condition, for the writes of other packages that check a lease in their
-// own statement: true while node $holder holds epoch $epoch of the lease of kind $kind,
-// table $table, partition $partition (the placeholders are the caller's, given in that
-// order as the format's arguments), with its member row live.
-func HeldSQL(kind, table, partition, holder, epoch string) string {
-	return `EXISTS (SELECT 1 FROM mink_leases l JOIN mink_members m
-		  ON m.node_id = l.holder AND m.incarnation = l.incarnation AND m.expires_at > now()
-		WHERE l.kind = ` + kind + ` AND l.table_id = ` + table + ` AND l.partition = ` + partition +
-		` AND l.holder = ` + holder + ` AND l.epoch = ` + epoch + `)`
-}
-
 // AddScopes makes the lease rows of a table with the given partition count: its writer
 // lease and one partition lease per partition. Partitions only grow (as in Kafka); rows
 // that exist are kept with their holders and epochs. Call it in the transaction that

@@ -111,14 +111,16 @@ type Partition struct {
 }
 
 // SetIndexError records why the holder of partition lease l cannot index now (msg; ""
-// clears it). Only the lease's current holder changes it.
+// clears it), under the lease (lease.Fenced: a holder that lost it changes nothing and
+// gets lease.ErrLeaseLost).
 func SetIndexError(ctx context.Context, db pg.DB, l lease.Lease, msg string) error {
-	_, err := db.Exec(ctx, `UPDATE mink_partitions p
-		SET index_error = nullif($3, ''),
-		    index_error_at = CASE WHEN $3 = '' THEN NULL ELSE coalesce(CASE WHEN p.index_error = $3 THEN p.index_error_at END, now()) END
-		WHERE p.table_id = $1 AND p.partition = $2 AND `+lease.HeldSQL("'partition'", "$1", "$2", "$4", "$5"),
-		l.Table, l.Partition, msg, l.Holder, l.Epoch)
-	return err
+	return lease.Fenced(ctx, db, l, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE mink_partitions p
+			SET index_error = nullif($3, ''),
+			    index_error_at = CASE WHEN $3 = '' THEN NULL ELSE coalesce(CASE WHEN p.index_error = $3 THEN p.index_error_at END, now()) END
+			WHERE p.table_id = $1 AND p.partition = $2`, l.Table, l.Partition, msg)
+		return err
+	})
 }
 
 // Partitions returns the index state of every partition of a table, by partition.

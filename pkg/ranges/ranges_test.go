@@ -101,3 +101,29 @@ func TestStaleHolderStoresNothing(t *testing.T) {
 		t.Fatalf("state %+v", st)
 	}
 }
+
+// Why indexing paused is recorded by the partition's holder only: a holder that lost the
+// lease neither sets nor clears it.
+func TestIndexErrorUnderTheLease(t *testing.T) {
+	t.Parallel()
+	db, tbl := setup(t)
+	ctx := context.Background()
+	old := take(t, db, tbl.ID, 1, "a")
+	cur := take(t, db, tbl.ID, 1, "b")
+	if err := ranges.SetIndexError(ctx, db, cur, "the registry is down"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ranges.SetIndexError(ctx, db, old, ""); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("a stale holder's clear: %v, want ErrLeaseLost", err)
+	}
+	if err := ranges.SetIndexError(ctx, db, old, "stale words"); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("a stale holder's error: %v, want ErrLeaseLost", err)
+	}
+	ps, err := ranges.Partitions(ctx, db, tbl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps[1].IndexError != "the registry is down" || ps[1].IndexErrorAt.IsZero() || ps[0].IndexError != "" {
+		t.Fatalf("partitions %+v", ps)
+	}
+}

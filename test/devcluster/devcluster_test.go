@@ -759,10 +759,8 @@ func waitProduced(t *testing.T, info devcluster.RunInfo, topic string, total int
 // show one); missing rows, and columns the table has yet to gain, are waited for.
 func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, token tokenArg, table, columns string, want map[position]int64, check func(row) error) {
 	t.Helper()
-	deadline := time.Now().Add(scanTimeout)
-	var last string
 	var refusedSince time.Time // the catalog refuses connections since
-	for {
+	last, ok := await.Within(scanTimeout, time.Second, func() (string, bool) {
 		rows, err := scan(info, token, table, columns)
 		switch {
 		case err == nil || !strings.Contains(err.Error(), "is unreachable"):
@@ -774,6 +772,7 @@ func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, token tokenArg
 			t.Fatalf("step: scan: the file servers are healthy but their Iceberg REST catalog (%s) has refused connections for %v: %v",
 				info.CatalogURL, catalogGrace, err)
 		}
+		last := ""
 		if err == nil {
 			seen := map[position]bool{}
 			for _, r := range rows {
@@ -795,7 +794,7 @@ func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, token tokenArg
 				seen[p] = true
 			}
 			if len(seen) == len(want) {
-				return
+				return "", true
 			}
 			last = fmt.Sprintf("%d of %d records are rows", len(seen), len(want))
 		} else {
@@ -804,11 +803,11 @@ func (m *minkdev) waitScan(t *testing.T, info devcluster.RunInfo, token tokenArg
 		if m.Exited() {
 			t.Fatalf("step: scan: minkdev exited (%v); last scan: %s", m.Err(), last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("step: scan %s: not every record is a row within %v; last scan: %s\n%s",
-				table, scanTimeout, last, describe(info, token, table))
-		}
-		time.Sleep(time.Second)
+		return last, false
+	})
+	if !ok {
+		t.Fatalf("step: scan %s: not every record is a row within %v; last scan: %s\n%s",
+			table, scanTimeout, last, describe(info, token, table))
 	}
 }
 

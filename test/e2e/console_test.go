@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	"github.com/minkhq/mink/pkg/await"
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/tlsfiles/tlsfilestest"
 	"github.com/minkhq/mink/test/cluster"
@@ -123,16 +124,12 @@ func consolePage(ctx context.Context) string {
 // consoleWait waits until the page's expression js is true.
 func consoleWait(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for {
+	err, ok := await.Within(45*time.Second, 200*time.Millisecond, func() (error, bool) {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+js+")"))
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s (%s): %v\npage:\n%s", what, js, err, consolePage(ctx))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err, err == nil && ok
+	})
+	if !ok {
+		t.Fatalf("waiting for %s (%s): %v\npage:\n%s", what, js, err, consolePage(ctx))
 	}
 }
 
