@@ -310,10 +310,11 @@ func TestReloadAndWatch(t *testing.T) {
 	defer cancel2()
 	done2 := make(chan struct{})
 	// The test's own subscription keeps a SIGHUP sent before Watch subscribes from
-	// ending the process; the signal is sent again until Watch has reloaded.
+	// ending the process; the signal is sent again until Watch has reloaded. It is never
+	// stopped: a SIGHUP still on its way when the last subscription ends would take the
+	// signal's default action and end the test binary.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() { a.Watch(ctx2, time.Hour); close(done2) }()
 	write(body(""))
 	await.True(t, 5*time.Second, "a SIGHUP to reload the file", func() bool {
