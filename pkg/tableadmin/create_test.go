@@ -5,11 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/tableadmin"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -336,5 +338,51 @@ func TestCreateRegistryErrors(t *testing.T) {
 	l, err := f.svc.ListTables(f.ctx, &adminv1.ListTablesRequest{})
 	if err != nil || len(l.GetTables()) != 1 || l.GetTables()[0].GetName() != "plain" {
 		t.Errorf("tables: %v %v", l, err)
+	}
+}
+
+// A JSON table created without columns infers them from a bounded sample of the
+// records in its topic; an empty topic starts with the Kafka columns alone.
+func TestCreateInferredTable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kafka.CreateTopic("clicks", 2, nil)
+	f.kafka.CreateTopic("quiet", 1, nil)
+	cl := f.kafka.Client()
+	defer cl.Close()
+	kafkatest.Produce(t, cl,
+		&kgo.Record{Topic: "clicks", Partition: 0, Value: []byte(`{"id": 1, "page": "/a", "user-agent": "x", "at": null}`)},
+		&kgo.Record{Topic: "clicks", Partition: 1, Value: []byte(`{"id": 2, "ms": 1.5, "tags": ["t"], "geo": {"cc": "nl"}}`)},
+		&kgo.Record{Topic: "clicks", Partition: 1, Value: []byte(`not json`)})
+	tbl := f.create(&adminv1.CreateTableRequest{Name: "clicks", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON})
+	v, err := f.svc.Codecs.Version(f.ctx, tables.Table{ID: tbl.GetId()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, fl := range v.Schema.Fields() {
+		got = append(got, fl.Name+" "+fl.Type.String())
+	}
+	want := []string{"id long", "page string", "user_agent string", "ms double", "tags list<string>", "geo struct<", "_mink_unfit string", "_kafka_partition int"}
+	all := strings.Join(got, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("no %q in\n%s", w, all)
+		}
+	}
+	if strings.Contains(all, "\nat ") {
+		t.Errorf("a field seen only as null has a column:\n%s", all)
+	}
+	if v.Spec.Infer == nil || v.Spec.Infer.Keys[v.Schema.Fields()[2].ID] != "user-agent" {
+		t.Errorf("inference %+v", v.Spec.Infer)
+	}
+	quiet := f.create(&adminv1.CreateTableRequest{Name: "quiet", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON})
+	if v, err := f.svc.Codecs.Version(f.ctx, tables.Table{ID: quiet.GetId()}, 0); err != nil || len(v.Schema.Fields()) != 7 {
+		t.Errorf("an empty topic's table: %v %v", v.Schema, err)
+	}
+	_, err = f.svc.CreateTable(f.ctx, &adminv1.CreateTableRequest{Name: "keyed", Topic: "quiet", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON,
+		KeyFormat: adminv1.RecordFormat_RECORD_FORMAT_AVRO})
+	if apierr.Classify(err) != apierr.InvalidArgument || !strings.Contains(err.Error(), "key_format") {
+		t.Errorf("an inferred table with a key format: %v", err)
 	}
 }

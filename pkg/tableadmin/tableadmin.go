@@ -21,6 +21,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
 	"github.com/minkhq/mink/pkg/icebergmeta"
+	"github.com/minkhq/mink/pkg/jsoninfer"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
@@ -65,6 +66,9 @@ func specOf(req *adminv1.CreateTableRequest, topic string) (tableschema.Spec, er
 	spec := tableschema.Spec{Format: f}
 	for _, c := range req.GetColumns() {
 		spec.Columns = append(spec.Columns, tableschema.Column{Name: c.GetName(), Type: c.GetType(), Required: c.GetRequired(), JSONPath: c.GetJsonPath()})
+	}
+	if f == tableschema.FormatJSON && len(spec.Columns) == 0 {
+		spec.Infer = &tableschema.Inference{} // columns inferred from the records
 	}
 	mode := func(field string, m adminv1.SchemaMode) (tableschema.SchemaMode, error) {
 		if v, ok := modes[m]; ok {
@@ -142,10 +146,20 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	t.TopicID = id.String()
 	var fields []iceberg.NestedField
 	var schemas []tables.RegistrySchema
+	if spec.Infer != nil && spec.Key != nil {
+		return nil, apierr.Invalid("key_format", "an inferred JSON table (no columns) keeps its keys as bytes; declare its columns to decode keys")
+	}
 	if spec.Value != nil || spec.Key != nil {
 		if t.Spec, fields, schemas, err = s.Codecs.FirstVersion(ctx, spec); err != nil {
 			return nil, err
 		}
+	}
+	if spec.Infer != nil {
+		samples, err := s.sample(ctx, t.Topic)
+		if err != nil {
+			return nil, err
+		}
+		fields, t.Spec.Infer = jsoninfer.First(samples)
 	}
 	created, err := tables.CreateVersioned(ctx, s.DB, t, n, fields, schemas)
 	if err != nil {
