@@ -70,7 +70,7 @@ func shape(fields []iceberg.NestedField, in *tableschema.Inference) []string {
 		case *iceberg.StructType:
 			for _, f := range tt.FieldList {
 				p := prefix + "." + in.Key(f) + "=" + f.Name
-				out = append(out, p+":"+kindOf(f.Type))
+				out = append(out, p+":"+typeName(f.Type))
 				walk(p, f.Type)
 			}
 		case *iceberg.ListType:
@@ -80,16 +80,6 @@ func shape(fields []iceberg.NestedField, in *tableschema.Inference) []string {
 	walk("", &iceberg.StructType{FieldList: fields})
 	sort.Strings(out)
 	return out
-}
-
-func kindOf(t iceberg.Type) string {
-	switch t.(type) {
-	case *iceberg.StructType:
-		return "struct"
-	case *iceberg.ListType:
-		return "list"
-	}
-	return t.String()
 }
 
 // Random documents arriving in random orders across partitions (each partition in its

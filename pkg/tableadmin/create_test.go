@@ -348,7 +348,7 @@ func TestCreateInferredTable(t *testing.T) {
 	f := newFixture(t)
 	f.kafka.CreateTopic("clicks", 2, nil)
 	f.kafka.CreateTopic("quiet", 1, nil)
-	cl := f.kafka.Client()
+	cl := f.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	defer cl.Close()
 	kafkatest.Produce(t, cl,
 		&kgo.Record{Topic: "clicks", Partition: 0, Value: []byte(`{"id": 1, "page": "/a", "user-agent": "x", "at": null}`)},
@@ -375,6 +375,29 @@ func TestCreateInferredTable(t *testing.T) {
 	}
 	if v.Spec.Infer == nil || v.Spec.Infer.Keys[v.Schema.Fields()[2].ID] != "user-agent" {
 		t.Errorf("inference %+v", v.Spec.Infer)
+	}
+	// The table shows its columns as inferred, from where the data showed them.
+	since := map[string]string{}
+	for _, c := range tbl.GetColumns() {
+		since[c.GetName()] = c.GetInferredSince() + " " + c.GetJsonPath()
+	}
+	if since["id"] != "partition 0 offset 0 " || since["ms"] != "partition 1 offset 0 " || since["user_agent"] != "partition 0 offset 0 user-agent" {
+		t.Errorf("columns %v", since)
+	}
+	// AlterTable renames (the key read stays), pins a type, and stops inference.
+	alt, err := f.svc.AlterTable(f.ctx, &adminv1.AlterTableRequest{Name: "clicks", Changes: []*adminv1.ColumnChange{
+		{Change: &adminv1.ColumnChange_Rename{Rename: &adminv1.RenameColumn{Name: "user_agent", NewName: "ua"}}},
+		{Change: &adminv1.ColumnChange_Add{Add: &adminv1.Column{Name: "score", Type: "double"}}},
+	}, SetProperties: map[string]string{tables.PropSchemaInfer: "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since = map[string]string{}
+	for _, c := range alt.GetTable().GetColumns() {
+		since[c.GetName()] = c.GetInferredSince() + " " + c.GetJsonPath()
+	}
+	if since["ua"] != "partition 0 offset 0 user-agent" || since["score"] != "alter " || alt.GetTable().GetSchemaVersion() != 1 {
+		t.Errorf("after the alter: %v", since)
 	}
 	quiet := f.create(&adminv1.CreateTableRequest{Name: "quiet", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON})
 	if v, err := f.svc.Codecs.Version(f.ctx, tables.Table{ID: quiet.GetId()}, 0); err != nil || len(v.Schema.Fields()) != 7 {

@@ -528,6 +528,22 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 		return nil, err
 	}
 	out.SchemaId = int32(v.Schema.ID)
+	if in := v.Spec.Infer; in != nil {
+		// An inferred table's columns are its version's fields, each saying where the
+		// data first showed it.
+		cols, _ := tableschema.InferredColumns(v.Schema.Fields())
+		for _, i := range cols {
+			f := v.Schema.Fields()[i]
+			c := &adminv1.Column{Name: f.Name, Type: f.Type.String(), InferredSince: in.Since[f.ID]}
+			if c.InferredSince == "" {
+				c.InferredSince = "alter"
+			}
+			if k := in.Key(f); k != f.Name {
+				c.JsonPath = k
+			}
+			out.Columns = append(out.Columns, c)
+		}
+	}
 	for _, f := range v.Schema.Fields() {
 		out.Schema = append(out.Schema, &adminv1.SchemaColumn{FieldId: int32(f.ID), Name: f.Name, Type: f.Type.String()})
 	}

@@ -7,8 +7,13 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/minkhq/mink/pkg/jsoninfer"
+	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
+	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/rangefile"
 	"github.com/minkhq/mink/pkg/ranges"
@@ -187,5 +192,51 @@ func checkRows(t *testing.T, e *env, codecs *tablecodec.Codecs, tbl tables.Table
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An upsert table over an inferred topic takes the same path: its ranges hold each key's
+// latest record, decode with the version in force at their start, and rebuild alike.
+func TestInferredUpsertTable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.kafka.CreateTopic("kv", 1, nil)
+	fields, in := jsoninfer.First(nil)
+	tbl, err := tables.CreateVersioned(ctx, e.db, tables.Table{Name: "kv", Spec: tableschema.Spec{Format: tableschema.FormatJSON, Infer: in},
+		Mode: tables.ModeUpsert, Properties: map[string]string{tables.PropRangeMaxAge: "200ms"}}, 1, fields, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startIndexer(t, "ix1")
+	var recs []*kgo.Record
+	for i := range 60 {
+		v := fmt.Sprintf(`{"k": %d, "v": %d}`, i%5, i)
+		if i >= 30 {
+			v = fmt.Sprintf(`{"k": %d, "v": %d, "extra": "e%d"}`, i%5, i, i)
+		}
+		recs = append(recs, &kgo.Record{Topic: "kv", Key: []byte{byte('a' + i%5)}, Value: []byte(v)})
+	}
+	kafkatest.Produce(t, e.prod, recs...)
+	codecs := tablecodec.New(e.db, nil)
+	leasetest.Eventually(t, 20*time.Second, "60 records indexed", func() bool {
+		st, err := ranges.State(ctx, e.db, tbl.ID, 0)
+		return err == nil && st.IndexedEnd == 60
+	})
+	rs, err := ranges.List(ctx, e.db, tbl.ID, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if i > 0 && r.Start != rs[i-1].End || r.Start < 30 && r.End > 30 {
+			t.Errorf("range [%d, %d) after [%d, %d), across the new field at 30", r.Start, r.End, rs[max(i-1, 0)].Start, rs[max(i-1, 0)].End)
+		}
+		if _, err := rangefile.Build(ctx, e.kc, codecs, tbl, r, io.Discard); err != nil {
+			t.Errorf("rebuild of [%d, %d): %v", r.Start, r.End, err)
+		}
+	}
+	vs, err := tables.Versions(ctx, e.db, tbl.ID)
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("%d versions %v", len(vs), err)
 	}
 }
