@@ -240,3 +240,66 @@ func TestInferredUpsertTable(t *testing.T) {
 		t.Fatalf("%d versions %v", len(vs), err)
 	}
 }
+
+// Past the versions-per-hour bound a record with a new field is indexed at once with the
+// version in force, the field kept in _mink_unfit: indexing neither loops nor pauses.
+func TestInferredBoundKeepsIndexing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.kafka.CreateTopic("capped", 1, nil)
+	fields, in := jsoninfer.First(nil)
+	tbl, err := tables.CreateVersioned(ctx, e.db, tables.Table{Name: "capped", Spec: tableschema.Spec{Format: tableschema.FormatJSON, Infer: in},
+		Properties: map[string]string{tables.PropRangeMaxAge: "200ms"}}, 1, fields, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codecs := tablecodec.New(e.db, nil)
+	for i := range tableschema.InferMaxVersionsPerHour {
+		if _, err := codecs.Infer(ctx, nil, tbl, fmt.Appendf(nil, `{"f%d": 1}`, i), "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.startIndexer(t, "ix1")
+	var vals []string
+	for i := range 20 {
+		vals = append(vals, fmt.Sprintf(`{"f0": %d, "new%d": %d}`, i, i, i))
+	}
+	e.produce(t, "capped", 0, vals...)
+	for _, r := range e.checkTiling(t, tbl, 0) {
+		checkRowsKept(t, e, codecs, tbl, r)
+	}
+	if vs, _ := tables.Versions(ctx, e.db, tbl.ID); len(vs) != tableschema.InferMaxVersionsPerHour+1 {
+		t.Errorf("%d versions past the bound", len(vs))
+	}
+}
+
+// checkRowsKept checks that every record of r has its new field in _mink_unfit.
+func checkRowsKept(t *testing.T, e *env, codecs *tablecodec.Codecs, tbl tables.Table, r ranges.Range) {
+	t.Helper()
+	var s parquetbuild.Settings
+	if err := json.Unmarshal(r.Settings, &s); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := codecs.Decoder(context.Background(), tbl, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfit := -1
+	for i, f := range dec.Fields() {
+		if f.Name == tableschema.ColumnMinkUnfit {
+			unfit = i
+		}
+	}
+	var row rowcodec.Row
+	err = e.kc.ReadRange(context.Background(), tbl.Topic, r.Partition, r.Start, r.End, func(rec record.Record) error {
+		dec.Decode(rec, &row)
+		if u := row.Values[unfit]; !u.Valid || !strings.Contains(string(u.Bytes), fmt.Sprintf(`"new%d":`, rec.Offset)) {
+			t.Errorf("offset %d: _mink_unfit %q", rec.Offset, u.Bytes)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
