@@ -75,8 +75,14 @@ func compile(t iceberg.Type, in *tableschema.Inference) *col {
 // Needs reports whether record data has a field Grow would add to the version's columns:
 // indexing then evolves the table before adding it.
 func (d *Decoder) Needs(data []byte) bool {
+	doc, _ := parse(data, &d.scratch)
+	d.scratch = d.scratch[:0]
+	if doc == nil || doc.kind != kObject {
+		return false
+	}
+	// New keys go to a scratch inference: the version's is shared and never changes.
 	next := d.highest
-	_, changed := Grow(d.fields, &tableschema.Inference{Keys: d.in.Keys}, data, func() int { next++; return next }, "")
+	_, changed := grow(d.fields, d.count, d.in, &tableschema.Inference{}, doc, func() int { next++; return next }, "")
 	return changed
 }
 

@@ -25,7 +25,13 @@ func Grow(columns []iceberg.NestedField, in *tableschema.Inference, data []byte,
 	if doc == nil || doc.kind != kObject {
 		return columns, false
 	}
-	g := &grower{in: in, nextID: nextID, since: since, count: countFields(columns)}
+	return grow(columns, countFields(columns), in, in, doc, nextID, since)
+}
+
+// grow is Grow of a parsed record, with the table's field count, reading the keys of
+// fields from base and writing new ones to out.
+func grow(columns []iceberg.NestedField, count int, base, out *tableschema.Inference, doc *node, nextID func() int, since string) ([]iceberg.NestedField, bool) {
+	g := &grower{base: base, in: out, nextID: nextID, since: since, count: count}
 	return g.object(columns, doc, 1, true)
 }
 
@@ -49,7 +55,8 @@ func countIn(t iceberg.Type) int {
 }
 
 type grower struct {
-	in       *tableschema.Inference
+	base     *tableschema.Inference // the keys of the fields given
+	in       *tableschema.Inference // where new fields' keys go
 	nextID   func() int
 	since    string
 	count    int // fields the table has
@@ -130,7 +137,10 @@ func (g *grower) key(f iceberg.NestedField) string {
 			return p.key
 		}
 	}
-	return g.in.Key(f)
+	if k, ok := g.in.Keys[f.ID]; ok {
+		return k
+	}
+	return g.base.Key(f)
 }
 
 // merge merges value v into type t of a field at depth.

@@ -258,3 +258,15 @@ func TestBounds(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Needs never changes the version's inference, which every decoder of it shares.
+func TestNeedsLeavesTheVersionAlone(t *testing.T) {
+	fields, in := First(samples(`{"a-b": 1}`))
+	d, _ := NewDecoder(fields, in)
+	if !d.Needs([]byte(`{"b-c": 1, "o": {"x-y": 2}}`)) {
+		t.Fatal("no need for new fields")
+	}
+	if len(in.Keys) != 1 || len(in.Since) != 1 {
+		t.Errorf("Needs wrote the version's inference: %+v", in)
+	}
+}
