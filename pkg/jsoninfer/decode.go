@@ -1,6 +1,7 @@
 package jsoninfer
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
@@ -28,10 +29,14 @@ type Decoder struct {
 	count   int // fields the version has (for Needs)
 	highest int // the version's highest field id (for Needs)
 
-	scratch []byte
-	out     []byte   // _mink_unfit's text being written
-	bad     []string // paths of values that did not fit
-	path    []string
+	scratch    []byte
+	last       []byte // a copy of the record doc was parsed from
+	parsedOnce bool
+	doc        *node
+	msg        string   // why last did not parse
+	out        []byte   // _mink_unfit's text being written
+	bad        []string // paths of values that did not fit
+	path       []string
 }
 
 // col is a field compiled for decoding.
@@ -75,15 +80,65 @@ func compile(t iceberg.Type, in *tableschema.Inference) *col {
 // Needs reports whether record data has a field Grow would add to the version's columns:
 // indexing then evolves the table before adding it.
 func (d *Decoder) Needs(data []byte) bool {
-	doc, _ := parse(data, &d.scratch)
-	d.scratch = d.scratch[:0]
-	if doc == nil || doc.kind != kObject {
+	doc := d.parsed(data)
+	if doc == nil || doc.kind != kObject || !needsObject(doc, d.root, 1) {
 		return false
 	}
-	// New keys go to a scratch inference: the version's is shared and never changes.
+	// A key without a column: whether Grow adds it (its value shows a type, within
+	// the bounds). New keys go to a scratch inference: the version's is shared.
 	next := d.highest
 	_, changed := grow(d.fields, d.count, d.in, &tableschema.Inference{}, doc, func() int { next++; return next }, "")
 	return changed
+}
+
+// parsed parses a copy of data, or returns what the last call parsed when data holds
+// the same bytes (Check's Needs, then Decode, of one record): the parse aliases only
+// the decoder's memory, whatever the caller does with data.
+func (d *Decoder) parsed(data []byte) *node {
+	if d.parsedOnce && bytes.Equal(data, d.last) {
+		return d.doc
+	}
+	d.last = append(d.last[:0], data...)
+	d.scratch = d.scratch[:0]
+	d.doc, d.msg = parse(d.last, &d.scratch)
+	d.parsedOnce = true
+	return d.doc
+}
+
+// needsObject reports whether object n, whose members are at depth, has a key c lacks
+// with a value that may show a type, within the depth and name bounds (Grow decides).
+func needsObject(n *node, c *col, depth int) bool {
+	for i, k := range n.keys {
+		v := n.kids[i]
+		j, ok := c.keys[string(k)]
+		if !ok {
+			if depth <= tableschema.InferMaxDepth && len(k) <= tableschema.InferMaxNameLen && v.kind != kNull && len(v.kids) > 0 == (v.kind >= kObject) {
+				return true
+			}
+			continue
+		}
+		if needsValue(v, c.kids[j], depth) {
+			return true
+		}
+	}
+	return false
+}
+
+func needsValue(v *node, c *col, depth int) bool {
+	switch c.t.(type) {
+	case *iceberg.StructType:
+		return v.kind == kObject && needsObject(v, c, depth+1)
+	case *iceberg.ListType:
+		if v.kind != kArray {
+			return false
+		}
+		for _, e := range v.kids {
+			if needsValue(e, c.kids[0], depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Decode decodes record value data into row (the version's top-level fields; Kafka
@@ -95,10 +150,10 @@ func (d *Decoder) Decode(data []byte, row []rowcodec.Value) (reason, problem str
 	if data == nil {
 		return "null value (tombstone)", ""
 	}
-	d.scratch, d.out, d.bad, d.path = d.scratch[:0], d.out[:0], d.bad[:0], d.path[:0]
-	doc, msg := parse(data, &d.scratch)
+	d.out, d.bad, d.path = d.out[:0], d.bad[:0], d.path[:0]
+	doc := d.parsed(data)
 	if doc == nil {
-		return msg, ""
+		return d.msg, ""
 	}
 	if doc.kind != kObject {
 		return "not a JSON object (got " + doc.kindName() + ")", ""
