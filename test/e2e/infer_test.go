@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -96,8 +98,18 @@ func TestInferredTableDrift(t *testing.T) {
 			ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
 		}
 		if i == 100 {
-			rc.Node("idx-1").Kill() // mid-drift: its partitions go to idx-2 after lease_ttl
+			// Mid-drift, with user's first records produced and geo's still to come:
+			// idx-1's partitions go to idx-2 once its leases expire.
+			rc.Node("idx-1").Kill()
 			killed = true
+			waitFor(t, 60*time.Second, "idx-2 to index both partitions", func() (any, bool) {
+				d, err := rc.Member("idx-2").Admin().DescribeTable(context.Background(), &adminv1.DescribeTableRequest{Name: "drift"})
+				if err != nil {
+					return err, false
+				}
+				ps := d.GetPartitions()
+				return ps, len(ps) == parts && ps[0].GetHolder() == "idx-2" && ps[1].GetHolder() == "idx-2"
+			})
 		}
 		if killed && i >= perPart/2 {
 			rc.Node("idx-1").Restart()
