@@ -139,11 +139,8 @@ func partitionSpecOf(req []*adminv1.PartitionField, t tables.Table, fields []ice
 		}
 		return nil, err
 	}
-	def, err := partition.KafkaPartitionSpec(schema)
-	if err != nil {
-		return nil, err
-	}
-	if !spec.Equal(def) {
+	t.PartitionSpec = &spec
+	if t.CheckPartitioning(schema) != nil {
 		// Until the indexer builds one file per partition tuple, a table said to be
 		// partitioned by day(ts) would still be partitioned by _kafka_partition.
 		return nil, apierr.New(apierr.Unimplemented,

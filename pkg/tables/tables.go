@@ -79,6 +79,30 @@ func (t Table) Partitioning(schema *iceberg.Schema) (partition.Spec, error) {
 	return partition.KafkaPartitionSpec(schema)
 }
 
+// CheckPartitioning is nil when the table's spec over schema is the default,
+// identity(_kafka_partition), the only one Mink indexes by yet; otherwise a
+// FailedPrecondition naming the spec. Until files are built per partition tuple
+// (docs/design/partition-specs.md), a table stored with another spec (by a newer node)
+// is not indexed by _kafka_partition, which would not be what it says.
+func (t Table) CheckPartitioning(schema *iceberg.Schema) error {
+	if t.PartitionSpec == nil {
+		return nil
+	}
+	def, err := partition.KafkaPartitionSpec(schema)
+	if err != nil {
+		return err
+	}
+	if t.PartitionSpec.Equal(def) {
+		return nil
+	}
+	var fields []string
+	for _, f := range t.PartitionSpec.Describe(schema) {
+		fields = append(fields, f.String())
+	}
+	return apierr.New(apierr.FailedPrecondition, "table %s is partitioned by %s: this version of Mink indexes only tables partitioned by identity(_kafka_partition) (partition specs are not supported yet)",
+		t.FullName(), strings.Join(fields, ", "))
+}
+
 // FullName is "namespace.name".
 func (t Table) FullName() string { return t.Namespace + "." + t.Name }
 
