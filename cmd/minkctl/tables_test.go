@@ -452,11 +452,13 @@ func TestOverviewShowsPausedPartitions(t *testing.T) {
 }
 
 // TestPartitionSpecText writes a spec as the Iceberg spec writes its fields, naming a field
-// only where its name is not its column's.
+// only where its name is not the one Iceberg gives it.
 func TestPartitionSpecText(t *testing.T) {
 	got := partitionSpec([]*adminv1.PartitionField{{Column: "_kafka_partition", Transform: "identity", Name: "_kafka_partition"},
-		{Column: "customer_id", Transform: "bucket[16]", Name: "customer_id_bucket"}})
-	if want := "identity(_kafka_partition), bucket[16](customer_id) AS customer_id_bucket"; got != want {
+		{Column: "customer_id", Transform: "bucket[16]", Name: "customer_id_bucket"},
+		{Column: "user.geo", Transform: "truncate[2]", Name: "user_geo_trunc"},
+		{Column: "ts", Transform: "day", Name: "day"}, {Column: "kp", Transform: "identity", Name: "p"}})
+	if want := "identity(_kafka_partition), bucket[16](customer_id), truncate[2](user.geo), day(ts) AS day, identity(kp) AS p"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
