@@ -240,6 +240,21 @@ func printTable(w io.Writer, t *adminv1.Table) {
 		}
 		return
 	}
+	if inferred := t.GetColumns()[0].GetInferredSince() != ""; inferred {
+		// An inferred table: where the data first showed each column.
+		fmt.Fprintln(w, "\nFIELD ID\tCOLUMN\tTYPE\tJSON PATH\tINFERRED FROM")
+		for _, c := range t.GetSchema() {
+			path, since := "-", "-"
+			if d, ok := declared[c.GetName()]; ok {
+				path, since = c.GetName(), d.GetInferredSince()
+				if d.GetJsonPath() != "" {
+					path = d.GetJsonPath()
+				}
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", c.GetFieldId(), c.GetName(), c.GetType(), path, since)
+		}
+		return
+	}
 	fmt.Fprintln(w, "\nFIELD ID\tCOLUMN\tTYPE\tREQUIRED\tJSON PATH")
 	for _, c := range t.GetSchema() {
 		req, path := "-", "-"

@@ -463,6 +463,33 @@ func TestPartitionSpecText(t *testing.T) {
 	}
 }
 
+// An inferred table's describe shows each column's JSON key and the record that showed it.
+func TestTableDescribeInferred(t *testing.T) {
+	tbl := &adminv1.Table{Namespace: "default", Name: "events", Topic: "events", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON, Partitions: 1,
+		SchemaVersion: 2, Columns: []*adminv1.Column{
+			{Name: "id", Type: "long", InferredSince: "partition 0 offset 0"},
+			{Name: "user_id", Type: "long", JsonPath: "user-id", InferredSince: "partition 0 offset 7"},
+		},
+		Schema: []*adminv1.SchemaColumn{{FieldId: 1, Name: "id", Type: "long"}, {FieldId: 9, Name: "user_id", Type: "long"},
+			{FieldId: 2, Name: "_mink_unfit", Type: "string"}}}
+	f := &fakeAdmin{table: tbl, describe: &adminv1.DescribeTableResponse{Table: tbl}}
+	minkctl := startFake(t, f)
+	out, errOut, code := minkctl("table", "describe", "events")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"FIELD ID  COLUMN       TYPE    JSON PATH  INFERRED FROM\n",
+		"1         id           long    id         partition 0 offset 0\n",
+		"9         user_id      long    user-id    partition 0 offset 7\n",
+		"2         _mink_unfit  string  -          -\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe does not show %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestTableCreatePartitionBy: --partition-by, repeated, is the request's partition spec
 // in order, in any of the forms partition.Parse reads; a field it cannot read is a usage
 // error naming the flag, and calls nothing; it replaces a --spec file's spec.
