@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	partspec "github.com/minkhq/mink/pkg/partition"
 )
 
 // print writes msg as protojson (-o json) or through table, aligned in columns.
@@ -305,6 +306,9 @@ func partitionSpec(fields []*adminv1.PartitionField) string {
 	parts := make([]string, len(fields))
 	for i, f := range fields {
 		parts[i] = f.GetTransform() + "(" + f.GetColumn() + ")"
+		if tr, err := partspec.ParseTransform(f.GetTransform()); err == nil && f.GetName() == partspec.DefaultName(f.GetColumn(), tr) {
+			continue // the name Iceberg gives it anyway
+		}
 		if f.GetName() != f.GetColumn() {
 			parts[i] += " AS " + f.GetName()
 		}

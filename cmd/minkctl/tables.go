@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	partitions "github.com/minkhq/mink/pkg/partition"
 )
 
 // splitName reads "namespace.name" or "name"; the server fills in the default namespace.
@@ -24,6 +25,7 @@ func splitName(s string) (namespace, name string) {
 type createOpts struct {
 	topic, format, spec string
 	columns, properties repeated
+	partitionBy         repeated
 	// Schema Registry decodings of values and keys.
 	valueSubject, message, valueMode  string
 	keyFormat, keySubject, keyMessage string
@@ -44,6 +46,7 @@ func createFlags(fs *flag.FlagSet) any {
 	fs.StringVar(&o.format, "format", "json", "value format: json, raw, or through the Schema Registry avro, protobuf or json_schema")
 	fs.Var(&o.columns, "column", "a column of a json table, NAME:TYPE[:required][:JSON_PATH] (repeat for each)")
 	fs.Var(&o.properties, "property", "a table property, KEY=VALUE (repeat for each)")
+	fs.Var(&o.partitionBy, "partition-by", "a partition field, in order (repeat for each): day(event_ts), bucket[16](customer_id), bucket(16, customer_id), truncate[4](name), a column alone for identity, each optionally AS NAME (default: identity(_kafka_partition), the only spec accepted until files are built per partition tuple)")
 	fs.StringVar(&o.valueSubject, "value-subject", "", "registry formats: the subject of the values (default: TOPIC-value)")
 	fs.StringVar(&o.message, "message", "", "protobuf: the message the values are, fully qualified (default: the schema's first)")
 	fs.StringVar(&o.valueMode, "value-schema-mode", "", "registry formats: prefix (the Confluent wire format, the default) or latest (bare values, the subject's latest schema)")
@@ -203,6 +206,16 @@ func (c *cli) tableCreate(ctx context.Context, args []string, f any) error {
 			req.Properties = map[string]string{}
 		}
 		req.Properties[k] = v
+	}
+	if len(o.partitionBy) > 0 {
+		req.PartitionSpec = nil
+		for _, p := range o.partitionBy {
+			pf, err := partitions.Parse(p)
+			if err != nil {
+				return usageError{fmt.Sprintf("--partition-by %q: %v", p, err)}
+			}
+			req.PartitionSpec = append(req.PartitionSpec, &adminv1.PartitionField{Column: pf.Column, Transform: pf.Transform.String(), Name: pf.Name})
+		}
 	}
 	req.Node = c.node
 	resp, err := c.client.CreateTable(ctx, req)

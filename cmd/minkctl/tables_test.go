@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -451,11 +452,65 @@ func TestOverviewShowsPausedPartitions(t *testing.T) {
 }
 
 // TestPartitionSpecText writes a spec as the Iceberg spec writes its fields, naming a field
-// only where its name is not its column's.
+// only where its name is not the one Iceberg gives it.
 func TestPartitionSpecText(t *testing.T) {
 	got := partitionSpec([]*adminv1.PartitionField{{Column: "_kafka_partition", Transform: "identity", Name: "_kafka_partition"},
-		{Column: "customer_id", Transform: "bucket[16]", Name: "customer_id_bucket"}})
-	if want := "identity(_kafka_partition), bucket[16](customer_id) AS customer_id_bucket"; got != want {
+		{Column: "customer_id", Transform: "bucket[16]", Name: "customer_id_bucket"},
+		{Column: "user.geo", Transform: "truncate[2]", Name: "user_geo_trunc"},
+		{Column: "ts", Transform: "day", Name: "day"}, {Column: "kp", Transform: "identity", Name: "p"}})
+	if want := "identity(_kafka_partition), bucket[16](customer_id), truncate[2](user.geo), day(ts) AS day, identity(kp) AS p"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestTableCreatePartitionBy: --partition-by, repeated, is the request's partition spec
+// in order, in any of the forms partition.Parse reads; a field it cannot read is a usage
+// error naming the flag, and calls nothing; it replaces a --spec file's spec.
+func TestTableCreatePartitionBy(t *testing.T) {
+	f := &fakeAdmin{table: avroTable()}
+	minkctl := startFake(t, f)
+	if _, errOut, code := minkctl("table", "create", "clicks", "--column", "ts:timestamptz", "--column", "user_id:long",
+		"--partition-by", "day(event_ts)", "--partition-by", "bucket(8, user_id) AS ub", "--partition-by", "_kafka_partition",
+		"--partition-by", "truncate[4](user.name)"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := []*adminv1.PartitionField{{Column: "event_ts", Transform: "day"}, {Column: "user_id", Transform: "bucket[8]", Name: "ub"},
+		{Column: "_kafka_partition", Transform: "identity"}, {Column: "user.name", Transform: "truncate[4]"}}
+	got := f.last(t).(*adminv1.CreateTableRequest).GetPartitionSpec()
+	if len(got) != len(want) {
+		t.Fatalf("partition spec %v, want %v", got, want)
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("field %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+
+	spec := filepath.Join(t.TempDir(), "clicks.json")
+	if err := os.WriteFile(spec, []byte(`{"partitionSpec":[{"column":"ts","transform":"hour"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := minkctl("table", "create", "clicks", "--spec", spec); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if got := f.last(t).(*adminv1.CreateTableRequest).GetPartitionSpec(); len(got) != 1 || got[0].GetTransform() != "hour" {
+		t.Errorf("the --spec file's spec: %v", got)
+	}
+	if _, errOut, code := minkctl("table", "create", "clicks", "--spec", spec, "--partition-by", "month(ts)"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if got := f.last(t).(*adminv1.CreateTableRequest).GetPartitionSpec(); len(got) != 1 || got[0].GetTransform() != "month" {
+		t.Errorf("--partition-by over the --spec file's spec: %v", got)
+	}
+
+	before := f.count()
+	for _, bad := range []string{"weekly(ts)", "bucket[](id)", "day(ts", "day(ts) AS"} {
+		_, errOut, code := minkctl("table", "create", "clicks", "--partition-by", bad)
+		if code != exitUsage || !strings.Contains(errOut, fmt.Sprintf("--partition-by %q", bad)) {
+			t.Errorf("%q: exit %d, %q; want exit 2 naming the flag", bad, code, errOut)
+		}
+	}
+	if f.count() != before {
+		t.Errorf("a usage error made a call")
 	}
 }

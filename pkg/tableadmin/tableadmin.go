@@ -20,11 +20,11 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
-	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
 	"github.com/minkhq/mink/pkg/objects"
+	"github.com/minkhq/mink/pkg/partition"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/schemapoints"
@@ -110,6 +110,45 @@ func specOf(req *adminv1.CreateTableRequest, topic string) (tableschema.Spec, er
 	return spec, nil
 }
 
+// partitionSpecOf builds the requested partition spec over the table's first schema
+// (fields; nil: its declared columns'); nil when none is asked.
+func partitionSpecOf(req []*adminv1.PartitionField, t tables.Table, fields []iceberg.NestedField) (*partition.Spec, error) {
+	if len(req) == 0 {
+		return nil, nil
+	}
+	by := make([]partition.Field, len(req))
+	for i, f := range req {
+		pf, err := partition.NewField(f.GetColumn(), f.GetTransform(), f.GetName())
+		if err != nil {
+			return nil, apierr.Invalid(fmt.Sprintf("partition_spec[%d]", i), "%v", err)
+		}
+		by[i] = pf
+	}
+	if fields == nil {
+		var err error
+		if fields, err = t.Spec.Fields(); err != nil {
+			return nil, apierr.Invalid("format", "%v", err)
+		}
+	}
+	schema := iceberg.NewSchema(tableschema.SchemaID, fields...)
+	spec, err := partition.Build(schema, by, nil)
+	if err != nil {
+		var fe *tableschema.FieldError
+		if errors.As(err, &fe) {
+			return nil, apierr.Invalid(fe.Field, "%s", fe.Reason)
+		}
+		return nil, err
+	}
+	t.PartitionSpec = &spec
+	if t.CheckPartitioning(schema) != nil {
+		// Until the indexer builds one file per partition tuple, a table said to be
+		// partitioned by day(ts) would still be partitioned by _kafka_partition.
+		return nil, apierr.New(apierr.Unimplemented,
+			"partition_spec: tables partitioned other than by identity(_kafka_partition) are not supported yet (indexing one file per partition tuple is not built: docs/design/partition-specs.md); leave partition_spec empty")
+	}
+	return &spec, nil
+}
+
 // CreateTable checks the definition, then that the topic exists (its partition count is
 // the table's), then for registry formats reads the subjects' latest schemas (the first
 // version's columns), then creates the table, its first schema version, its index rows
@@ -146,6 +185,9 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 		if t.Spec, fields, schemas, err = s.Codecs.FirstVersion(ctx, spec); err != nil {
 			return nil, err
 		}
+	}
+	if t.PartitionSpec, err = partitionSpecOf(req.GetPartitionSpec(), t, fields); err != nil {
+		return nil, err
 	}
 	created, err := tables.CreateVersioned(ctx, s.DB, t, n, fields, schemas)
 	if err != nil {
@@ -517,14 +559,13 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 	for _, f := range v.Schema.Fields() {
 		out.Schema = append(out.Schema, &adminv1.SchemaColumn{FieldId: int32(f.ID), Name: f.Name, Type: f.Type.String()})
 	}
-	// The spec the metadata is written with, so what is shown is what engines prune by.
-	spec, err := icebergmeta.PartitionSpec(v.Schema)
+	// The spec stored with the current version, with the columns as its schema names them.
+	spec, err := t.Partitioning(v.Schema)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range spec.Fields() {
-		column, _ := v.Schema.FindColumnName(f.SourceID())
-		out.PartitionSpec = append(out.PartitionSpec, &adminv1.PartitionField{Column: column, Transform: f.Transform.String(), Name: f.Name})
+	for _, f := range spec.Describe(v.Schema) {
+		out.PartitionSpec = append(out.PartitionSpec, &adminv1.PartitionField{Column: f.Column, Transform: f.Transform.String(), Name: f.Name})
 	}
 	return out, nil
 }

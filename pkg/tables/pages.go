@@ -18,9 +18,9 @@ import (
 // from the first), at most limit (0: all). With committed, only tables whose writer has
 // stored their first metadata (what the catalog lists and loads).
 func ListPage(ctx context.Context, db pg.DB, namespace, after string, limit int, committed bool) ([]Table, error) {
-	rows, err := db.Query(ctx, `SELECT `+columns+` FROM mink_tables t
+	rows, err := db.Query(ctx, `SELECT `+columns+` FROM mink_tables
 		WHERE namespace = $1 AND name COLLATE "C" > $2
-		  AND (NOT $3 OR EXISTS (SELECT 1 FROM mink_table_meta m WHERE m.table_id = t.id))
+		  AND (NOT $3 OR EXISTS (SELECT 1 FROM mink_table_meta m WHERE m.table_id = mink_tables.id))
 		ORDER BY name COLLATE "C" LIMIT NULLIF($4, 0)`, namespace, after, committed, limit)
 	if err != nil {
 		return nil, err

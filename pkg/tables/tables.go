@@ -20,6 +20,7 @@ import (
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
+	"github.com/minkhq/mink/pkg/partition"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/ranges"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -52,6 +53,10 @@ type Table struct {
 	// it is. Such a table is neither loaded nor indexed until it is reset (Reset).
 	TopicLost   string
 	TopicLostAt time.Time
+	// PartitionSpec is the partition spec stored with the current version (what new
+	// ranges are to be indexed with); nil: the default, identity(_kafka_partition)
+	// (Partitioning). On creation, the spec to store, bound to the first schema.
+	PartitionSpec *partition.Spec
 }
 
 // Mode is a table's mode.
@@ -64,6 +69,39 @@ const (
 
 // Upsert reports whether the table keeps the latest record per key.
 func (t Table) Upsert() bool { return t.Mode == ModeUpsert }
+
+// Partitioning is the table's partition spec over schema, its current version's: the
+// stored one, or the default identity(_kafka_partition) (spec 0) when none is stored.
+func (t Table) Partitioning(schema *iceberg.Schema) (partition.Spec, error) {
+	if t.PartitionSpec != nil {
+		return *t.PartitionSpec, nil
+	}
+	return partition.KafkaPartitionSpec(schema)
+}
+
+// CheckPartitioning is nil when the table's spec over schema is the default,
+// identity(_kafka_partition), the only one Mink indexes by yet; otherwise a
+// FailedPrecondition naming the spec. Until files are built per partition tuple
+// (docs/design/partition-specs.md), a table stored with another spec (by a newer node)
+// is not indexed by _kafka_partition, which would not be what it says.
+func (t Table) CheckPartitioning(schema *iceberg.Schema) error {
+	if t.PartitionSpec == nil {
+		return nil
+	}
+	def, err := partition.KafkaPartitionSpec(schema)
+	if err != nil {
+		return err
+	}
+	if t.PartitionSpec.Equal(def) {
+		return nil
+	}
+	var fields []string
+	for _, f := range t.PartitionSpec.Describe(schema) {
+		fields = append(fields, f.String())
+	}
+	return apierr.New(apierr.FailedPrecondition, "table %s is partitioned by %s: this version of Mink indexes only tables partitioned by identity(_kafka_partition) (partition specs are not supported yet)",
+		t.FullName(), strings.Join(fields, ", "))
+}
 
 // FullName is "namespace.name".
 func (t Table) FullName() string { return t.Namespace + "." + t.Name }
@@ -319,6 +357,13 @@ func CreateVersioned(ctx context.Context, db pg.DB, t Table, partitions int32, f
 		}
 	}
 	first := tableschema.Version{Spec: t.Spec, Schema: iceberg.NewSchema(tableschema.SchemaID, fields...)}
+	if t.PartitionSpec != nil {
+		// Built against this schema by the caller (partition.Build): a source column it
+		// does not hold is a caller's bug, never stored.
+		if _, err := t.PartitionSpec.Iceberg(first.Schema); err != nil {
+			return Table{}, fmt.Errorf("tables: partition spec of %s: %w", t.FullName(), err)
+		}
+	}
 	if partitions < 1 {
 		return Table{}, apierr.New(apierr.FailedPrecondition, "topic %q has no partitions", t.Topic)
 	}
@@ -347,7 +392,7 @@ func insert(ctx context.Context, tx pgx.Tx, t *Table, partitions int32, first ta
 	if err != nil {
 		return err
 	}
-	if err := storeVersion(ctx, tx, t.ID, first); err != nil {
+	if err := storeVersion(ctx, tx, t.ID, first, t.PartitionSpec); err != nil {
 		return err
 	}
 	for _, rs := range schemas {
@@ -392,7 +437,7 @@ func Reset(ctx context.Context, db pg.DB, namespace, name, topicID string, parti
 			return err
 		}
 		t = Table{Namespace: old.Namespace, Name: old.Name, Topic: old.Topic, Spec: v.Spec, Properties: old.Properties,
-			Mode: old.Mode, TopicID: topicID}
+			Mode: old.Mode, TopicID: topicID, PartitionSpec: old.PartitionSpec}
 		// The new table's first version: the old one's current fields, with their ids.
 		first := tableschema.Version{Spec: v.Spec, Schema: iceberg.NewSchema(tableschema.SchemaID, v.Schema.Fields()...)}
 		return insert(ctx, tx, &t, partitions, first, schemas)
@@ -505,14 +550,16 @@ func Drop(ctx context.Context, db pg.DB, namespace, name string) error {
 	return nil
 }
 
+// columns are a table's, with the partition spec of its current version.
 const columns = `id, namespace, name, topic, spec, properties, partitions, created_at, version, mode,
-	coalesce(topic_id, ''), coalesce(topic_lost, ''), topic_lost_at`
+	coalesce(topic_id, ''), coalesce(topic_lost, ''), topic_lost_at,
+	(SELECT v.partition_spec FROM mink_table_versions v WHERE v.table_id = mink_tables.id AND v.version = mink_tables.version)`
 
 func scan(row pgx.Row) (Table, error) {
 	var t Table
 	var lostAt *time.Time
 	err := row.Scan(&t.ID, &t.Namespace, &t.Name, &t.Topic, &t.Spec, &t.Properties, &t.Partitions, &t.CreatedAt, &t.Version, &t.Mode,
-		&t.TopicID, &t.TopicLost, &lostAt)
+		&t.TopicID, &t.TopicLost, &lostAt, &t.PartitionSpec)
 	if lostAt != nil {
 		t.TopicLostAt = *lostAt
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/lease"
+	"github.com/minkhq/mink/pkg/partition"
 	"github.com/minkhq/mink/pkg/pg"
 	"github.com/minkhq/mink/pkg/schemafmt"
 	"github.com/minkhq/mink/pkg/tableschema"
@@ -56,6 +58,46 @@ func GetVersion(ctx context.Context, db pg.DB, table int64, version int) (tables
 	return legacyVersion(t)
 }
 
+// PartitionSpecs returns every partition spec the table's versions were stored with,
+// by spec id: the specs its ranges may have been indexed with. A version stored without
+// one has the default, identity(_kafka_partition), spec 0, over its schema.
+func PartitionSpecs(ctx context.Context, db pg.DB, table int64) ([]partition.Spec, error) {
+	vs, err := Versions(ctx, db, table)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, `SELECT version, partition_spec FROM mink_table_versions WHERE table_id = $1`, table)
+	if err != nil {
+		return nil, err
+	}
+	stored := map[int]*partition.Spec{}
+	var version int
+	var ps *partition.Spec
+	if _, err := pgx.ForEachRow(rows, []any{&version, &ps}, func() error {
+		stored[version] = ps
+		ps = nil // the next row's scan allocates its own
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	byID := map[int]partition.Spec{}
+	for _, v := range vs {
+		s, err := Table{PartitionSpec: stored[v.ID]}.Partitioning(v.Schema)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := byID[s.ID]; !ok {
+			byID[s.ID] = s
+		}
+	}
+	out := make([]partition.Spec, 0, len(byID))
+	for _, s := range byID {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b partition.Spec) int { return a.ID - b.ID })
+	return out, nil
+}
+
 // legacyVersion is version 0 of a table that has no stored versions: its spec's fields.
 func legacyVersion(t Table) (tableschema.Version, error) {
 	fields, err := t.Spec.Fields()
@@ -80,14 +122,15 @@ func scanVersion(row pgx.Row) (tableschema.Version, error) {
 	return v, nil
 }
 
-// storeVersion adds version v (ID and Schema.ID already chosen) in tx.
-func storeVersion(ctx context.Context, tx pgx.Tx, table int64, v tableschema.Version) error {
+// storeVersion adds version v (ID and Schema.ID already chosen) in tx, its ranges to be
+// indexed with partition spec ps (nil: the default).
+func storeVersion(ctx context.Context, tx pgx.Tx, table int64, v tableschema.Version, ps *partition.Spec) error {
 	schema, err := json.Marshal(v.Schema)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO mink_table_versions (table_id, version, schema_id, spec, schema)
-		VALUES ($1, $2, $3, $4, $5)`, table, v.ID, v.Schema.ID, v.Spec, schema); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO mink_table_versions (table_id, version, schema_id, spec, schema, partition_spec)
+		VALUES ($1, $2, $3, $4, $5, $6)`, table, v.ID, v.Schema.ID, v.Spec, schema, ps); err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE mink_tables SET version = $2, spec = $3 WHERE id = $1`, table, v.ID, v.Spec)
@@ -158,7 +201,13 @@ func Evolve(ctx context.Context, db pg.DB, l *lease.Lease, table int64, fn Evolu
 			next.Schema = iceberg.NewSchema(maxSchema+1, fields...)
 		}
 		out = next
-		return storeVersion(ctx, tx, table, next)
+		// A schema change keeps the partition spec (field ids do not change meaning).
+		var ps *partition.Spec
+		if err := tx.QueryRow(ctx, `SELECT partition_spec FROM mink_table_versions WHERE table_id = $1 AND version = $2`,
+			table, current.ID).Scan(&ps); err != nil {
+			return err
+		}
+		return storeVersion(ctx, tx, table, next, ps)
 	}
 	var err error
 	if l != nil {

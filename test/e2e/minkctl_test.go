@@ -416,6 +416,14 @@ func TestMinkctlTables(t *testing.T) {
 	fails(2, []string{"table", "create", "orders2", "--format", "avro", "--value-schema-mode", "sometimes"}, "--value-schema-mode")
 	fails(1, []string{"table", "alter", "orders", "--add", "note:string"}, "InvalidArgument", "only JSON tables")
 
+	// Partition specs: checked against the registry's schema, field named; any other than
+	// identity(_kafka_partition) refused until files are built per tuple.
+	fails(1, []string{"table", "create", "orders2", "--topic", "orders", "--format", "avro", "--partition-by", "hour(ship_to.zip)"},
+		"InvalidArgument", "partition_spec[0]", "hour(ship_to.zip)", "string")
+	fails(1, []string{"table", "create", "orders2", "--topic", "orders", "--format", "avro", "--partition-by", "bucket(8, id)"},
+		"Unimplemented", "partition_spec", "not supported yet")
+	fails(2, []string{"table", "create", "orders2", "--format", "avro", "--partition-by", "day(ts"}, "--partition-by")
+
 	// A JSON table, altered: a column added, one renamed, one widened, in one version.
 	ok("table", "create", "events", "--column", "id:int:required", "--column", "name:string")
 	out = ok("table", "alter", "events", "--add", "note:string:meta.note", "--rename", "name:customer", "--widen", "id:long",

@@ -1512,8 +1512,8 @@ type Table struct {
 	// How far indexing and commits have got, summed over the partitions: set by ListTables
 	// when asked (with_summary).
 	Summary *TableSummary `protobuf:"bytes,17,opt,name=summary,proto3" json:"summary,omitempty"`
-	// How the table's data files are partitioned, in order: today every table is
-	// identity(_kafka_partition), so a file holds one Kafka partition's records.
+	// How the table's data files are partitioned, in order: the spec new ranges are
+	// indexed with; identity(_kafka_partition) for a table created without one.
 	PartitionSpec []*PartitionField `protobuf:"bytes,18,rep,name=partition_spec,json=partitionSpec,proto3" json:"partition_spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1845,7 +1845,15 @@ type CreateTableRequest struct {
 	KeyMessage    string     `protobuf:"bytes,13,opt,name=key_message,json=keyMessage,proto3" json:"key_message,omitempty"`
 	KeySchemaMode SchemaMode `protobuf:"varint,14,opt,name=key_schema_mode,json=keySchemaMode,proto3,enum=mink.admin.v1.SchemaMode" json:"key_schema_mode,omitempty"`
 	// TABLE_MODE_APPEND when unspecified.
-	Mode          TableMode `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
+	Mode TableMode `protobuf:"varint,15,opt,name=mode,proto3,enum=mink.admin.v1.TableMode" json:"mode,omitempty"`
+	// How the table's data files are to be partitioned, in order; empty for the default,
+	// identity(_kafka_partition). Each field's column is a column of the first schema
+	// (nested by its dotted path) or a Kafka column; its transform as the Iceberg spec
+	// writes it (identity, year, month, day, hour, bucket[N], truncate[W], void); its
+	// name empty for Iceberg's default (event_ts_day, user_id_bucket). Only the default
+	// is accepted until indexing one file per partition tuple is built
+	// (docs/design/partition-specs.md).
+	PartitionSpec []*PartitionField `protobuf:"bytes,16,rep,name=partition_spec,json=partitionSpec,proto3" json:"partition_spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1983,6 +1991,13 @@ func (x *CreateTableRequest) GetMode() TableMode {
 		return x.Mode
 	}
 	return TableMode_TABLE_MODE_UNSPECIFIED
+}
+
+func (x *CreateTableRequest) GetPartitionSpec() []*PartitionField {
+	if x != nil {
+		return x.PartitionSpec
+	}
+	return nil
 }
 
 type CreateTableResponse struct {
@@ -3793,7 +3808,7 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x03lag\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12+\n" +
 	"\x11paused_partitions\x18\x03 \x01(\x05R\x10pausedPartitions\x12+\n" +
 	"\x11unheld_partitions\x18\x04 \x01(\x05R\x10unheldPartitions\x12=\n" +
-	"\fcommitted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\"\xdd\x05\n" +
+	"\fcommitted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vcommittedAt\"\xa3\x06\n" +
 	"\x12CreateTableRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3815,7 +3830,8 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\vkey_message\x18\r \x01(\tR\n" +
 	"keyMessage\x12A\n" +
 	"\x0fkey_schema_mode\x18\x0e \x01(\x0e2\x19.mink.admin.v1.SchemaModeR\rkeySchemaMode\x12,\n" +
-	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x1a=\n" +
+	"\x04mode\x18\x0f \x01(\x0e2\x18.mink.admin.v1.TableModeR\x04mode\x12D\n" +
+	"\x0epartition_spec\x18\x10 \x03(\v2\x1d.mink.admin.v1.PartitionFieldR\rpartitionSpec\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
@@ -4117,65 +4133,66 @@ var file_mink_admin_v1_admin_proto_depIdxs = []int32{
 	2,  // 35: mink.admin.v1.CreateTableRequest.key_format:type_name -> mink.admin.v1.RecordFormat
 	4,  // 36: mink.admin.v1.CreateTableRequest.key_schema_mode:type_name -> mink.admin.v1.SchemaMode
 	3,  // 37: mink.admin.v1.CreateTableRequest.mode:type_name -> mink.admin.v1.TableMode
-	22, // 38: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
-	22, // 39: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
-	57, // 40: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
-	57, // 41: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
-	58, // 42: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
-	57, // 43: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
-	21, // 44: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
-	22, // 45: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
-	32, // 46: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
-	5,  // 47: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
-	57, // 48: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
-	57, // 49: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
-	33, // 50: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
-	34, // 51: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
-	19, // 52: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
-	37, // 53: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
-	38, // 54: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
-	22, // 55: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
-	36, // 56: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
-	56, // 57: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
-	22, // 58: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
-	43, // 59: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
-	43, // 60: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
-	57, // 61: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
-	58, // 62: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
-	49, // 63: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
-	9,  // 64: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
-	11, // 65: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
-	13, // 66: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
-	15, // 67: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
-	17, // 68: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
-	25, // 69: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
-	27, // 70: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
-	29, // 71: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
-	31, // 72: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
-	41, // 73: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
-	44, // 74: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
-	46, // 75: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
-	39, // 76: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
-	48, // 77: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
-	10, // 78: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
-	12, // 79: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
-	14, // 80: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
-	16, // 81: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
-	18, // 82: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
-	26, // 83: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
-	28, // 84: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
-	30, // 85: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
-	35, // 86: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
-	42, // 87: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
-	45, // 88: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
-	47, // 89: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
-	40, // 90: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
-	50, // 91: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
-	78, // [78:92] is the sub-list for method output_type
-	64, // [64:78] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	23, // 38: mink.admin.v1.CreateTableRequest.partition_spec:type_name -> mink.admin.v1.PartitionField
+	22, // 39: mink.admin.v1.CreateTableResponse.table:type_name -> mink.admin.v1.Table
+	22, // 40: mink.admin.v1.ListTablesResponse.tables:type_name -> mink.admin.v1.Table
+	57, // 41: mink.admin.v1.PartitionStatus.last_range_time:type_name -> google.protobuf.Timestamp
+	57, // 42: mink.admin.v1.PartitionStatus.index_error_since:type_name -> google.protobuf.Timestamp
+	58, // 43: mink.admin.v1.PartitionStatus.lag:type_name -> google.protobuf.Duration
+	57, // 44: mink.admin.v1.Snapshot.committed_at:type_name -> google.protobuf.Timestamp
+	21, // 45: mink.admin.v1.SchemaVersion.added:type_name -> mink.admin.v1.SchemaColumn
+	22, // 46: mink.admin.v1.DescribeTableResponse.table:type_name -> mink.admin.v1.Table
+	32, // 47: mink.admin.v1.DescribeTableResponse.partitions:type_name -> mink.admin.v1.PartitionStatus
+	5,  // 48: mink.admin.v1.DescribeTableResponse.topic_state:type_name -> mink.admin.v1.TopicState
+	57, // 49: mink.admin.v1.DescribeTableResponse.topic_error_since:type_name -> google.protobuf.Timestamp
+	57, // 50: mink.admin.v1.DescribeTableResponse.committed_at:type_name -> google.protobuf.Timestamp
+	33, // 51: mink.admin.v1.DescribeTableResponse.snapshots:type_name -> mink.admin.v1.Snapshot
+	34, // 52: mink.admin.v1.DescribeTableResponse.schema_versions:type_name -> mink.admin.v1.SchemaVersion
+	19, // 53: mink.admin.v1.ColumnChange.add:type_name -> mink.admin.v1.Column
+	37, // 54: mink.admin.v1.ColumnChange.widen:type_name -> mink.admin.v1.WidenColumn
+	38, // 55: mink.admin.v1.ColumnChange.rename:type_name -> mink.admin.v1.RenameColumn
+	22, // 56: mink.admin.v1.ResetTableResponse.table:type_name -> mink.admin.v1.Table
+	36, // 57: mink.admin.v1.AlterTableRequest.changes:type_name -> mink.admin.v1.ColumnChange
+	56, // 58: mink.admin.v1.AlterTableRequest.set_properties:type_name -> mink.admin.v1.AlterTableRequest.SetPropertiesEntry
+	22, // 59: mink.admin.v1.AlterTableResponse.table:type_name -> mink.admin.v1.Table
+	43, // 60: mink.admin.v1.CreateTopicResponse.topic:type_name -> mink.admin.v1.Topic
+	43, // 61: mink.admin.v1.ListTopicsResponse.topics:type_name -> mink.admin.v1.Topic
+	57, // 62: mink.admin.v1.Series.times:type_name -> google.protobuf.Timestamp
+	58, // 63: mink.admin.v1.GetHistoryResponse.interval:type_name -> google.protobuf.Duration
+	49, // 64: mink.admin.v1.GetHistoryResponse.series:type_name -> mink.admin.v1.Series
+	9,  // 65: mink.admin.v1.AdminService.GetStatus:input_type -> mink.admin.v1.GetStatusRequest
+	11, // 66: mink.admin.v1.AdminService.ListNodes:input_type -> mink.admin.v1.ListNodesRequest
+	13, // 67: mink.admin.v1.AdminService.ListLeases:input_type -> mink.admin.v1.ListLeasesRequest
+	15, // 68: mink.admin.v1.AdminService.DrainNode:input_type -> mink.admin.v1.DrainNodeRequest
+	17, // 69: mink.admin.v1.AdminService.UndrainNode:input_type -> mink.admin.v1.UndrainNodeRequest
+	25, // 70: mink.admin.v1.AdminService.CreateTable:input_type -> mink.admin.v1.CreateTableRequest
+	27, // 71: mink.admin.v1.AdminService.DropTable:input_type -> mink.admin.v1.DropTableRequest
+	29, // 72: mink.admin.v1.AdminService.ListTables:input_type -> mink.admin.v1.ListTablesRequest
+	31, // 73: mink.admin.v1.AdminService.DescribeTable:input_type -> mink.admin.v1.DescribeTableRequest
+	41, // 74: mink.admin.v1.AdminService.AlterTable:input_type -> mink.admin.v1.AlterTableRequest
+	44, // 75: mink.admin.v1.AdminService.CreateTopic:input_type -> mink.admin.v1.CreateTopicRequest
+	46, // 76: mink.admin.v1.AdminService.ListTopics:input_type -> mink.admin.v1.ListTopicsRequest
+	39, // 77: mink.admin.v1.AdminService.ResetTable:input_type -> mink.admin.v1.ResetTableRequest
+	48, // 78: mink.admin.v1.AdminService.GetHistory:input_type -> mink.admin.v1.GetHistoryRequest
+	10, // 79: mink.admin.v1.AdminService.GetStatus:output_type -> mink.admin.v1.GetStatusResponse
+	12, // 80: mink.admin.v1.AdminService.ListNodes:output_type -> mink.admin.v1.ListNodesResponse
+	14, // 81: mink.admin.v1.AdminService.ListLeases:output_type -> mink.admin.v1.ListLeasesResponse
+	16, // 82: mink.admin.v1.AdminService.DrainNode:output_type -> mink.admin.v1.DrainNodeResponse
+	18, // 83: mink.admin.v1.AdminService.UndrainNode:output_type -> mink.admin.v1.UndrainNodeResponse
+	26, // 84: mink.admin.v1.AdminService.CreateTable:output_type -> mink.admin.v1.CreateTableResponse
+	28, // 85: mink.admin.v1.AdminService.DropTable:output_type -> mink.admin.v1.DropTableResponse
+	30, // 86: mink.admin.v1.AdminService.ListTables:output_type -> mink.admin.v1.ListTablesResponse
+	35, // 87: mink.admin.v1.AdminService.DescribeTable:output_type -> mink.admin.v1.DescribeTableResponse
+	42, // 88: mink.admin.v1.AdminService.AlterTable:output_type -> mink.admin.v1.AlterTableResponse
+	45, // 89: mink.admin.v1.AdminService.CreateTopic:output_type -> mink.admin.v1.CreateTopicResponse
+	47, // 90: mink.admin.v1.AdminService.ListTopics:output_type -> mink.admin.v1.ListTopicsResponse
+	40, // 91: mink.admin.v1.AdminService.ResetTable:output_type -> mink.admin.v1.ResetTableResponse
+	50, // 92: mink.admin.v1.AdminService.GetHistory:output_type -> mink.admin.v1.GetHistoryResponse
+	79, // [79:93] is the sub-list for method output_type
+	65, // [65:79] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_mink_admin_v1_admin_proto_init() }

@@ -341,6 +341,15 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	if err != nil {
 		return err
 	}
+	if tbl.PartitionSpec != nil {
+		v, err := ix.Codecs.Version(ctx, tbl, tbl.Version)
+		if err != nil {
+			return err
+		}
+		if err := tbl.CheckPartitioning(v.Schema); err != nil {
+			return err // paused, saying why, until a node that can index it holds it
+		}
+	}
 	props := tbl.Props()
 	st, err := ranges.State(ctx, ix.DB, l.Table, l.Partition)
 	if err != nil {
