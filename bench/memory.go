@@ -228,7 +228,7 @@ func runMemory(ctx context.Context, e *Env, c Config, it *Item) error {
 
 func memIndexer(ctx context.Context, e *Env, c Config, target int64, mode tables.Mode, rate int, it *Item) error {
 	m := c.Mem
-	db, p, base, stop, err := startIdleIndexer(ctx, e, "mem-idx")
+	db, p, base, stop, err := startIdleIndexer(ctx, e, "mem-idx", 3*time.Second)
 	if err != nil {
 		return err
 	}
@@ -323,14 +323,14 @@ func memIndexer(ctx context.Context, e *Env, c Config, target int64, mode tables
 	return nil
 }
 
-// startIdleIndexer starts one indexer process (lease_ttl 3s) over a new database and
-// returns them with its RSS once it has settled, holding nothing; stop stops both.
-func startIdleIndexer(ctx context.Context, e *Env, id string) (db *pgxpool.Pool, p *Proc, base int64, stop func(), err error) {
+// startIdleIndexer starts one indexer process over a new database and returns them with
+// its RSS once it has settled, holding nothing; stop stops both.
+func startIdleIndexer(ctx context.Context, e *Env, id string, ttl time.Duration) (db *pgxpool.Pool, p *Proc, base int64, stop func(), err error) {
 	db, url, err := e.NewDB(ctx)
 	if err != nil {
 		return nil, nil, 0, nil, err
 	}
-	if p, err = e.Start("indexer", id, url, 3*time.Second); err != nil {
+	if p, err = e.Start("indexer", id, url, ttl); err != nil {
 		db.Close()
 		return nil, nil, 0, nil, err
 	}

@@ -21,12 +21,16 @@ type ScaleConfig struct {
 	Records         int           // records produced to every partition before it is indexed
 	MaxAge          time.Duration // mink.range.max-age: how soon the records are stored
 	Timeout         time.Duration // bound on one run's indexing
+	// TTL is the indexer's lease_ttl. 10,000 partitions starting at once on 2 shared
+	// cores keep the process too busy for a round every second of a short one.
+	TTL time.Duration
 }
 
 // DefaultScaleConfig is what make bench runs: 1,000 quiet partitions. The issue's 10,000
 // is -scale-leases 1000,10000.
 func DefaultScaleConfig() ScaleConfig {
-	return ScaleConfig{Leases: []int{1000}, TablePartitions: 100, Records: 200, MaxAge: 5 * time.Second, Timeout: 15 * time.Minute}
+	return ScaleConfig{Leases: []int{1000}, TablePartitions: 100, Records: 200, MaxAge: 5 * time.Second, Timeout: 15 * time.Minute,
+		TTL: 30 * time.Second}
 }
 
 func (s ScaleConfig) validate() error {
@@ -58,18 +62,18 @@ func runScale(ctx context.Context, e *Env, c Config, it *Item) error {
 			errs = append(errs, fmt.Errorf("%d partitions: %w", n, err))
 		}
 	}
-	it.Notes = append(it.Notes, fmt.Sprintf("One mink-indexer process (lease_ttl 3s) and no other node; its RSS is sampled from /proc before any table exists (settled), "+
+	it.Notes = append(it.Notes, fmt.Sprintf("One mink-indexer process (lease_ttl %v, the seed's default) and no other node; its RSS is sampled from /proc before any table exists (settled), "+
 		"then %d records of the benchmark's JSON events are produced to every partition of N/%d new topics of %d partitions, and their tables created: "+
 		"the indexer takes every lease and indexes every partition, each range stored mink.range.max-age (%v) after its first record. "+
 		"\"Right after\" is the RSS when Postgres first shows every partition indexed to its end; \"settled\" is once RSS stops moving. "+
 		"Per partition = (RSS - RSS before) / N. Goal (issue 32): %s per idle partition, and %d leases within %s.",
-		s.Records, s.TablePartitions, s.TablePartitions, s.MaxAge, fmtKiB(quietGoal), scaleRSSLeases, fmtMiB(scaleRSSGoal)))
+		s.TTL, s.Records, s.TablePartitions, s.TablePartitions, s.MaxAge, fmtKiB(quietGoal), scaleRSSLeases, fmtMiB(scaleRSSGoal)))
 	return errors.Join(errs...)
 }
 
 func scaleIndexer(ctx context.Context, e *Env, c Config, n int, it *Item) error {
 	s := c.Scale
-	db, p, base, stop, err := startIdleIndexer(ctx, e, "scale-idx-"+strconv.Itoa(n))
+	db, p, base, stop, err := startIdleIndexer(ctx, e, "scale-idx-"+strconv.Itoa(n), s.TTL)
 	if err != nil {
 		return err
 	}
