@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/minkhq/mink/pkg/parquetbuild"
@@ -227,23 +228,11 @@ func runMemory(ctx context.Context, e *Env, c Config, it *Item) error {
 
 func memIndexer(ctx context.Context, e *Env, c Config, target int64, mode tables.Mode, rate int, it *Item) error {
 	m := c.Mem
-	db, url, err := e.NewDB(ctx)
+	db, p, base, stop, err := startIdleIndexer(ctx, e, "mem-idx", 3*time.Second)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	p, err := e.Start("indexer", "mem-idx", url, 3*time.Second)
-	if err != nil {
-		return err
-	}
-	defer p.Stop(10 * time.Second)
-	if err := WaitMembers(ctx, db, 30*time.Second, p); err != nil {
-		return err
-	}
-	base, err := steadyRSS(ctx, p.Pid())
-	if err != nil {
-		return err
-	}
+	defer stop()
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var topics []string
 	for i := range m.Tables {
@@ -332,6 +321,31 @@ func memIndexer(ctx context.Context, e *Env, c Config, target int64, mode tables
 		Row{What: fmt.Sprintf("indexer RSS per busy partition (%s; %d busy, %s produced; peak %s)", label, m.Busy, fmtMiB(produced.Load()), fmtMiB(peak)),
 			Mink: fmtMiB(perBusy), Baseline: fmtMiB(memBusyBudget) + " (budget)", Ratio: fmtBudget(perBusy, memBusyBudget)})
 	return nil
+}
+
+// startIdleIndexer starts one indexer process over a new database and returns them with
+// its RSS once it has settled, holding nothing; stop stops both.
+func startIdleIndexer(ctx context.Context, e *Env, id string, ttl time.Duration) (db *pgxpool.Pool, p *Proc, base int64, stop func(), err error) {
+	db, url, err := e.NewDB(ctx)
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	if p, err = e.Start("indexer", id, url, ttl); err != nil {
+		db.Close()
+		return nil, nil, 0, nil, err
+	}
+	stop = func() {
+		p.Stop(30 * time.Second)
+		db.Close()
+	}
+	if err = WaitMembers(ctx, db, 30*time.Second, p); err == nil {
+		base, err = steadyRSS(ctx, p.Pid())
+	}
+	if err != nil {
+		stop()
+		return nil, nil, 0, nil, err
+	}
+	return db, p, base, stop, nil
 }
 
 func fmtKiB(b int64) string { return fmt.Sprintf("%d KiB", b>>10) }

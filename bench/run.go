@@ -44,6 +44,9 @@ type Config struct {
 	// 13: memory.
 	Mem MemConfig
 
+	// 16: an indexer's memory at scale (issue 32).
+	Scale ScaleConfig
+
 	// 7: coordination.
 	CoordNodes        []int // simulated cluster sizes
 	CoordTables       int
@@ -77,7 +80,7 @@ type Config struct {
 // DefaultConfig is what make bench runs.
 func DefaultConfig() Config {
 	return Config{
-		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Items:       []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
 		Compression: "none",
 		Reps:        3,
 
@@ -96,6 +99,7 @@ func DefaultConfig() Config {
 		Mem:    DefaultMemConfig(),
 		Live:   DefaultLiveConfig(),
 		Upsert: DefaultUpsertConfig(),
+		Scale:  DefaultScaleConfig(),
 
 		CoordNodes:           []int{10, 100, 1000},
 		CoordTables:          1000,
@@ -168,6 +172,9 @@ func (c *Config) Validate() error {
 		bad("live-steady, live-every: want a paced run of at least 4s (or 0: none) and each client loading at least 4 times in it")
 	}
 	if err := c.Upsert.validate(); c.has(15) && err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Scale.validate(); c.has(16) && err != nil {
 		errs = append(errs, err)
 	}
 	if c.IndexTTL < 300*time.Millisecond || c.FailoverTTL < 300*time.Millisecond {
@@ -289,6 +296,12 @@ func Run(ctx context.Context, e *Env, c Config) *Report {
 	if c.has(15) {
 		it := item(15, "Upsert tables beside append")
 		if err := runUpsert(ctx, e, c, it); err != nil {
+			fail(it, err)
+		}
+	}
+	if c.has(16) {
+		it := item(16, "Indexer memory at scale")
+		if err := runScale(ctx, e, c, it); err != nil {
 			fail(it, err)
 		}
 	}

@@ -26,14 +26,19 @@ const (
 // last release, whether to return memory now.
 type memRelease struct {
 	sinceRelease uint64
+	peak         uint64 // the most allocated in one interval since the last release
 }
 
 // observe reports whether to release after an interval in which delta bytes were
-// allocated.
+// allocated. An interval is quiet below memQuietBytes, or below a quarter of the
+// busiest since the last release: a node's idle work may allocate more than
+// memQuietBytes (an indexer's thousands of idle partitions poll), and its end of a
+// burst must still count (issue 32).
 func (m *memRelease) observe(delta uint64) bool {
 	m.sinceRelease += delta
-	if delta <= memQuietBytes && m.sinceRelease >= memBurstBytes {
-		m.sinceRelease = 0
+	m.peak = max(m.peak, delta)
+	if m.sinceRelease >= memBurstBytes && (delta <= memQuietBytes || delta <= m.peak/4) {
+		m.sinceRelease, m.peak = 0, 0
 		return true
 	}
 	return false

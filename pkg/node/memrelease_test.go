@@ -24,6 +24,16 @@ func TestMemReleaseOncePerBurst(t *testing.T) {
 		{30 << 20, false},
 		{40 << 20, false}, // a second burst, made of busy intervals
 		{0, true},
+		// A node whose idle work allocates 30 MiB an interval (an indexer holding
+		// 1,000 idle partitions): the end of a burst still counts, and its idle
+		// intervals alone release nothing.
+		{250 << 20, false},
+		{250 << 20, false},
+		{30 << 20, true},
+		{30 << 20, false},
+		{30 << 20, false},
+		{30 << 20, false},
+		{30 << 20, false},
 	}
 	for i, s := range steps {
 		if got := m.observe(s.delta); got != s.want {

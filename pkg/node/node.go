@@ -198,6 +198,16 @@ func (n *Node) Run(ctx context.Context) error {
 		return fmt.Errorf("node: postgres %s: %s", flagenv.RedactURL(dbURL.Reveal()), scrubPassword(err.Error(), dbURL.Reveal()))
 	}
 	defer pool.Close()
+	// The lease rounds get connections of their own: a heartbeat queued behind the role's
+	// statements (an indexer starting thousands of partitions at once) past lease_ttl
+	// would lose every lease, and the partitions restart and queue again (issue 32).
+	lc := pc.Copy()
+	lc.MaxConns, lc.MinConns = leaseConns, 0
+	leasePool, err := pgxpool.NewWithConfig(ctx, lc)
+	if err != nil {
+		return fmt.Errorf("node: postgres %s: %s", flagenv.RedactURL(dbURL.Reveal()), scrubPassword(err.Error(), dbURL.Reveal()))
+	}
+	defer leasePool.Close()
 
 	// The Kafka client connects lazily too: roles wait out an unreachable Kafka.
 	kc, err := kafkasrc.New(cfg.KafkaBrokers)
@@ -246,7 +256,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.consoleLis != nil {
 		addrs["console"] = advertised(n.consoleLis.Addr())
 	}
-	mgr, err := lease.NewManager(pool, lease.Config{
+	mgr, err := lease.NewManager(leasePool, lease.Config{
 		NodeID: n.id, Roles: []lease.Role{cfg.Role}, GRPCAddr: n.advertise, Addrs: addrs,
 		Version: cfg.Version, TTL: cfg.LeaseTTL, MaxPartitions: parts.MaxPartitions, Logger: n.log,
 	})
@@ -453,6 +463,10 @@ func newTracerProvider(res *resource.Resource, exp sdktrace.SpanExporter) *sdktr
 func otlpConfigured() bool {
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
+
+// leaseConns bounds the lease manager's own connections: its rounds run one statement
+// at a time, and a node leaving releases while the last round ends.
+const leaseConns = 2
 
 // runLeases applies the schema, then runs the node's membership and lease rounds until
 // ctx ends. Postgres being unreachable at start is waited out, as the seed asks of an

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -449,6 +450,70 @@ func runNode(t *testing.T, cfg node.Config) (*node.Node, *grpc.ClientConn, func(
 			return err
 		case <-time.After(20 * time.Second):
 			return errors.New("Run did not return within 20s")
+		}
+	}
+}
+
+// The lease rounds do not wait behind the role's statements: with every connection of
+// the node's pool taken by its workers (an indexer starting thousands of partitions
+// queues as many statements at once), the node still renews its membership and keeps
+// its leases under the same epochs (issue 32).
+func TestLeaseRoundsHaveConnectionsOfTheirOwn(t *testing.T) {
+	db, url := pgtest.DB(t)
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "2")
+	u.RawQuery = q.Encode()
+	const ttl = 1500 * time.Millisecond
+	cfg, err := parse(t, lease.RoleIndexer, []string{"--node-id", "n1", "--postgres-url", u.String(), "--kafka-brokers", "127.0.0.1:9",
+		"--grpc-addr", "127.0.0.1:0", "--lease-ttl", ttl.String()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var holding atomic.Int32
+	cfg.Setup = func(d node.Deps) (node.Parts, error) {
+		return node.Parts{Workers: map[lease.Kind]lease.Worker{lease.KindPartition: func(ctx context.Context, _ lease.Lease) {
+			// Each worker takes a connection and keeps it: the pool's two are soon
+			// taken, and the other workers wait for one.
+			c, err := d.DB.Acquire(ctx)
+			if err != nil {
+				return
+			}
+			defer c.Release()
+			holding.Add(1)
+			defer holding.Add(-1)
+			<-ctx.Done()
+		}}}, nil
+	}
+	_, _, stop := runNode(t, cfg) // serving: the schema is in place
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	table := leasetest.Table(t, db, "events", 4)
+	epochs := func() (held int, sum int64) {
+		if err := db.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(epoch), 0) FROM mink_lease_holders
+			WHERE table_id = $1 AND kind = 'partition' AND holder = 'n1'`, table).Scan(&held, &sum); err != nil {
+			t.Fatal(err)
+		}
+		return held, sum
+	}
+	var before int64
+	await.True(t, 15*time.Second, "n1 to hold the 4 partition leases, two of its workers the pool's 2 connections", func() bool {
+		held, sum := epochs()
+		before = sum
+		return held == 4 && holding.Load() == 2
+	})
+	// For several lease_ttl, the pool stays full: n1 stays a member holding the same
+	// leases, none lost and taken again under a new epoch.
+	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if held, sum := epochs(); held != 4 || sum != before {
+			t.Fatalf("with its pool full n1 holds %d partition leases (epochs summing to %d, were %d): its lease rounds waited for the role's connections", held, sum, before)
 		}
 	}
 }

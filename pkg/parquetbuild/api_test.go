@@ -195,3 +195,24 @@ func TestGoldenFile(t *testing.T) {
 		t.Errorf("version 1 layout changed: sha256 %s (%d bytes), want %s", st.SHA256, st.Size, want)
 	}
 }
+
+// An open range of a few rows holds a small arena, and a busy one grows it to its
+// usual blocks: an indexer holds such a range in each of thousands of quiet partitions
+// (issue 32).
+func TestArenaStartsSmall(t *testing.T) {
+	var a arena
+	v := a.copy([]byte("a uuid's sixteen"))
+	if string(v) != "a uuid's sixteen" || cap(a.blocks[0]) > 4<<10 {
+		t.Fatalf("after one value: %q in a block of %d bytes, want at most 4 KiB", v, cap(a.blocks[0]))
+	}
+	for range 2000 {
+		a.copy(make([]byte, 1000))
+	}
+	if got := cap(a.blocks[len(a.blocks)-1]); got != arenaBlock {
+		t.Fatalf("after 2 MB of values the last block holds %d bytes, want %d", got, arenaBlock)
+	}
+	a.reset()
+	if a.cur != 0 || len(a.blocks[0]) != 0 {
+		t.Fatalf("reset: block %d, %d bytes in the first", a.cur, len(a.blocks[0]))
+	}
+}

@@ -318,7 +318,12 @@ type arena struct {
 	cur    int
 }
 
-const arenaBlock = 256 << 10
+// Blocks start at arenaFirstBlock and double up to arenaBlock: an indexer holds an open
+// range of a few rows in each of thousands of quiet partitions (issue 32).
+const (
+	arenaFirstBlock = 4 << 10
+	arenaBlock      = 256 << 10
+)
 
 func (a *arena) copy(p []byte) []byte {
 	if len(p) > arenaBlock/4 {
@@ -326,7 +331,11 @@ func (a *arena) copy(p []byte) []byte {
 	}
 	for {
 		if a.cur == len(a.blocks) {
-			a.blocks = append(a.blocks, make([]byte, 0, arenaBlock))
+			size := arenaFirstBlock
+			if n := len(a.blocks); n > 0 {
+				size = min(arenaBlock, 2*cap(a.blocks[n-1]))
+			}
+			a.blocks = append(a.blocks, make([]byte, 0, size))
 		}
 		blk := a.blocks[a.cur]
 		if len(blk)+len(p) <= cap(blk) {

@@ -64,7 +64,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("minkbench", flag.ContinueOnError)
 	fs.StringVar(&out, "out", "docs/benchmarks.md", `Markdown file to write the results into (between its minkbench markers), "-" for stdout`)
 	fs.Var((*intList)(&c.Items), "items", "items to run, comma-separated (1 indexing, 2 builds, 3 cached reads, 4 table loads, 5 freshness, 6 scans, 7 coordination, 8 failover, "+
-		"9 indexing Avro, 10 indexing Protobuf, 11 small files, 12 unknown keys, 13 memory, 14 concurrent live loads, 15 upsert beside append); a run of some items keeps the other items' results in -out")
+		"9 indexing Avro, 10 indexing Protobuf, 11 small files, 12 unknown keys, 13 memory, 14 concurrent live loads, 15 upsert beside append, 16 indexer memory at scale); a run of some items keeps the other items' results in -out")
 	fs.StringVar(&pgURL, "postgres-url", "", "admin URL of a Postgres to use (default: a private throwaway cluster)")
 	fs.StringVar(&brokers, "kafka-brokers", "", "comma-separated Kafka brokers to use (default: kfake in this process)")
 	fs.StringVar(&binDir, "bin-dir", "", "folder with prebuilt mink-indexer, mink-writer, mink-fileserver (default: build them)")
@@ -104,6 +104,8 @@ func run(args []string) error {
 	fs.DurationVar(&c.Live.Every, "live-every", c.Live.Every, "how often each client of the paced live-load run loads (item 14)")
 	fs.IntVar(&c.Upsert.Records, "upsert-records", c.Upsert.Records, "records of the keyed topic, over its partitions (item 15)")
 	fs.IntVar(&c.Upsert.Keys, "upsert-keys", c.Upsert.Keys, "distinct keys of the keyed topic (item 15)")
+	fs.Var((*intList)(&c.Scale.Leases), "scale-leases", "partition leases of one indexer, one run each (item 16; the issue's goal: 10000)")
+	fs.IntVar(&c.Scale.Records, "scale-records", c.Scale.Records, "records produced to each partition before it is indexed (item 16)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run")
 	fs.BoolVar(&replace, "replace", false, "rewrite -out's whole generated section, even when -items leaves out items whose results it holds (default: keep them)")
 	fs.BoolVar(&verbose, "v", false, "log progress to stderr")

@@ -61,6 +61,7 @@ type Indexer struct {
 	UpsertMaxKeys int
 
 	upsertPeak atomic.Int64 // the most bytes of records any upsert range held
+	builds     atomic.Int64 // open ranges whose build has started
 
 	metrics metrics
 	paused  sync.Map // "ns.table/partition" → why its indexing is paused
@@ -265,10 +266,14 @@ type cut struct {
 	start, next int64
 	// until is the partition's next schema point after start: the range ends there at
 	// the latest, and the next decodes as the point says.
-	until    int64
-	opened   time.Time // when the range first had something in it
-	bytes    int64
+	until  int64
+	opened time.Time // when the range first had something in it
+	bytes  int64
+	// b is the range's measuring build, started by its first record: an idle partition
+	// holds no Parquet writer (tens of KiB), and an indexer holds thousands (issue 32).
 	b        *parquetbuild.Builder
+	pages    *parquetbuild.Pages
+	builds   *atomic.Int64 // the node's count of started builds
 	dec      *tablecodec.Decoder
 	decoding schemapoints.Decoding // the point in force at start
 	settings parquetbuild.Settings
@@ -285,7 +290,50 @@ func (c *cut) add(r record.Record) error {
 		c.latest.Add(r)
 		return nil
 	}
-	return c.b.Add(r)
+	return c.build(r)
+}
+
+// build adds r to the range's build, starting it.
+func (c *cut) build(r record.Record) error {
+	b, err := c.builder()
+	if err != nil {
+		return err
+	}
+	return b.Add(r)
+}
+
+// builder is the range's build, started on first use.
+func (c *cut) builder() (*parquetbuild.Builder, error) {
+	if c.b == nil {
+		b, err := parquetbuild.NewBuilderFor(io.Discard, c.dec, c.settings, parquetbuild.WithPages(c.pages))
+		if err != nil {
+			return nil, err
+		}
+		c.b = b
+		c.builds.Add(1)
+	}
+	return c.b, nil
+}
+
+// abort gives the open range's pages back, if its build started.
+func (c *cut) abort() {
+	if c.b != nil {
+		c.b.Abort()
+		c.b = nil
+		c.builds.Add(-1)
+	}
+}
+
+// close finishes the range's build (started here for a range of no records: offsets
+// Kafka deleted).
+func (c *cut) close() (parquetbuild.FileStats, error) {
+	b, err := c.builder()
+	if err != nil {
+		return parquetbuild.FileStats{}, err
+	}
+	c.b = nil
+	c.builds.Add(-1)
+	return b.Close()
 }
 
 func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log *slog.Logger, resumed func()) error {
@@ -368,7 +416,7 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 	var c *cut
 	defer func() {
 		if c != nil {
-			c.b.Abort() // the lease lost or a failure: give the open range's pages back
+			c.abort() // the lease lost or a failure: give the open range's pages back
 		}
 	}()
 	open := func(at int64) error {
@@ -614,11 +662,7 @@ func (ix *Indexer) newCut(ctx context.Context, tbl tables.Table, points schemapo
 	if err != nil {
 		return nil, err
 	}
-	b, err := parquetbuild.NewBuilderFor(io.Discard, dec, settings, parquetbuild.WithPages(ix.Pages))
-	if err != nil {
-		return nil, err
-	}
-	c := &cut{topic: tbl.Topic, start: at, next: at, until: points.Next(at), b: b, dec: dec, decoding: d, settings: settings}
+	c := &cut{topic: tbl.Topic, start: at, next: at, until: points.Next(at), pages: ix.Pages, builds: &ix.builds, dec: dec, decoding: d, settings: settings}
 	if tbl.Upsert() {
 		c.latest = upsert.NewBounded(dec.KeyHash, ix.UpsertHold)
 	}
@@ -698,13 +742,13 @@ func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metri
 				break
 			}
 		}
-		k, err := c.latest.Emit(rangefile.Reread(ctx, ix.Kafka, c.topic, l.Partition), c.b.Add)
+		k, err := c.latest.Emit(rangefile.Reread(ctx, ix.Kafka, c.topic, l.Partition), c.build)
 		if err != nil {
 			return fmt.Errorf("build range [%d, %d): %w", c.start, c.next, err)
 		}
 		keys = k.Encode()
 	}
-	fs, err := c.b.Close()
+	fs, err := c.close()
 	if err != nil {
 		return fmt.Errorf("build range [%d, %d): %w", c.start, c.next, err)
 	}
@@ -733,6 +777,10 @@ func (ix *Indexer) store(ctx context.Context, l lease.Lease, c *cut, attrs metri
 	log.Debug("range stored", "start", c.start, "end", c.next, "records", fs.RowCount, "size", fs.Size)
 	return nil
 }
+
+// OpenBuilds is how many ranges of this node's partitions have a build open: those that
+// have records not yet stored. An idle partition holds none.
+func (ix *Indexer) OpenBuilds() int64 { return ix.builds.Load() }
 
 // UpsertPeak is the most bytes of records an upsert range of this node held (within
 // UpsertHold and one record).

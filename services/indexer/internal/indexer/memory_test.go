@@ -2,7 +2,9 @@ package indexer_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,4 +58,34 @@ func TestBuildMemoryBoundsManyPartitions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// An idle partition holds no build: an indexer holds thousands of partitions, most of
+// them quiet, and a Parquet writer costs tens of KiB before its first row (issue 32). A
+// range's build starts with its first record and ends when the range is stored.
+func TestIdlePartitionsHoldNoBuild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const parts = 3
+	// Ranges cut by size only: each record below is larger than the target, so every
+	// poll's records are stored at once and leave the partition's open range empty.
+	tbl := e.createTable(t, "idle", parts, map[string]string{tables.PropRangeTargetBytes: "1024", tables.PropRangeMaxAge: "1h"})
+	_, ix := e.startIndexerOpts(t, "idx-idle", indexer.Options{}, nil)
+	big := func(from, n int) []string {
+		var out []string
+		for i := from; i < from+n; i++ {
+			out = append(out, fmt.Sprintf(`{"id":%d,"msg":%q,"amount":"1.25"}`, i, strings.Repeat("x", 1100)))
+		}
+		return out
+	}
+	for p := range int32(parts) {
+		e.produce(t, "idle", p, big(0, 5)...)
+	}
+	for p := range int32(parts) {
+		e.checkTiling(t, tbl, p)
+	}
+	leasetest.Eventually(t, 10*time.Second, "no build open while every partition is idle", func() bool { return ix.OpenBuilds() == 0 })
+	// A record below the target opens partition 0's next range, and its build.
+	e.produce(t, "idle", 0, jsonEvents(5, 1)...)
+	leasetest.Eventually(t, 20*time.Second, "one build open: partition 0's range of one record", func() bool { return ix.OpenBuilds() == 1 })
 }
