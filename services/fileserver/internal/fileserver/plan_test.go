@@ -1223,3 +1223,76 @@ func TestPlanDuringPostgresOutage(t *testing.T) {
 		t.Fatalf("after the outage: %v, want %v", got, want)
 	}
 }
+
+// A filter fixing _kafka_partition (=, IN, a range) plans only that partition's files,
+// and iceberg-go's remote scan reads exactly its rows: committed files and the live
+// tail's alike.
+func TestPlanPrunesByPartition(t *testing.T) {
+	t.Parallel()
+	le := newLiveEnv(t, nil, false)
+	n := le.planningNode(nodeOptions{})
+	le.commitRound(10)
+	le.commitRound(10)
+	le.produce(5) // the tail
+
+	pa := le.planner(n)
+	all := pa.all(pa.plan(`{}`))
+	partOf := map[string]string{}
+	for _, task := range all {
+		if len(task.DataFile.Partition) != 1 {
+			t.Fatalf("%s: partition %s, want the Kafka partition", task.DataFile.FilePath, task.DataFile.Partition)
+		}
+		partOf[task.DataFile.FilePath] = string(task.DataFile.Partition[0])
+	}
+	if len(all) != 2*3 {
+		t.Fatalf("%d files, want 6 (2 commits and a tail, 2 partitions)", len(all))
+	}
+
+	tbl, err := le.catalogClient(n).LoadTable(le.ctx, table.Identifier{ns, le.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := iceberg.Reference("_kafka_partition")
+	for _, c := range []struct {
+		filter string
+		expr   iceberg.BooleanExpression
+		want   int32
+	}{
+		{`{"type": "eq", "term": "_kafka_partition", "value": 1}`, iceberg.EqualTo(kp, int32(1)), 1},
+		{`{"type": "in", "term": "_kafka_partition", "values": [0]}`, iceberg.IsIn(kp, int32(0)), 0},
+		{`{"type": "gt-eq", "term": "_kafka_partition", "value": 1}`, iceberg.GreaterThanEqual(kp, int32(1)), 1},
+		{`{"type": "and", "left": {"type": "gt", "term": "_kafka_partition", "value": -1}, "right": {"type": "lt", "term": "_kafka_partition", "value": 1}}`,
+			iceberg.NewAnd(iceberg.GreaterThan(kp, int32(-1)), iceberg.LessThan(kp, int32(1))), 0},
+	} {
+		planned := pa.all(pa.plan(`{"filter": ` + c.filter + `}`))
+		var want []string
+		for path, p := range partOf {
+			if p == fmt.Sprint(c.want) {
+				want = append(want, path)
+			}
+		}
+		slices.Sort(want)
+		if got := paths(planned); !slices.Equal(got, want) {
+			t.Fatalf("filter %s: planned\n%v\nwant the files of partition %d\n%v", c.filter, got, c.want, want)
+		}
+		for _, task := range planned {
+			if string(task.Residual) != "true" {
+				t.Errorf("filter %s: %s has residual %s, want true", c.filter, task.DataFile.FilePath, task.Residual)
+			}
+		}
+
+		at, err := tbl.Scan(table.WithRowFilter(c.expr), table.WithScanPlanningMode(table.ScanPlanningRemote)).ToArrowTable(le.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rowsOf(t, at)
+		at.Release()
+		var rows []row
+		for _, r := range le.rows {
+			if r.partition == c.want {
+				rows = append(rows, r)
+			}
+		}
+		sameRows(t, "remote scan of "+c.filter, got, rows)
+	}
+}
