@@ -33,7 +33,9 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
+	"github.com/minkhq/mink/pkg/partition"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/services/fileserver/internal/live"
 	"github.com/minkhq/mink/services/fileserver/internal/plan"
 )
 
@@ -896,7 +898,13 @@ func (le *liveEnv) commitRound(n int) {
 // addTable adds a table with the env table's committed metadata.
 func (le *liveEnv) addTable(name string) {
 	le.t.Helper()
-	tbl, err := tables.Create(le.ctx, le.db, tables.Table{Namespace: ns, Name: name, Topic: le.name, Spec: spec}, livePartitions)
+	le.addTableSpec(name, nil)
+}
+
+// addTableSpec is addTable of a table stored with partition spec ps (nil: none).
+func (le *liveEnv) addTableSpec(name string, ps *partition.Spec) {
+	le.t.Helper()
+	tbl, err := tables.Create(le.ctx, le.db, tables.Table{Namespace: ns, Name: name, Topic: le.name, Spec: spec, PartitionSpec: ps}, livePartitions)
 	if err != nil {
 		le.t.Fatal(err)
 	}
@@ -1294,5 +1302,45 @@ func TestPlanPrunesByPartition(t *testing.T) {
 			}
 		}
 		sameRows(t, "remote scan of "+c.filter, got, rows)
+	}
+}
+
+// A table stored with a spec Mink does not index by yet (by a newer node) is not
+// indexed, so its loads have no live tail: they answer its committed metadata, never a
+// tail by _kafka_partition under a spec that says otherwise.
+func TestLiveLoadOfAnUnindexedSpec(t *testing.T) {
+	t.Parallel()
+	le := newLiveEnv(t, nil, false)
+	n := le.planningNode(nodeOptions{})
+	le.commitRound(5)
+	le.produce(3) // a tail the default table's loads show
+	schema, err := spec.IcebergSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	by, err := partition.ParseList("bucket[4](id)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := partition.Build(schema, by, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.addTableSpec("bucketed", &ps)
+
+	cat := le.catalogClient(n)
+	def, err := cat.LoadTable(le.ctx, table.Identifier{ns, le.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := def.Metadata().CurrentSnapshot(); s == nil || s.Summary.Properties[live.SummaryLive] != "true" {
+		t.Fatalf("the default table's load is not live: %+v", s)
+	}
+	got, err := cat.LoadTable(le.ctx, table.Identifier{ns, "bucketed"})
+	if err != nil {
+		t.Fatalf("load of the table partitioned by bucket[4](id): %v", err)
+	}
+	if got.MetadataLocation() != layout.URI(le.metaKey) {
+		t.Fatalf("the load answers %s, want the committed metadata %s", got.MetadataLocation(), layout.URI(le.metaKey))
 	}
 }
