@@ -41,7 +41,7 @@ commands:
   drain NODE             NODE releases its leases and takes none until undrained
   undrain NODE           NODE takes its share of leases again
   table create NAME --topic TOPIC [--format json|raw|avro|protobuf|json_schema]
-                         [--column NAME:TYPE[:required][:JSON_PATH]]...   (json: the columns)
+                         [--column NAME:TYPE[:required][:JSON_PATH]]...   (json: the columns; none: inferred)
                          [--value-subject SUBJECT] [--message PKG.MESSAGE] [--value-schema-mode prefix|latest]
                          [--key-format avro|protobuf|json_schema [--key-subject SUBJECT]
                           [--key-message PKG.MESSAGE] [--key-schema-mode prefix|latest]]

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
+	partspec "github.com/minkhq/mink/pkg/partition"
 )
 
 // print writes msg as protojson (-o json) or through table, aligned in columns.
@@ -239,6 +240,21 @@ func printTable(w io.Writer, t *adminv1.Table) {
 		}
 		return
 	}
+	if inferred := t.GetColumns()[0].GetInferredSince() != ""; inferred {
+		// An inferred table: where the data first showed each column.
+		fmt.Fprintln(w, "\nFIELD ID\tCOLUMN\tTYPE\tJSON PATH\tINFERRED FROM")
+		for _, c := range t.GetSchema() {
+			path, since := "-", "-"
+			if d, ok := declared[c.GetName()]; ok {
+				path, since = c.GetName(), d.GetInferredSince()
+				if d.GetJsonPath() != "" {
+					path = d.GetJsonPath()
+				}
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", c.GetFieldId(), c.GetName(), c.GetType(), path, since)
+		}
+		return
+	}
 	fmt.Fprintln(w, "\nFIELD ID\tCOLUMN\tTYPE\tREQUIRED\tJSON PATH")
 	for _, c := range t.GetSchema() {
 		req, path := "-", "-"
@@ -305,6 +321,9 @@ func partitionSpec(fields []*adminv1.PartitionField) string {
 	parts := make([]string, len(fields))
 	for i, f := range fields {
 		parts[i] = f.GetTransform() + "(" + f.GetColumn() + ")"
+		if tr, err := partspec.ParseTransform(f.GetTransform()); err == nil && f.GetName() == partspec.DefaultName(f.GetColumn(), tr) {
+			continue // the name Iceberg gives it anyway
+		}
 		if f.GetName() != f.GetColumn() {
 			parts[i] += " AS " + f.GetName()
 		}

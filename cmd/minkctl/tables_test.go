@@ -452,12 +452,41 @@ func TestOverviewShowsPausedPartitions(t *testing.T) {
 }
 
 // TestPartitionSpecText writes a spec as the Iceberg spec writes its fields, naming a field
-// only where its name is not its column's.
+// only where its name is not the one Iceberg gives it.
 func TestPartitionSpecText(t *testing.T) {
 	got := partitionSpec([]*adminv1.PartitionField{{Column: "_kafka_partition", Transform: "identity", Name: "_kafka_partition"},
-		{Column: "customer_id", Transform: "bucket[16]", Name: "customer_id_bucket"}})
-	if want := "identity(_kafka_partition), bucket[16](customer_id) AS customer_id_bucket"; got != want {
+		{Column: "customer_id", Transform: "bucket[16]", Name: "customer_id_bucket"},
+		{Column: "user.geo", Transform: "truncate[2]", Name: "user_geo_trunc"},
+		{Column: "ts", Transform: "day", Name: "day"}, {Column: "kp", Transform: "identity", Name: "p"}})
+	if want := "identity(_kafka_partition), bucket[16](customer_id), truncate[2](user.geo), day(ts) AS day, identity(kp) AS p"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// An inferred table's describe shows each column's JSON key and the record that showed it.
+func TestTableDescribeInferred(t *testing.T) {
+	tbl := &adminv1.Table{Namespace: "default", Name: "events", Topic: "events", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON, Partitions: 1,
+		SchemaVersion: 2, Columns: []*adminv1.Column{
+			{Name: "id", Type: "long", InferredSince: "partition 0 offset 0"},
+			{Name: "user_id", Type: "long", JsonPath: "user-id", InferredSince: "partition 0 offset 7"},
+		},
+		Schema: []*adminv1.SchemaColumn{{FieldId: 1, Name: "id", Type: "long"}, {FieldId: 9, Name: "user_id", Type: "long"},
+			{FieldId: 2, Name: "_mink_unfit", Type: "string"}}}
+	f := &fakeAdmin{table: tbl, describe: &adminv1.DescribeTableResponse{Table: tbl}}
+	minkctl := startFake(t, f)
+	out, errOut, code := minkctl("table", "describe", "events")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"FIELD ID  COLUMN       TYPE    JSON PATH  INFERRED FROM\n",
+		"1         id           long    id         partition 0 offset 0\n",
+		"9         user_id      long    user-id    partition 0 offset 7\n",
+		"2         _mink_unfit  string  -          -\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe does not show %q:\n%s", want, out)
+		}
 	}
 }
 

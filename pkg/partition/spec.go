@@ -414,7 +414,7 @@ func unknownColumn(schema *iceberg.Schema, column string) error {
 	lower := strings.ToLower(column)
 	for _, f := range schema.Fields() {
 		walkNames(f, "", func(name string) {
-			if d := tableschema.EditDistance(lower, strings.ToLower(name)); d <= 2 && len(column) > 2 || d <= len(name)/4 {
+			if d := tableschema.EditDistance(lower, strings.ToLower(name)); d <= 2 && len(column) > 2 || d <= max(1, len(name)/4) {
 				near = append(near, formatColumn(name))
 			}
 		})

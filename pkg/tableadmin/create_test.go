@@ -5,11 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/registry"
 	"github.com/minkhq/mink/pkg/tableadmin"
 	"github.com/minkhq/mink/pkg/tablecodec"
@@ -336,5 +338,74 @@ func TestCreateRegistryErrors(t *testing.T) {
 	l, err := f.svc.ListTables(f.ctx, &adminv1.ListTablesRequest{})
 	if err != nil || len(l.GetTables()) != 1 || l.GetTables()[0].GetName() != "plain" {
 		t.Errorf("tables: %v %v", l, err)
+	}
+}
+
+// A JSON table created without columns infers them from a bounded sample of the
+// records in its topic; an empty topic starts with the Kafka columns alone.
+func TestCreateInferredTable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.kafka.CreateTopic("clicks", 2, nil)
+	f.kafka.CreateTopic("quiet", 1, nil)
+	cl := f.kafka.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	defer cl.Close()
+	kafkatest.Produce(t, cl,
+		&kgo.Record{Topic: "clicks", Partition: 0, Value: []byte(`{"id": 1, "page": "/a", "user-agent": "x", "at": null}`)},
+		&kgo.Record{Topic: "clicks", Partition: 1, Value: []byte(`{"id": 2, "ms": 1.5, "tags": ["t"], "geo": {"cc": "nl"}}`)},
+		&kgo.Record{Topic: "clicks", Partition: 1, Value: []byte(`not json`)})
+	tbl := f.create(&adminv1.CreateTableRequest{Name: "clicks", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON})
+	v, err := f.svc.Codecs.Version(f.ctx, tables.Table{ID: tbl.GetId()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, fl := range v.Schema.Fields() {
+		got = append(got, fl.Name+" "+fl.Type.String())
+	}
+	want := []string{"id long", "page string", "user_agent string", "ms double", "tags list<string>", "geo struct<", "_mink_unfit string", "_kafka_partition int"}
+	all := strings.Join(got, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("no %q in\n%s", w, all)
+		}
+	}
+	if strings.Contains(all, "\nat ") {
+		t.Errorf("a field seen only as null has a column:\n%s", all)
+	}
+	if v.Spec.Infer == nil || v.Spec.Infer.Keys[v.Schema.Fields()[2].ID] != "user-agent" {
+		t.Errorf("inference %+v", v.Spec.Infer)
+	}
+	// The table shows its columns as inferred, from where the data showed them.
+	since := map[string]string{}
+	for _, c := range tbl.GetColumns() {
+		since[c.GetName()] = c.GetInferredSince() + " " + c.GetJsonPath()
+	}
+	if since["id"] != "partition 0 offset 0 " || since["ms"] != "partition 1 offset 0 " || since["user_agent"] != "partition 0 offset 0 user-agent" {
+		t.Errorf("columns %v", since)
+	}
+	// AlterTable renames (the key read stays), pins a type, and stops inference.
+	alt, err := f.svc.AlterTable(f.ctx, &adminv1.AlterTableRequest{Name: "clicks", Changes: []*adminv1.ColumnChange{
+		{Change: &adminv1.ColumnChange_Rename{Rename: &adminv1.RenameColumn{Name: "user_agent", NewName: "ua"}}},
+		{Change: &adminv1.ColumnChange_Add{Add: &adminv1.Column{Name: "score", Type: "double"}}},
+	}, SetProperties: map[string]string{tables.PropSchemaInfer: "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since = map[string]string{}
+	for _, c := range alt.GetTable().GetColumns() {
+		since[c.GetName()] = c.GetInferredSince() + " " + c.GetJsonPath()
+	}
+	if since["ua"] != "partition 0 offset 0 user-agent" || since["score"] != "alter " || alt.GetTable().GetSchemaVersion() != 1 {
+		t.Errorf("after the alter: %v", since)
+	}
+	quiet := f.create(&adminv1.CreateTableRequest{Name: "quiet", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON})
+	if v, err := f.svc.Codecs.Version(f.ctx, tables.Table{ID: quiet.GetId()}, 0); err != nil || len(v.Schema.Fields()) != 7 {
+		t.Errorf("an empty topic's table: %v %v", v.Schema, err)
+	}
+	_, err = f.svc.CreateTable(f.ctx, &adminv1.CreateTableRequest{Name: "keyed", Topic: "quiet", Format: adminv1.RecordFormat_RECORD_FORMAT_JSON,
+		KeyFormat: adminv1.RecordFormat_RECORD_FORMAT_AVRO})
+	if apierr.Classify(err) != apierr.InvalidArgument || !strings.Contains(err.Error(), "key_format") {
+		t.Errorf("an inferred table with a key format: %v", err)
 	}
 }

@@ -38,7 +38,7 @@ func TestCreatePartitionSpec(t *testing.T) {
 		field string
 		want  []string
 	}{
-		{"unknown column", jsonReq(pf("tz", "day", "")), `partition_spec[0] ("day(tz)")`, []string{"no column tz"}},
+		{"unknown column", jsonReq(pf("tz", "day", "")), `partition_spec[0] ("day(tz)")`, []string{"no column tz", "did you mean ts?"}},
 		{"hour of a string", jsonReq(pf("ts", "day", ""), pf("msg", "hour", "")), `partition_spec[1] ("hour(msg)")`, []string{"hour", "string"}},
 		{"bucket of a double", jsonReq(pf("score", "bucket[4]", "")), `partition_spec[0] ("bucket[4](score)")`, []string{"bucket", "double"}},
 		{"bucket[0]", jsonReq(pf("id", "bucket[0]", "")), "partition_spec[0]", []string{"bucket"}},

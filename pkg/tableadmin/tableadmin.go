@@ -20,6 +20,7 @@ import (
 	adminv1 "github.com/minkhq/mink/gen/mink/admin/v1"
 	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/auth"
+	"github.com/minkhq/mink/pkg/jsoninfer"
 	"github.com/minkhq/mink/pkg/kafkasrc"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/names"
@@ -65,6 +66,9 @@ func specOf(req *adminv1.CreateTableRequest, topic string) (tableschema.Spec, er
 	spec := tableschema.Spec{Format: f}
 	for _, c := range req.GetColumns() {
 		spec.Columns = append(spec.Columns, tableschema.Column{Name: c.GetName(), Type: c.GetType(), Required: c.GetRequired(), JSONPath: c.GetJsonPath()})
+	}
+	if f == tableschema.FormatJSON && len(spec.Columns) == 0 {
+		spec.Infer = &tableschema.Inference{} // columns inferred from the records
 	}
 	mode := func(field string, m adminv1.SchemaMode) (tableschema.SchemaMode, error) {
 		if v, ok := modes[m]; ok {
@@ -181,10 +185,20 @@ func (s *Service) CreateTable(ctx context.Context, req *adminv1.CreateTableReque
 	t.TopicID = id.String()
 	var fields []iceberg.NestedField
 	var schemas []tables.RegistrySchema
+	if spec.Infer != nil && spec.Key != nil {
+		return nil, apierr.Invalid("key_format", "an inferred JSON table (no columns) keeps its keys as bytes; declare its columns to decode keys")
+	}
 	if spec.Value != nil || spec.Key != nil {
 		if t.Spec, fields, schemas, err = s.Codecs.FirstVersion(ctx, spec); err != nil {
 			return nil, err
 		}
+	}
+	if spec.Infer != nil {
+		samples, err := s.sample(ctx, t.Topic)
+		if err != nil {
+			return nil, err
+		}
+		fields, t.Spec.Infer = jsoninfer.First(samples)
 	}
 	if t.PartitionSpec, err = partitionSpecOf(req.GetPartitionSpec(), t, fields); err != nil {
 		return nil, err
@@ -556,6 +570,22 @@ func (s *Service) toProto(ctx context.Context, t tables.Table) (*adminv1.Table, 
 		return nil, err
 	}
 	out.SchemaId = int32(v.Schema.ID)
+	if in := v.Spec.Infer; in != nil {
+		// An inferred table's columns are its version's fields, each saying where the
+		// data first showed it.
+		cols, _ := tableschema.InferredColumns(v.Schema.Fields())
+		for _, i := range cols {
+			f := v.Schema.Fields()[i]
+			c := &adminv1.Column{Name: f.Name, Type: f.Type.String(), InferredSince: in.Since[f.ID]}
+			if c.InferredSince == "" {
+				c.InferredSince = "alter"
+			}
+			if k := in.Key(f); k != f.Name {
+				c.JsonPath = k
+			}
+			out.Columns = append(out.Columns, c)
+		}
+	}
 	for _, f := range v.Schema.Fields() {
 		out.Schema = append(out.Schema, &adminv1.SchemaColumn{FieldId: int32(f.ID), Name: f.Name, Type: f.Type.String()})
 	}

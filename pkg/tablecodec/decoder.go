@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 
+	"github.com/minkhq/mink/pkg/jsoninfer"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/record"
 	"github.com/minkhq/mink/pkg/rowcodec"
@@ -31,6 +32,11 @@ type Decoder struct {
 	keyEnc *upsert.KeyEncoder
 	keyVal rowcodec.Value
 	keyBuf []byte
+	// An inferred JSON table's values (nil otherwise), where _mink_error goes, and
+	// whether Check may ask for new columns (not once inference stopped or was refused).
+	inf      *jsoninfer.Decoder
+	errPos   int
+	inferOff bool
 }
 
 var _ rowcodec.RowDecoder = (*Decoder)(nil)
@@ -72,6 +78,13 @@ func (c *Codecs) Decoder(ctx context.Context, t tables.Table, s parquetbuild.Set
 		return nil, fmt.Errorf("table %s version %d: %w", t.FullName(), v.ID, err)
 	}
 	d := &Decoder{c: c, t: t, v: v, rc: rc}
+	if v.Spec.Infer != nil {
+		if d.inf, err = jsoninfer.NewDecoder(v.Schema.Fields(), v.Spec.Infer); err != nil {
+			return nil, fmt.Errorf("table %s version %d: %w", t.FullName(), v.ID, err)
+		}
+		d.errPos = slices.IndexFunc(v.Schema.Fields(), func(f iceberg.NestedField) bool { return f.Name == tableschema.ColumnMinkError })
+		d.inferOff = t.Props().StopInference
+	}
 	for _, p := range []struct {
 		dec   *tableschema.Decoding
 		id    int
@@ -184,6 +197,16 @@ func (d *Decoder) Version() tableschema.Version { return d.v }
 // Decode decodes r into row (see rowcodec.RowDecoder).
 func (d *Decoder) Decode(r record.Record, row *rowcodec.Row) bool {
 	d.rc.Begin(row)
+	if d.inf != nil {
+		reason, problem := d.inf.Decode(r.Value, row.Values)
+		ok := d.rc.Finish(r, row, reason)
+		if ok && problem != "" {
+			// The record is a row with what fit; _mink_error names what did not.
+			row.Values[d.errPos] = rowcodec.Value{Valid: true, Bytes: []byte(problem)}
+			ok = false
+		}
+		return ok
+	}
 	var reason string
 	if d.value == nil {
 		reason = d.rc.DecodeValue(r.Value, row.Values[:len(d.v.Spec.Columns)+rawColumns(d.v.Spec)])
@@ -314,6 +337,9 @@ const (
 	// NeedVersion: the record's schema has fields (or wider types) the decoder's version
 	// lacks: Evolve, cut the range, and decode from this record on with the new version.
 	NeedVersion
+	// NeedColumns: the record of an inferred table has fields the decoder's version
+	// lacks: Infer, cut the range, and decode from this record on with the new version.
+	NeedColumns
 )
 
 // Need is what Check found.
@@ -326,6 +352,12 @@ type Need struct {
 // Check reports whether r decodes with this decoder as it stands, with no I/O. Records
 // that will be error rows whatever happens (no prefix, a bad schema) need nothing.
 func (d *Decoder) Check(r record.Record) Need {
+	if d.inf != nil {
+		if !d.inferOff && d.inf.Needs(r.Value) {
+			return Need{Kind: NeedColumns}
+		}
+		return Need{}
+	}
 	for _, p := range []*part{d.value, d.key} {
 		if p == nil || p.fixed != nil {
 			continue
@@ -357,6 +389,10 @@ func (d *Decoder) Check(r record.Record) Need {
 	}
 	return Need{}
 }
+
+// StopInferring makes Check ask for no more columns: a version with them could not be
+// made (a bound), and the rest of the range keeps the new fields in _mink_unfit.
+func (d *Decoder) StopInferring() { d.inferOff = true }
 
 // Covers reports whether records of registry schema id (stored already) decode at the
 // decoder's version without a newer one, for the value or the key.

@@ -14,12 +14,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/apache/iceberg-go"
 
 	"github.com/minkhq/mink/pkg/apierr"
+	"github.com/minkhq/mink/pkg/jsoninfer"
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/parquetbuild"
 	"github.com/minkhq/mink/pkg/pg"
@@ -319,6 +321,49 @@ func (c *Codecs) Evolve(ctx context.Context, l *lease.Lease, t tables.Table, id 
 		}
 		fields, changed, _ := cur.Evolve(value, keyRoot, lastID)
 		return cur.Spec, fields, changed, nil
+	})
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	c.versions[versionKey{t.ID, v.ID}] = v
+	c.mu.Unlock()
+	return v, nil
+}
+
+// Infer stores the next version of inferred table t with the fields of JSON record
+// value that its current version lacks (jsoninfer.Grow; new top-level columns say since
+// where the data showed them), fenced by lease l (nil: unfenced), and returns the
+// table's current version afterwards. Nothing changes when the current version has them
+// all, or when the table made tableschema.InferMaxVersionsPerHour versions in the last
+// hour (a topic whose keys are data must not make versions without end).
+func (c *Codecs) Infer(ctx context.Context, l *lease.Lease, t tables.Table, value []byte, since string) (tableschema.Version, error) {
+	recent, err := tables.VersionsSince(ctx, c.db, t.ID, time.Hour)
+	if err != nil {
+		return tableschema.Version{}, err
+	}
+	v, err := tables.Evolve(ctx, c.db, l, t.ID, func(cur tableschema.Version, lastID int) (tableschema.Spec, []iceberg.NestedField, bool, error) {
+		if cur.Spec.Infer == nil || recent >= tableschema.InferMaxVersionsPerHour {
+			return cur.Spec, nil, false, nil
+		}
+		fields := cur.Schema.Fields()
+		cols, _ := tableschema.InferredColumns(fields)
+		var columns, rest []iceberg.NestedField
+		for i, f := range fields {
+			if slices.Contains(cols, i) {
+				columns = append(columns, f)
+			} else {
+				rest = append(rest, f)
+			}
+		}
+		spec := cur.Spec
+		spec.Infer = cur.Spec.Infer.Clone()
+		next := lastID
+		grown, changed := jsoninfer.Grow(columns, spec.Infer, value, func() int { next++; return next }, since)
+		if !changed {
+			return cur.Spec, nil, false, nil
+		}
+		return spec, slices.Concat(grown, rest), true, nil
 	})
 	if err != nil {
 		return v, err

@@ -129,6 +129,9 @@ type Props struct {
 	// Live loads (file servers): a table load adds the records Kafka holds beyond the
 	// committed snapshot, read_committed, as tail files of a load snapshot.
 	LiveLoad bool // on unless mink.live-load is false
+	// StopInference: an inferred JSON table gains no more columns from its records
+	// (mink.schema.infer false); fields it lacks are kept in _mink_unfit.
+	StopInference bool
 	// LiveTTL is how long a load snapshot and its tail files stay readable, even after
 	// newer commits (and how long the writer keeps a snapshot after a newer one
 	// replaced it, so that load snapshots built on it keep their files; see
@@ -174,6 +177,7 @@ const (
 	PropMaintenanceInterval = "mink.maintenance.interval"  // 10ms to 24h
 
 	PropLiveLoad       = "mink.live-load"        // "true" (default) or "false"
+	PropSchemaInfer    = "mink.schema.infer"     // "true" (default) or "false": an inferred table gains columns
 	PropLiveTTL        = "mink.live.ttl"         // duration, 1s to 24h
 	PropLiveMaxRecords = "mink.live.max-records" // offsets per partition, 1 to 1e9
 	PropLiveMaxBytes   = "mink.live.max-bytes"   // bytes per partition, 1 to 16 GiB
@@ -225,6 +229,7 @@ var propRules = map[string]propRule{
 	PropMaintenanceInterval: {durationIn(10*time.Millisecond, 24*time.Hour), `a duration from 10ms to 24h such as "1m"`, func(p *Props, v any) { p.MaintenanceInterval = v.(time.Duration) }},
 
 	PropLiveLoad:       {boolean, `"true" or "false"`, func(p *Props, v any) { p.LiveLoad = v.(bool) }},
+	PropSchemaInfer:    {boolean, `"true" or "false"`, func(p *Props, v any) { p.StopInference = !v.(bool) }},
 	PropLiveTTL:        {durationIn(time.Second, 24*time.Hour), `a duration from 1s to 24h such as "15m"`, func(p *Props, v any) { p.LiveTTL = v.(time.Duration) }},
 	PropLiveMaxRecords: {intIn(1, 1_000_000_000), "a record count from 1 to 1000000000", func(p *Props, v any) { p.LiveMaxRecords = v.(int64) }},
 	PropLiveMaxBytes:   {intIn(1, 1<<34), "a byte count from 1 to 17179869184", func(p *Props, v any) { p.LiveMaxBytes = v.(int64) }},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/jackc/pgx/v5"
@@ -39,6 +40,15 @@ func Versions(ctx context.Context, db pg.DB, table int64) ([]tableschema.Version
 		return nil, err
 	}
 	return []tableschema.Version{v}, nil
+}
+
+// VersionsSince counts the versions of a table's schema after its first created in the last d, by
+// Postgres's clock: how inference bounds the versions it makes per hour.
+func VersionsSince(ctx context.Context, db pg.DB, table int64, d time.Duration) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `SELECT count(*) FROM mink_table_versions WHERE table_id = $1 AND version > 0 AND created_at > now() - make_interval(secs => $2)`,
+		table, d.Seconds()).Scan(&n)
+	return n, err
 }
 
 // GetVersion returns one version of a table's schema.

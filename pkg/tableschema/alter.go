@@ -27,6 +27,9 @@ type Rename struct{ Name, NewName string }
 // renamed column without a json_path reads the JSON key it read before (its old name),
 // so renaming never changes what is read. Errors are *FieldError naming the change.
 func (v Version) Alter(changes []ColumnChange, lastID int) (Spec, []iceberg.NestedField, error) {
+	if v.Spec.Infer != nil {
+		return v.alterInferred(changes, lastID)
+	}
 	if v.Spec.Format != FormatJSON {
 		return Spec{}, nil, &FieldError{"changes", fmt.Sprintf("only JSON tables with declared columns have columns to change; a %s table's follow its schema registry subject", v.Spec.Format)}
 	}

@@ -135,6 +135,9 @@ type Spec struct {
 	Columns []Column  `json:"columns,omitempty"`
 	Value   *Decoding `json:"value,omitempty"`
 	Key     *Decoding `json:"key,omitempty"`
+	// Infer, set on a JSON table created without columns, makes its columns follow the
+	// records (pkg/jsoninfer): they are the version's Iceberg fields, not Columns.
+	Infer *Inference `json:"infer,omitempty"`
 }
 
 // UnmarshalJSON reads a Spec, leaving Columns nil when there are none so that a stored
@@ -175,8 +178,11 @@ var reservedPrefixes = []string{"_kafka_", "_mink_"}
 func (s Spec) Validate() error {
 	switch s.Format {
 	case FormatJSON:
-		if len(s.Columns) == 0 {
-			return &FieldError{"columns", "format json needs at least one column"}
+		if s.Infer != nil && len(s.Columns) > 0 {
+			return &FieldError{"columns", "an inferred JSON table declares no columns"}
+		}
+		if s.Infer == nil && len(s.Columns) == 0 {
+			return &FieldError{"columns", "format json needs at least one column, or none at all to infer them from the records"}
 		}
 	case FormatRaw:
 		if len(s.Columns) > 0 {
@@ -199,6 +205,9 @@ func (s Spec) Validate() error {
 		return &FieldError{"format", "required (json, raw, avro, protobuf or json_schema)"}
 	default:
 		return &FieldError{"format", fmt.Sprintf("unknown format %q (want json, raw, avro, protobuf or json_schema)", string(s.Format))}
+	}
+	if s.Infer != nil && s.Format != FormatJSON {
+		return &FieldError{"format", fmt.Sprintf("only JSON tables infer their columns, not %s", s.Format)}
 	}
 	if !s.Format.Registry() && s.Value != nil {
 		return &FieldError{"value_subject", fmt.Sprintf("format %s reads no registry subject", s.Format)}

@@ -52,7 +52,7 @@ func TestValidateRejects(t *testing.T) {
 		{Spec{Format: FormatRaw, Key: &Decoding{Format: FormatJSON, Subject: "s", Mode: ModePrefix}}, `key_format: key format "json" is not a registry format (want avro, protobuf or json_schema)`},
 		{Spec{Format: FormatRaw, Key: &Decoding{Format: FormatAvro, Subject: "k\n", Mode: ModePrefix}}, `key_subject: "k\n" is not a subject name`},
 		{Spec{Format: FormatRaw, Key: &Decoding{Format: FormatAvro, Subject: "k", Mode: "x"}}, `key_schema_mode: unknown schema mode "x" (want prefix or latest)`},
-		{Spec{Format: FormatJSON}, "columns: format json needs at least one column"},
+		{Spec{Format: FormatJSON}, "columns: format json needs at least one column, or none at all to infer them from the records"},
 		{Spec{Format: FormatRaw, Columns: []Column{{Name: "x", Type: "string"}}}, `columns: format raw takes no declared columns (its one user column is "value")`},
 		{col(Column{Name: "id", Type: "long"}, Column{Name: "msg", Type: "strng"}), `columns[1] ("msg"): unknown type "strng" (did you mean string?); the types are boolean, int, long, float, double, decimal(P,S), date, time, timestamp, timestamptz, string, uuid, binary, or list<T> of one`},
 		{col(Column{Name: "", Type: "long"}), "columns[0]: name is empty"},

@@ -72,11 +72,44 @@ func rowDiff(a, b map[string]any) string {
 	}
 	sort.Strings(names)
 	for _, c := range names {
-		if !reflect.DeepEqual(a[c], b[c]) {
+		if !sameCell(a[c], b[c]) {
 			return fmt.Sprintf("column %s read %#v, then %#v", c, a[c], b[c])
 		}
 	}
 	return ""
+}
+
+// sameCell reports whether two reads of a cell are the same, a struct field one of them
+// lacks (added since, as a column is) reading null.
+func sameCell(a, b any) bool {
+	if al, ok := a.([]any); ok {
+		bl, ok := b.([]any)
+		if !ok || len(al) != len(bl) {
+			return false
+		}
+		for i := range al {
+			if !sameCell(al[i], bl[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		return reflect.DeepEqual(a, b)
+	}
+	for k, v := range am {
+		if !sameCell(v, bm[k]) {
+			return false
+		}
+	}
+	for k, v := range bm {
+		if _, ok := am[k]; !ok && v != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // snapshotRows reads every row of one snapshot of tbl.

@@ -81,10 +81,12 @@ function fmtBytes(b) {
 const short = (s) => String(s || "").replace(/^(ROLE|RECORD_FORMAT|TABLE_MODE|LEASE_KIND|SCHEMA_MODE|TOPIC_STATE)_/, "").toLowerCase();
 const badge = (text, cls) => el("span", { class: "badge" + (cls ? " " + cls : "") }, text);
 // partitionSpec writes a spec as minkctl table describe does: transform(column), with the
-// field's name where it is not its column's.
+// field's name where it is not the one Iceberg gives it (partition.DefaultName).
 function partitionSpec(fields) {
   if (!fields || fields.length === 0) return "-";
-  return fields.map((f) => `${f.transform}(${f.column})` + (f.name !== f.column ? ` AS ${f.name}` : "")).join(", ");
+  const suffix = { year: "_year", month: "_month", day: "_day", hour: "_hour", bucket: "_bucket", truncate: "_trunc", void: "_null" };
+  const defaultName = (f) => f.column.replace(/[^A-Za-z0-9_]/gu, "_").replace(/^[0-9]/, "_$&") + (suffix[f.transform.replace(/\[.*$/, "")] || "");
+  return fields.map((f) => `${f.transform}(${f.column})` + (f.name !== defaultName(f) ? ` AS ${f.name}` : "")).join(", ");
 }
 function errorBox(e) { return el("p", { class: "error", "data-code": e.code || "" }, (e.code ? e.code + ": " : "") + e.message); }
 function table(head, rows, cls) {

@@ -1287,7 +1287,11 @@ type Column struct {
 	Type     string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	Required bool   `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
 	// Where the value is in the JSON record when it is not the top-level field `name`.
-	JsonPath      string `protobuf:"bytes,4,opt,name=json_path,json=jsonPath,proto3" json:"json_path,omitempty"`
+	JsonPath string `protobuf:"bytes,4,opt,name=json_path,json=jsonPath,proto3" json:"json_path,omitempty"`
+	// An inferred JSON table's column (created without columns): where the data first
+	// showed it, "partition P offset O"; empty for declared columns. Its type is then the
+	// Iceberg type, structs and lists included.
+	InferredSince string `protobuf:"bytes,5,opt,name=inferred_since,json=inferredSince,proto3" json:"inferred_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1346,6 +1350,13 @@ func (x *Column) GetRequired() bool {
 func (x *Column) GetJsonPath() string {
 	if x != nil {
 		return x.JsonPath
+	}
+	return ""
+}
+
+func (x *Column) GetInferredSince() string {
+	if x != nil {
+		return x.InferredSince
 	}
 	return ""
 }
@@ -3755,12 +3766,13 @@ const file_mink_admin_v1_admin_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"J\n" +
 	"\x13UndrainNodeResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1a\n" +
-	"\bdraining\x18\x02 \x01(\bR\bdraining\"i\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\"\x90\x01\n" +
 	"\x06Column\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
 	"\brequired\x18\x03 \x01(\bR\brequired\x12\x1b\n" +
-	"\tjson_path\x18\x04 \x01(\tR\bjsonPath\"\xaa\x01\n" +
+	"\tjson_path\x18\x04 \x01(\tR\bjsonPath\x12%\n" +
+	"\x0einferred_since\x18\x05 \x01(\tR\rinferredSince\"\xaa\x01\n" +
 	"\x10RegistryDecoding\x123\n" +
 	"\x06format\x18\x01 \x01(\x0e2\x1b.mink.admin.v1.RecordFormatR\x06format\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12-\n" +

@@ -454,7 +454,21 @@ func (ix *Indexer) index(ctx context.Context, l lease.Lease, ps *partition, log 
 				// The schema has what the range's version lacks: the table evolves
 				// (the writer commits the new schema), and the new version takes
 				// effect at this record (a schema point), which starts a range.
-				v, err := ix.Codecs.Evolve(ctx, &l, tbl, need.ID, need.Key)
+				var v tableschema.Version
+				if need.Kind == tablecodec.NeedColumns {
+					// An inferred table's record with fields the version lacks: the
+					// version with them is made once, whichever indexer meets them first.
+					v, err = ix.Codecs.Infer(ctx, &l, tbl, r.Value, fmt.Sprintf("partition %d offset %d", l.Partition, r.Offset))
+					if err == nil && v.ID <= c.decoding.Version {
+						// No newer version to decode with (a bound): the rest of the
+						// range keeps the new fields in _mink_unfit.
+						log.Warn("inferred columns not added (a bound of inference)", "at_offset", r.Offset)
+						c.dec.StopInferring()
+						break
+					}
+				} else {
+					v, err = ix.Codecs.Evolve(ctx, &l, tbl, need.ID, need.Key)
+				}
 				if err != nil {
 					return err
 				}
