@@ -54,18 +54,13 @@ func Create(t Table) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := PartitionSpec(t.Schema)
-	if err != nil {
-		return nil, fmt.Errorf("icebergmeta: partition spec: %w", err)
-	}
 	order := table.UnsortedSortOrder
 	steps := []func() error{
 		func() error { return b.SetUUID(uuid.New()) },
 		func() error { return addSchemas(b, t) },
 		func() error { return b.AddSortOrder(&order) },
 		func() error { return b.SetDefaultSortOrderID(-1) },
-		func() error { return b.AddPartitionSpec(&spec, true) },
-		func() error { return b.SetDefaultSpecID(-1) },
+		func() error { return syncSpecs(b, nil, t, t.Schema) },
 		func() error { return b.SetLoc(t.Location()) },
 		func() error { return b.SetProperties(tableProperties(t)) },
 	}
@@ -133,6 +128,9 @@ func Commit(ctx context.Context, r *Reader, t Table, base Base, ch Change) (*Res
 	}
 	res := &Result{}
 	if err := syncSchemas(b, md, t); err != nil {
+		return nil, err
+	}
+	if err := syncSpecs(b, md, t, currentSchema(t, md)); err != nil {
 		return nil, err
 	}
 	var newID *int64
@@ -245,12 +243,11 @@ type snapshotOptions struct {
 
 // newSnapshot writes the new snapshot's manifests and manifest list.
 func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch Change, o snapshotOptions) (*table.Snapshot, []File, error) {
-	spec := md.PartitionSpec()
-	partField, err := partitionFieldID(spec)
+	schema := currentSchema(t, md)
+	ws, err := newWriteSpec(t, schema)
 	if err != nil {
 		return nil, nil, err
 	}
-	schema := currentSchema(t, md)
 	parent := md.CurrentSnapshot()
 	var parentID *int64
 	if parent != nil {
@@ -258,7 +255,7 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 		parentID = &id
 	}
 	w := &manifests{
-		t: t, spec: spec, schema: schema, id: newSnapshotID(md), commit: uuid.NewString(),
+		t: t, spec: ws.iceberg, schema: schema, id: newSnapshotID(md), commit: uuid.NewString(),
 		mergeMin:    propInt(t.Properties, table.ManifestMinMergeCountKey, table.ManifestMinMergeCountDefault),
 		mergeTarget: propInt(t.Properties, table.ManifestTargetSizeBytesKey, table.ManifestTargetSizeBytesDefault),
 		merge:       !o.noMerge && propBool(t.Properties, table.ManifestMergeEnabledKey, true),
@@ -279,7 +276,7 @@ func newSnapshot(ctx context.Context, r *Reader, t Table, md table.Metadata, ch 
 			if f.IsDeletes() != (add.content == iceberg.ManifestContentDeletes) {
 				return nil, nil, fmt.Errorf("icebergmeta: %s added as the wrong kind of file", f.Key)
 			}
-			df, err := f.icebergFile(spec, partField)
+			df, err := f.icebergFile(ws)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/partition"
 	"github.com/minkhq/mink/pkg/tableschema"
 )
 
@@ -37,6 +38,66 @@ type Table struct {
 	Schema     *iceberg.Schema
 	Schemas    []*iceberg.Schema
 	Properties map[string]string // served as Iceberg table properties
+	// Specs are every partition spec of the table (tables.PartitionSpecs), SpecID the
+	// current one's id (default-spec-id), the spec new files are written with. nil: the
+	// default, identity(_kafka_partition) (spec 0) over Schema.
+	Specs  []partition.Spec
+	SpecID int
+}
+
+// partitioning is t's specs (the default when it names none) and the current one.
+func (t Table) partitioning(schema *iceberg.Schema) ([]partition.Spec, partition.Spec, error) {
+	specs := t.Specs
+	if len(specs) == 0 {
+		def, err := partition.KafkaPartitionSpec(schema)
+		if err != nil {
+			return nil, partition.Spec{}, fmt.Errorf("icebergmeta: partition spec: %w", err)
+		}
+		specs = []partition.Spec{def}
+	}
+	i := slices.IndexFunc(specs, func(s partition.Spec) bool { return s.ID == t.SpecID })
+	if i < 0 {
+		return nil, partition.Spec{}, fmt.Errorf("icebergmeta: table %s.%s has no partition spec %d", t.Namespace, t.Name, t.SpecID)
+	}
+	return specs, specs[i], nil
+}
+
+// syncSpecs adds t's partition specs that md lacks (nil md: a new table's), in id
+// order, and makes t.SpecID the default: partition evolution's updates. Each is added
+// as iceberg-go binds it to schema, which must keep its id.
+func syncSpecs(b *table.MetadataBuilder, md table.Metadata, t Table, schema *iceberg.Schema) error {
+	specs, cur, err := t.partitioning(schema)
+	if err != nil {
+		return err
+	}
+	specs = slices.SortedFunc(slices.Values(specs), func(a, b partition.Spec) int { return a.ID - b.ID })
+	for _, s := range specs {
+		is, err := s.Iceberg(schema)
+		if err != nil {
+			return fmt.Errorf("icebergmeta: partition spec %d: %w", s.ID, err)
+		}
+		if md != nil {
+			// Files name their spec by id: one id with two meanings would misread them.
+			if have := md.PartitionSpecByID(s.ID); have != nil {
+				if !have.Equals(is) {
+					return fmt.Errorf("icebergmeta: the metadata's partition spec %d is %v, the table's %v", s.ID, *have, is)
+				}
+				continue
+			}
+		}
+		if err := b.AddPartitionSpec(&is, md == nil && s.ID == specs[0].ID); err != nil {
+			return fmt.Errorf("icebergmeta: add partition spec %d: %w", s.ID, err)
+		}
+		if got, err := b.GetSpecByID(s.ID); err != nil || !got.Equals(is) {
+			return fmt.Errorf("icebergmeta: partition spec %d was not added as given", s.ID)
+		}
+	}
+	if md == nil || md.DefaultPartitionSpec() != cur.ID {
+		if err := b.SetDefaultSpecID(cur.ID); err != nil {
+			return fmt.Errorf("icebergmeta: set default partition spec %d: %w", cur.ID, err)
+		}
+	}
+	return nil
 }
 
 // syncSchemas adds t's schemas that md lacks, in order, and makes t.Schema current.
@@ -181,30 +242,57 @@ func coverageProps(cov map[int32]Coverage, props iceberg.Properties) {
 	}
 }
 
-// PartitionSpec is every Mink table's spec: identity on _kafka_partition, so a file holds
-// one partition's records and engines prune by partition.
-func PartitionSpec(schema *iceberg.Schema) (iceberg.PartitionSpec, error) {
-	return iceberg.NewPartitionSpecOpts(iceberg.AddPartitionFieldByName(
-		tableschema.ColumnKafkaPartition, tableschema.ColumnKafkaPartition, iceberg.IdentityTransform{}, schema, nil))
+// writeSpec is the partition spec new files are written with: the table's current one.
+type writeSpec struct {
+	iceberg iceberg.PartitionSpec
+	eval    *partition.Evaluator
+	kafka   bool // identity(_kafka_partition): a file's tuple is its Kafka partition
 }
 
-// partitionFieldID is the id of the spec's one field, whose value is the Kafka partition.
-func partitionFieldID(spec iceberg.PartitionSpec) (int, error) {
-	if spec.NumFields() != 1 {
-		return 0, fmt.Errorf("icebergmeta: partition spec has %d fields, want identity(%s)", spec.NumFields(), tableschema.ColumnKafkaPartition)
+func newWriteSpec(t Table, schema *iceberg.Schema) (writeSpec, error) {
+	_, cur, err := t.partitioning(schema)
+	if err != nil {
+		return writeSpec{}, err
 	}
-	return spec.Field(0).FieldID, nil
+	def, err := partition.KafkaPartitionSpec(schema)
+	if err != nil {
+		return writeSpec{}, fmt.Errorf("icebergmeta: partition spec: %w", err)
+	}
+	w := writeSpec{kafka: cur.Equal(def)}
+	if w.iceberg, err = cur.Iceberg(schema); err != nil {
+		return writeSpec{}, fmt.Errorf("icebergmeta: %w", err)
+	}
+	if w.eval, err = partition.NewEvaluator(cur, schema); err != nil {
+		return writeSpec{}, fmt.Errorf("icebergmeta: %w", err)
+	}
+	return w, nil
 }
 
-// icebergFile describes f in a manifest: path, exact size, row count, partition value
-// and the column statistics measured when the file was built.
-func (f DataFile) icebergFile(spec iceberg.PartitionSpec, partField int) (iceberg.DataFile, error) {
+// partitionValues are f's partition values under ws, by partition field id. A file
+// holds one Kafka partition's records; under the default spec that partition is its
+// tuple. (Files of other specs are to carry their tuple once ranges are indexed per
+// tuple: docs/design/partition-specs.md.)
+func (f DataFile) partitionValues(ws writeSpec) (map[int]any, error) {
+	if !ws.kafka {
+		return nil, fmt.Errorf("icebergmeta: data file %s: no partition tuple for spec %d (only identity(%s) is indexed)",
+			f.Key, ws.iceberg.ID(), tableschema.ColumnKafkaPartition)
+	}
+	return ws.eval.Literals(partition.Tuple{{Valid: true, Int: int64(f.Partition)}}), nil
+}
+
+// icebergFile describes f in a manifest: path, exact size, row count, partition values
+// under ws and the column statistics measured when the file was built.
+func (f DataFile) icebergFile(ws writeSpec) (iceberg.DataFile, error) {
 	content := iceberg.EntryContentData
 	if f.IsDeletes() {
 		content = iceberg.EntryContentPosDeletes
 	}
-	b, err := iceberg.NewDataFileBuilder(spec, content, f.URI(), iceberg.ParquetFile,
-		map[int]any{partField: f.Partition}, nil, nil, f.Records, f.Size)
+	values, err := f.partitionValues(ws)
+	if err != nil {
+		return nil, err
+	}
+	b, err := iceberg.NewDataFileBuilder(ws.iceberg, content, f.URI(), iceberg.ParquetFile,
+		values, nil, nil, f.Records, f.Size)
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: data file %s: %w", f.Key, err)
 	}

@@ -57,8 +57,12 @@ func Live(ctx context.Context, r *Reader, t Table, base Base, ch LiveChange) (*R
 	if err != nil {
 		return nil, fmt.Errorf("icebergmeta: %w", err)
 	}
-	// Tail files may have a newer schema version than the commit the load builds on.
+	// Tail files may have a newer schema version or partition spec than the commit the
+	// load builds on.
 	if err := syncSchemas(b, md, t); err != nil {
+		return nil, err
+	}
+	if err := syncSpecs(b, md, t, currentSchema(t, md)); err != nil {
 		return nil, err
 	}
 	snap, files, err := newSnapshot(ctx, r, t, md, Change{

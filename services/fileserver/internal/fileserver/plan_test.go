@@ -33,7 +33,9 @@ import (
 	"github.com/minkhq/mink/pkg/kafkasrc/kafkatest"
 	"github.com/minkhq/mink/pkg/layout"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
+	"github.com/minkhq/mink/pkg/partition"
 	"github.com/minkhq/mink/pkg/tables"
+	"github.com/minkhq/mink/services/fileserver/internal/live"
 	"github.com/minkhq/mink/services/fileserver/internal/plan"
 )
 
@@ -896,7 +898,13 @@ func (le *liveEnv) commitRound(n int) {
 // addTable adds a table with the env table's committed metadata.
 func (le *liveEnv) addTable(name string) {
 	le.t.Helper()
-	tbl, err := tables.Create(le.ctx, le.db, tables.Table{Namespace: ns, Name: name, Topic: le.name, Spec: spec}, livePartitions)
+	le.addTableSpec(name, nil)
+}
+
+// addTableSpec is addTable of a table stored with partition spec ps (nil: none).
+func (le *liveEnv) addTableSpec(name string, ps *partition.Spec) {
+	le.t.Helper()
+	tbl, err := tables.Create(le.ctx, le.db, tables.Table{Namespace: ns, Name: name, Topic: le.name, Spec: spec, PartitionSpec: ps}, livePartitions)
 	if err != nil {
 		le.t.Fatal(err)
 	}
@@ -1221,5 +1229,118 @@ func TestPlanDuringPostgresOutage(t *testing.T) {
 	})
 	if got := paths(p.all(ans)); !slices.Equal(got, want) {
 		t.Fatalf("after the outage: %v, want %v", got, want)
+	}
+}
+
+// A filter fixing _kafka_partition (=, IN, a range) plans only that partition's files,
+// and iceberg-go's remote scan reads exactly its rows: committed files and the live
+// tail's alike.
+func TestPlanPrunesByPartition(t *testing.T) {
+	t.Parallel()
+	le := newLiveEnv(t, nil, false)
+	n := le.planningNode(nodeOptions{})
+	le.commitRound(10)
+	le.commitRound(10)
+	le.produce(5) // the tail
+
+	pa := le.planner(n)
+	all := pa.all(pa.plan(`{}`))
+	partOf := map[string]string{}
+	for _, task := range all {
+		if len(task.DataFile.Partition) != 1 {
+			t.Fatalf("%s: partition %s, want the Kafka partition", task.DataFile.FilePath, task.DataFile.Partition)
+		}
+		partOf[task.DataFile.FilePath] = string(task.DataFile.Partition[0])
+	}
+	if len(all) != 2*3 {
+		t.Fatalf("%d files, want 6 (2 commits and a tail, 2 partitions)", len(all))
+	}
+
+	tbl, err := le.catalogClient(n).LoadTable(le.ctx, table.Identifier{ns, le.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := iceberg.Reference("_kafka_partition")
+	for _, c := range []struct {
+		filter string
+		expr   iceberg.BooleanExpression
+		want   int32
+	}{
+		{`{"type": "eq", "term": "_kafka_partition", "value": 1}`, iceberg.EqualTo(kp, int32(1)), 1},
+		{`{"type": "in", "term": "_kafka_partition", "values": [0]}`, iceberg.IsIn(kp, int32(0)), 0},
+		{`{"type": "gt-eq", "term": "_kafka_partition", "value": 1}`, iceberg.GreaterThanEqual(kp, int32(1)), 1},
+		{`{"type": "and", "left": {"type": "gt", "term": "_kafka_partition", "value": -1}, "right": {"type": "lt", "term": "_kafka_partition", "value": 1}}`,
+			iceberg.NewAnd(iceberg.GreaterThan(kp, int32(-1)), iceberg.LessThan(kp, int32(1))), 0},
+	} {
+		planned := pa.all(pa.plan(`{"filter": ` + c.filter + `}`))
+		var want []string
+		for path, p := range partOf {
+			if p == fmt.Sprint(c.want) {
+				want = append(want, path)
+			}
+		}
+		slices.Sort(want)
+		if got := paths(planned); !slices.Equal(got, want) {
+			t.Fatalf("filter %s: planned\n%v\nwant the files of partition %d\n%v", c.filter, got, c.want, want)
+		}
+		for _, task := range planned {
+			if string(task.Residual) != "true" {
+				t.Errorf("filter %s: %s has residual %s, want true", c.filter, task.DataFile.FilePath, task.Residual)
+			}
+		}
+
+		at, err := tbl.Scan(table.WithRowFilter(c.expr), table.WithScanPlanningMode(table.ScanPlanningRemote)).ToArrowTable(le.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rowsOf(t, at)
+		at.Release()
+		var rows []row
+		for _, r := range le.rows {
+			if r.partition == c.want {
+				rows = append(rows, r)
+			}
+		}
+		sameRows(t, "remote scan of "+c.filter, got, rows)
+	}
+}
+
+// A table stored with a spec Mink does not index by yet (by a newer node) is not
+// indexed, so its loads have no live tail: they answer its committed metadata, never a
+// tail by _kafka_partition under a spec that says otherwise.
+func TestLiveLoadOfAnUnindexedSpec(t *testing.T) {
+	t.Parallel()
+	le := newLiveEnv(t, nil, false)
+	n := le.planningNode(nodeOptions{})
+	le.commitRound(5)
+	le.produce(3) // a tail the default table's loads show
+	schema, err := spec.IcebergSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	by, err := partition.ParseList("bucket[4](id)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := partition.Build(schema, by, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.addTableSpec("bucketed", &ps)
+
+	cat := le.catalogClient(n)
+	def, err := cat.LoadTable(le.ctx, table.Identifier{ns, le.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := def.Metadata().CurrentSnapshot(); s == nil || s.Summary.Properties[live.SummaryLive] != "true" {
+		t.Fatalf("the default table's load is not live: %+v", s)
+	}
+	got, err := cat.LoadTable(le.ctx, table.Identifier{ns, "bucketed"})
+	if err != nil {
+		t.Fatalf("load of the table partitioned by bucket[4](id): %v", err)
+	}
+	if got.MetadataLocation() != layout.URI(le.metaKey) {
+		t.Fatalf("the load answers %s, want the committed metadata %s", got.MetadataLocation(), layout.URI(le.metaKey))
 	}
 }

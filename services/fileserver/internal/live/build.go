@@ -139,6 +139,20 @@ func (l *Loader) build(ctx context.Context, t tables.Table, props tables.Props, 
 		return Result{}, apierr.Postgres(err, "load table %s: read its schema", t.FullName())
 	}
 	meta := icebergmeta.Table{Namespace: t.Namespace, Name: t.Name, Schema: schema, Schemas: schemas, Properties: t.Properties}
+	if t.PartitionSpec != nil { // specs stored (none: the default alone)
+		cur, err := t.Partitioning(schema)
+		if err == nil {
+			err = l.query(ctx, func(ctx context.Context) error {
+				var err error
+				meta.Specs, err = tables.PartitionSpecs(ctx, l.o.DB, t.ID)
+				return err
+			})
+		}
+		if err != nil {
+			return Result{}, apierr.Postgres(err, "load table %s: read its partition specs", t.FullName())
+		}
+		meta.SpecID = cur.ID
+	}
 	addDeletes := make([]icebergmeta.DataFile, len(dels))
 	for i, d := range dels {
 		addDeletes[i] = d.File

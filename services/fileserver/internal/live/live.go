@@ -16,11 +16,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/minkhq/mink/pkg/apierr"
 	"github.com/minkhq/mink/pkg/flight"
 	"github.com/minkhq/mink/pkg/icebergmeta"
 	"github.com/minkhq/mink/pkg/kafkasrc"
@@ -232,6 +234,24 @@ func (l *Loader) Load(ctx context.Context, t tables.Table, base Base) (Result, e
 	if !props.LiveLoad {
 		l.count(ctx, "disabled", &l.n.disabled)
 		return committed, nil
+	}
+	if t.PartitionSpec != nil {
+		// A spec Mink does not index by (stored by a newer node): nothing is indexed,
+		// and a tail by _kafka_partition would not be what the table says.
+		var schema *iceberg.Schema
+		err := l.query(ctx, func(ctx context.Context) error {
+			var err error
+			schema, _, err = l.o.Codecs.Schemas(ctx, t)
+			return err
+		})
+		if err != nil {
+			l.count(ctx, "error", &l.n.failed)
+			return Result{}, apierr.Postgres(err, "load table %s: read its schema", t.FullName())
+		}
+		if t.CheckPartitioning(schema) != nil {
+			l.count(ctx, "disabled", &l.n.disabled)
+			return committed, nil
+		}
 	}
 	res, err := l.load(ctx, t, props, base)
 	if err != nil {

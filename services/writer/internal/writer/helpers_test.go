@@ -33,6 +33,7 @@ import (
 	"github.com/minkhq/mink/pkg/lease"
 	"github.com/minkhq/mink/pkg/lease/leasetest"
 	"github.com/minkhq/mink/pkg/parquetbuild"
+	"github.com/minkhq/mink/pkg/partition"
 	"github.com/minkhq/mink/pkg/pgschema"
 	"github.com/minkhq/mink/pkg/pgtest"
 	"github.com/minkhq/mink/pkg/rangefile"
@@ -96,6 +97,12 @@ func privateDB(t *testing.T) (*pgtest.Cluster, *pgxpool.Pool) {
 // newFixtureDB is newFixture on a given database.
 func newFixtureDB(t *testing.T, db *pgxpool.Pool, partitions int32, props map[string]string) *fixture {
 	t.Helper()
+	return newFixtureSpec(t, db, partitions, props, nil)
+}
+
+// newFixtureSpec is newFixtureDB of a table stored with partition spec ps (nil: none).
+func newFixtureSpec(t *testing.T, db *pgxpool.Pool, partitions int32, props map[string]string, ps *partition.Spec) *fixture {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	t.Cleanup(cancel)
 	if err := pgschema.Migrate(ctx, db); err != nil {
@@ -117,7 +124,7 @@ func newFixtureDB(t *testing.T, db *pgxpool.Pool, partitions int32, props map[st
 	tbl, err := tables.Create(ctx, db, tables.Table{
 		Name: "events", Topic: topic,
 		Spec:       tableschema.Spec{Format: tableschema.FormatJSON, Columns: []tableschema.Column{{Name: "id", Type: "long"}, {Name: "msg", Type: "string"}}},
-		Properties: base,
+		Properties: base, PartitionSpec: ps,
 	}, partitions)
 	if err != nil {
 		t.Fatal(err)

@@ -144,6 +144,15 @@ func (tw *tableWriter) loadSchemas(ctx context.Context) error {
 	if tw.meta.Schema == nil {
 		return fmt.Errorf("table %s: current schema version %d is not stored", tw.tbl.FullName(), tw.tbl.Version)
 	}
+	// Every spec the table has had, its current version's the metadata's default.
+	if tw.meta.Specs, err = tables.PartitionSpecs(ctx, tw.w.db, tw.tbl.ID); err != nil {
+		return err
+	}
+	cur, err := tw.tbl.Partitioning(tw.meta.Schema)
+	if err != nil {
+		return err
+	}
+	tw.meta.SpecID = cur.ID
 	return nil
 }
 
@@ -159,7 +168,7 @@ func (tw *tableWriter) refresh(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if t.Version != tw.tbl.Version {
-		tw.tbl.Version = t.Version
+		tw.tbl.Version, tw.tbl.PartitionSpec = t.Version, t.PartitionSpec
 		if err := tw.loadSchemas(ctx); err != nil {
 			return false, err
 		}
@@ -175,7 +184,8 @@ func (tw *tableWriter) refresh(ctx context.Context) (bool, error) {
 	}
 	tw.tbl.Spec = t.Spec
 	md := tw.st.base.Metadata
-	return md != nil && md.CurrentSchema().ID != tw.meta.Schema.ID || md != nil && !maps.Equal(icebergProps(md), icebergmeta.PropertiesOf(tw.meta)), nil
+	return md != nil && (md.CurrentSchema().ID != tw.meta.Schema.ID || md.DefaultPartitionSpec() != tw.meta.SpecID ||
+		!maps.Equal(icebergProps(md), icebergmeta.PropertiesOf(tw.meta))), nil
 }
 
 // load reads the current metadata, its coverage and its files.
